@@ -1,0 +1,40 @@
+# The two commands: `make run` (portal on the embedded default) and `make test` (the whole suite).
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test test-fast lint typecheck check migrations-check bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.lock
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	@touch $@
+
+run: install
+	HOST=$(HOST) PORT=$(PORT) PY=$(PY) bin/run-portal
+
+test: install
+	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy auditportal trainer tests bench
+
+migrations-check: install
+	$(PY) manage.py makemigrations --check --dry-run --settings=auditportal.settings.test
+
+check: lint typecheck migrations-check
+
+bench: install
+	$(PY) bench/register_dataset.py
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from auditportal.activity.models import Event
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin[Event]):
+    list_display = ("at", "actor", "verb", "target_type", "target_id")
+    list_filter = ("verb", "target_type")
+
+    def has_change_permission(self, request: HttpRequest, obj: Event | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Event | None = None) -> bool:
+        return False

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from auditportal.datasets import apis as dataset_apis
+
+urlpatterns = [
+    path("datasets/", dataset_apis.DatasetListApi.as_view(), name="api-dataset-list"),
+    path(
+        "dataset-versions/<int:version_id>/", dataset_apis.DatasetVersionDetailApi.as_view(), name="api-dataset-version"
+    ),
+]

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.lib.env import human_size
+
+
+def parse_unknown_tokens(text: str) -> tuple[str, ...]:
+    # Empty values are always unknown; the steward lists the other tokens.
+    tokens = [token.strip() for token in text.split(",")]
+    return ("", *sorted({token for token in tokens if token}, key=str.lower))
+
+
+class UploadForm(forms.Form):
+    name = forms.CharField(
+        max_length=120,
+        label="Dataset name",
+        help_text="Registering a file under an existing name creates its next version.",
+    )
+    file = forms.FileField(label="CSV or Parquet file", allow_empty_file=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].help_text = (
+            f"Comma-separated UTF-8 CSV with a header row, or Parquet; at most "
+            f"{human_size(settings.DATASET_MAX_UPLOAD_BYTES)}."
+        )
+
+
+class DeclarationForm(forms.Form):
+    label = forms.ChoiceField(label="Label column", help_text="The binary outcome the model predicts.")
+    positive = forms.CharField(
+        max_length=255,
+        label="Positive label value",
+        help_text="The value that counts as the favourable/positive outcome (e.g. 1, yes, approved).",
+    )
+    attributes = forms.MultipleChoiceField(
+        label="Sensitive attributes",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Columns that identify groups of people (gender, race, age group...). The first two are also "
+        "summarised as an intersection.",
+    )
+    unknown_tokens = forms.CharField(
+        required=False,
+        initial=", ".join(token for token in DEFAULT_UNKNOWN_TOKENS if token),
+        label="Values that mean “unknown”",
+        help_text="Comma-separated, matched case-insensitively. Empty values are always unknown. Unknowns are "
+        "kept and counted, never dropped.",
+    )
+    features = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Feature columns",
+        help_text="Leave all unticked to use every column that is neither the label nor an attribute.",
+    )
+    confirm_groups = forms.BooleanField(
+        label="I have checked the group values inferred for each sensitive attribute (table below).",
+    )
+
+    def __init__(self, *args: Any, columns: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(name, name) for name in columns]
+        self.fields["label"].choices = [("", "— choose —"), *choices]
+        self.fields["attributes"].choices = choices
+        self.fields["features"].choices = choices
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        label = cleaned.get("label")
+        attributes = cleaned.get("attributes") or []
+        features = cleaned.get("features") or []
+        if label and label in attributes:
+            self.add_error("attributes", f"The label column {label!r} cannot also be a sensitive attribute.")
+        if label and label in features:
+            self.add_error("features", f"The label column {label!r} cannot also be a feature.")
+        return cleaned
+
+    def spec(self) -> DatasetSpec:
+        data = self.cleaned_data
+        return DatasetSpec(
+            label=data["label"],
+            positive=data["positive"].strip(),
+            attributes=tuple(data["attributes"]),
+            unknown_tokens=parse_unknown_tokens(data.get("unknown_tokens") or ""),
+            features=tuple(data["features"]) or None,
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from auditportal.accounts.cli import cli_user
+from auditportal.accounts.models import Role
+from auditportal.datasets import demo, services
+from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
+from auditportal.datasets.models import DatasetVersion
+
+
+class Command(BaseCommand):
+    help = (
+        "Generate the seeded demo credit dataset (no download) with a known recall gap between genders, "
+        "register it, and print the new version's id as the last line."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--rows", type=int, default=50_000)
+        parser.add_argument("--seed", type=int, default=demo.DEFAULT_SEED)
+        parser.add_argument("--name", default="credit-demo")
+        parser.add_argument("--user", help="act as this user (needs the data steward role)")
+        parser.add_argument(
+            "--if-missing", action="store_true", help="do nothing if a dataset of this name already has a version"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["rows"] < 100:
+            raise CommandError(f"--rows must be at least 100, got {options['rows']}")
+        if options["if_missing"]:
+            existing = DatasetVersion.objects.filter(dataset__name=options["name"]).order_by("-number").first()
+            if existing is not None:
+                self.stdout.write(f"{existing} already exists")
+                self.stdout.write(str(existing.pk))
+                return
+        out = Path(settings.VAR_DIR) / "demo" / f"credit-demo-{options['rows']}-seed{options['seed']}.csv"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        demo.write_demo_csv(out, rows=options["rows"], seed=options["seed"])
+        spec = DatasetSpec(
+            label=demo.LABEL,
+            positive=demo.POSITIVE,
+            attributes=demo.ATTRIBUTES,
+            unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )
+        user = cli_user(options["user"], role=Role.DATA_STEWARD)
+        try:
+            version = services.dataset_version_register(
+                user=user, source=out, original_name=out.name, name=options["name"], spec=spec
+            )
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"Registered {version}: {version.num_rows} rows, {version.positives} positive")
+        self.stdout.write(str(version.pk))

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from auditportal.datasets import sharding
+from auditportal.datasets.models import DatasetVersion
+from auditportal.datasets.services import dataset_version_shard
+
+
+class Command(BaseCommand):
+    help = "Write K stratified Parquet parts of a dataset version (see docs/shard-format.md), or --check them."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("version_id", type=int, metavar="DATASET_ID", help="the dataset version id")
+        parser.add_argument("--parts", type=int, required=True, help="number of parts (K)")
+        parser.add_argument("--out", type=Path, help="output directory (default: under SHARD_DIR)")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+        parser.add_argument(
+            "--check", action="store_true", help="re-read existing parts and report mismatches instead of writing"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        version = DatasetVersion.objects.filter(pk=options["version_id"]).first()
+        if version is None:
+            raise CommandError(f"dataset version {options['version_id']} does not exist")
+        parts: int = options["parts"]
+        if parts < 1:
+            raise CommandError(f"--parts must be at least 1, got {parts}")
+        if options["check"]:
+            out = options["out"]
+            if out is None:
+                raise CommandError("--check needs --out DIR (the directory to check)")
+            problems = sharding.check_shards(out)
+            for problem in problems:
+                self.stderr.write(problem)
+            if problems:
+                raise CommandError(f"{len(problems)} problem(s) in {out}")
+            self.stdout.write(f"{out}: all parts consistent and balanced")
+            return
+        try:
+            out_dir, manifest = dataset_version_shard(
+                version=version,
+                parts=parts,
+                out_dir=options["out"],
+                seed=options["seed"],
+                overwrite=options["overwrite"],
+            )
+        except (ValueError, FileExistsError) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"Wrote {parts} part(s) of {version} ({manifest['num_examples']} rows)")
+        self.stdout.write(str(out_dir))

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+
+
+class Dataset(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class FileFormat(models.TextChoices):
+    CSV = "csv", "CSV"
+    PARQUET = "parquet", "Parquet"
+
+
+class DatasetVersion(models.Model):
+    """One registered file of a dataset. Immutable: registering again creates a new version."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    # Relative to settings.DATASET_STORAGE_DIR; never derived from user input beyond a checked file name.
+    storage_path = models.CharField(max_length=500, unique=True)
+    original_name = models.CharField(max_length=255)
+    file_format = models.CharField(max_length=16, choices=FileFormat.choices)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    num_rows = models.BigIntegerField()
+    positives = models.BigIntegerField()
+    negatives = models.BigIntegerField()
+    label_column = models.CharField(max_length=255)
+    positive_value = models.CharField(max_length=255)
+    unknown_tokens = models.JSONField(default=list)
+    columns = models.JSONField(default=list)
+    # [{"name": ..., "kind": "numeric" | "categorical"}]
+    features = models.JSONField(default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["dataset__name", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "number"], name="datasets_version_unique_number"),
+            models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="datasets_version_rows_positive"),
+            models.CheckConstraint(
+                condition=models.Q(positives__gte=0, negatives__gte=0), name="datasets_version_counts_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name} v{self.number}"
+
+    @property
+    def path(self) -> Path:
+        return Path(settings.DATASET_STORAGE_DIR) / self.storage_path
+
+    @property
+    def positive_rate(self) -> float:
+        return self.positives / self.num_rows if self.num_rows else 0.0
+
+
+class SensitiveAttribute(models.Model):
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="attributes")
+    name = models.CharField(max_length=255)
+    position = models.PositiveSmallIntegerField()
+    groups = models.JSONField(default=list)
+    unknown_count = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["version", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "name"], name="datasets_attribute_unique_name"),
+            models.UniqueConstraint(fields=["version", "position"], name="datasets_attribute_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GroupSummary(models.Model):
+    """Rows, positives and negatives of one group (or the unknown bucket) of one attribute.
+
+    ``attribute`` is an attribute name, or ``"<a>&<b>"`` for the intersection of the first two.
+    """
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="group_summaries")
+    attribute = models.CharField(max_length=511)
+    is_intersection = models.BooleanField(default=False)
+    group = models.CharField(max_length=511, blank=True)
+    is_unknown = models.BooleanField(default=False)
+    rows = models.BigIntegerField()
+    positives = models.BigIntegerField()
+    negatives = models.BigIntegerField()
+    share = models.FloatField()
+
+    class Meta:
+        ordering = ["version", "is_intersection", "attribute", "is_unknown", "group"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "attribute", "group", "is_unknown"], name="datasets_groupsummary_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(is_unknown=False) | models.Q(group=""), name="datasets_groupsummary_unknown_blank"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute}={self.group if not self.is_unknown else '(unknown)'}"
+
+    @property
+    def positive_rate(self) -> float | None:
+        return self.positives / self.rows if self.rows else None
+
+
+class StagedUpload(models.Model):
+    """An uploaded file waiting for its steward to declare label and attributes (step 2 of 2)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    dataset_name = models.CharField(max_length=120)
+    original_name = models.CharField(max_length=255)
+    storage_path = models.CharField(max_length=500)
+    size_bytes = models.BigIntegerField()
+    profile = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.original_name} (staged)"
+
+    @property
+    def path(self) -> Path:
+        return Path(settings.DATASET_STORAGE_DIR) / self.storage_path

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Max, QuerySet
+from django.http import Http404
+
+from auditportal.accounts.models import User
+from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, StagedUpload
+
+
+def dataset_list(*, user: User) -> QuerySet[Dataset]:
+    if not user.is_authenticated or not user.is_member:
+        return Dataset.objects.none()
+    return Dataset.objects.annotate(version_count=Count("versions"), latest_number=Max("versions__number")).order_by(
+        "name"
+    )
+
+
+def dataset_version_list(*, user: User, dataset: Dataset | None = None) -> QuerySet[DatasetVersion]:
+    if not user.is_authenticated or not user.is_member:
+        return DatasetVersion.objects.none()
+    versions = DatasetVersion.objects.select_related("dataset", "created_by")
+    if dataset is not None:
+        versions = versions.filter(dataset=dataset)
+    return versions.order_by("dataset__name", "-number")
+
+
+def dataset_get(*, user: User, dataset_id: int) -> Dataset:
+    try:
+        return dataset_list(user=user).get(pk=dataset_id)
+    except Dataset.DoesNotExist:
+        raise Http404("No such dataset.") from None
+
+
+def dataset_version_get(*, user: User, version_id: int) -> DatasetVersion:
+    try:
+        return dataset_version_list(user=user).get(pk=version_id)
+    except DatasetVersion.DoesNotExist:
+        raise Http404("No such dataset version.") from None
+
+
+def staged_upload_get(*, user: User, staged_id: str) -> StagedUpload:
+    # A staged file is private to its uploader until it is registered.
+    try:
+        return StagedUpload.objects.get(pk=staged_id, owner_id=user.pk)
+    except (StagedUpload.DoesNotExist, ValueError):
+        raise Http404("No such upload.") from None
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: str
+    is_unknown: bool
+    rows: int
+    positives: int
+    negatives: int
+    share: float
+    positive_rate: float | None
+
+    @property
+    def share_percent(self) -> str:
+        return f"{self.share * 100:.1f}%"
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    attribute: str
+    is_intersection: bool
+    rows: list[GroupRow]
+
+    @property
+    def unknown(self) -> int:
+        return sum(row.rows for row in self.rows if row.is_unknown)
+
+
+def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]:
+    """The per-group summary, one table per attribute (declared order), the intersection last."""
+    order = {name: position for position, name in enumerate(version.attributes.values_list("name", flat=True))}
+    tables: dict[str, GroupTable] = {}
+    summaries: QuerySet[GroupSummary] = version.group_summaries.order_by("attribute", "is_unknown", "-rows", "group")
+    for summary in summaries:
+        table = tables.setdefault(
+            summary.attribute,
+            GroupTable(attribute=summary.attribute, is_intersection=summary.is_intersection, rows=[]),
+        )
+        table.rows.append(
+            GroupRow(
+                group=summary.group,
+                is_unknown=summary.is_unknown,
+                rows=summary.rows,
+                positives=summary.positives,
+                negatives=summary.negatives,
+                share=summary.share,
+                positive_rate=summary.positive_rate,
+            )
+        )
+    return sorted(tables.values(), key=lambda table: (table.is_intersection, order.get(table.attribute, 1_000)))

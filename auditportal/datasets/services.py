@@ -1,0 +1,316 @@
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.permissions import require_role
+from auditportal.activity.services import event_record
+from auditportal.datasets import ingest, sharding
+from auditportal.datasets.ingest import DatasetError, DatasetSpec, Inspection
+from auditportal.datasets.models import (
+    Dataset,
+    DatasetVersion,
+    GroupSummary,
+    SensitiveAttribute,
+    StagedUpload,
+)
+from auditportal.lib.env import human_size
+
+logger = logging.getLogger(__name__)
+
+_DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,119}$")
+
+
+def dataset_name_check(name: str) -> str:
+    cleaned = name.strip()
+    if not _DATASET_NAME.fullmatch(cleaned):
+        raise ValidationError(
+            {
+                "name": (
+                    f"Dataset name {name!r} is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
+                    "starting with a letter or digit."
+                )
+            }
+        )
+    return cleaned
+
+
+def _storage_root() -> Path:
+    root = Path(settings.DATASET_STORAGE_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _check_size(path: Path, display_name: str) -> int:
+    size = path.stat().st_size
+    limit = settings.DATASET_MAX_UPLOAD_BYTES
+    if size > limit:
+        raise DatasetError(
+            f"the file is {human_size(size)}, over the {human_size(limit)} limit (DATASET_MAX_UPLOAD_SIZE)",
+            file=display_name,
+        )
+    return size
+
+
+def _place(source: Path, target: Path, *, move: bool) -> None:
+    """Put a file into the store without ever exposing a half-written file under its final name."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    if move:
+        try:
+            source.rename(partial)
+        except OSError:
+            shutil.copyfile(source, partial)
+            source.unlink()
+    else:
+        shutil.copyfile(source, partial)
+    partial.rename(target)
+
+
+def _remove_tree(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def dataset_version_register(
+    *,
+    user: User,
+    source: Path,
+    original_name: str,
+    name: str,
+    spec: DatasetSpec,
+    move_source: bool = False,
+) -> DatasetVersion:
+    """Validate a CSV/Parquet file and register it as the next version of the dataset ``name``.
+
+    The file is copied into the store first and everything is computed from that copy, so what is
+    hashed is exactly what is kept. Either the file and all rows exist afterwards, or neither does.
+    """
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    clean_name = dataset_name_check(name)
+    ingest.check_file_name(original_name)
+    if not source.is_file():
+        raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    _check_size(source, original_name)
+
+    directory = _storage_root() / uuid.uuid4().hex
+    stored = directory / original_name
+    max_bytes = settings.DATASET_MAX_UPLOAD_BYTES
+    if move_source:
+        # The source already lives in our store (a staged upload): check it where it is, so a
+        # rejected declaration leaves the staged file in place for the steward to try again.
+        inspection = ingest.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes)
+        _place(source, stored, move=True)
+    else:
+        try:
+            _place(source, stored, move=False)
+            inspection = ingest.inspect_file(stored, spec, display_name=original_name, max_bytes=max_bytes)
+        except BaseException:
+            _remove_tree(directory)
+            raise
+    try:
+        with transaction.atomic():
+            version = _version_create(
+                user=user,
+                name=clean_name,
+                spec=spec,
+                inspection=inspection,
+                storage_path=str(stored.relative_to(_storage_root())),
+                original_name=original_name,
+            )
+    except BaseException:
+        if move_source:
+            stored.rename(source)
+        _remove_tree(directory)
+        raise
+    logger.info("registered %s (%d rows, sha256 %s)", version, version.num_rows, version.sha256)
+    return version
+
+
+def _version_create(
+    *,
+    user: User,
+    name: str,
+    spec: DatasetSpec,
+    inspection: Inspection,
+    storage_path: str,
+    original_name: str,
+) -> DatasetVersion:
+    dataset, created = Dataset.objects.get_or_create(name=name, defaults={"created_by": user})
+    if created:
+        event_record(actor=user, verb="dataset.created", target=dataset, data={"name": name})
+    # Lock the dataset row so two registrations cannot both take the same version number.
+    dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    version = DatasetVersion.objects.create(
+        dataset=dataset,
+        number=number,
+        storage_path=storage_path,
+        original_name=original_name,
+        file_format=inspection.file_format,
+        sha256=inspection.sha256,
+        size_bytes=inspection.size_bytes,
+        num_rows=inspection.num_rows,
+        positives=inspection.positives,
+        negatives=inspection.negatives,
+        label_column=spec.label,
+        positive_value=spec.positive.strip(),
+        unknown_tokens=list(spec.unknown_tokens),
+        columns=list(inspection.columns),
+        features=[asdict(feature) for feature in inspection.features],
+        created_by=user,
+    )
+    SensitiveAttribute.objects.bulk_create(
+        SensitiveAttribute(
+            version=version,
+            name=attribute.name,
+            position=position,
+            groups=list(attribute.groups),
+            unknown_count=attribute.unknown_count,
+        )
+        for position, attribute in enumerate(inspection.attributes)
+    )
+    intersection = "&".join(spec.attributes[:2]) if len(spec.attributes) >= 2 else None
+    GroupSummary.objects.bulk_create(
+        GroupSummary(
+            version=version,
+            attribute=stat.attribute,
+            is_intersection=stat.attribute == intersection,
+            group=stat.group or "",
+            is_unknown=stat.group is None,
+            rows=stat.rows,
+            positives=stat.positives,
+            negatives=stat.negatives,
+            share=stat.share,
+        )
+        for stat in inspection.groups
+    )
+    event_record(
+        actor=user,
+        verb="dataset_version.registered",
+        target=version,
+        data={
+            "dataset": name,
+            "number": number,
+            "sha256": inspection.sha256,
+            "rows": inspection.num_rows,
+            "file": original_name,
+        },
+    )
+    return version
+
+
+def staged_upload_create(*, user: User, source: Path, original_name: str, dataset_name: str) -> StagedUpload:
+    """Step 1 of the browser flow: keep the uploaded file and profile its columns."""
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    clean_name = dataset_name_check(dataset_name)
+    ingest.check_file_name(original_name)
+    size = _check_size(source, original_name)
+    directory = _storage_root() / "staging" / uuid.uuid4().hex
+    stored = directory / original_name
+    try:
+        _place(source, stored, move=True)
+        profile = ingest.profile_file(
+            stored,
+            display_name=original_name,
+            max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+            max_values=settings.DATASET_MAX_GROUPS,
+        )
+        return StagedUpload.objects.create(
+            owner=user,
+            dataset_name=clean_name,
+            original_name=original_name,
+            storage_path=str(stored.relative_to(_storage_root())),
+            size_bytes=size,
+            profile=_profile_as_json(profile),
+        )
+    except BaseException:
+        _remove_tree(directory)
+        raise
+
+
+def _profile_as_json(profile: ingest.Profile) -> dict[str, object]:
+    return {
+        "file_format": profile.file_format,
+        "num_rows": profile.num_rows,
+        "columns": [
+            {
+                "name": column.name,
+                "dtype": column.dtype,
+                "distinct": column.distinct,
+                "nulls": column.nulls,
+                "values": [list(pair) for pair in column.values] if column.values is not None else None,
+            }
+            for column in profile.columns
+        ],
+    }
+
+
+def staged_upload_register(*, user: User, staged: StagedUpload, spec: DatasetSpec) -> DatasetVersion:
+    """Step 2 of the browser flow: register the staged file with the declared label and attributes."""
+    if staged.owner_id != user.pk:
+        raise PermissionError("staged uploads belong to the user who uploaded them")
+    version = dataset_version_register(
+        user=user,
+        source=staged.path,
+        original_name=staged.original_name,
+        name=staged.dataset_name,
+        spec=spec,
+        move_source=True,
+    )
+    staged_upload_discard(staged=staged)
+    return version
+
+
+def staged_upload_discard(*, staged: StagedUpload) -> None:
+    _remove_tree(staged.path.parent)
+    staged.delete()
+
+
+def dataset_version_shard(
+    *,
+    version: DatasetVersion,
+    parts: int,
+    out_dir: Path | None = None,
+    seed: int = 0,
+    overwrite: bool = False,
+) -> tuple[Path, dict[str, object]]:
+    spec = dataset_spec_for(version)
+    table = ingest.load_normalized(version.path, spec, display_name=version.original_name)
+    target = out_dir or Path(settings.SHARD_DIR) / f"version-{version.pk}-k{parts}-seed{seed}"
+    shard_spec = sharding.ShardSpec(
+        label_column=version.label_column,
+        positive=version.positive_value,
+        features=tuple(sharding.FeatureSpec(name=f["name"], kind=f["kind"]) for f in version.features),
+        attributes=tuple(
+            sharding.AttributeSpec(
+                name=attribute.name,
+                groups=tuple(attribute.groups),
+                unknown_tokens=tuple(version.unknown_tokens),
+            )
+            for attribute in version.attributes.all()
+        ),
+        dataset={"version_id": version.pk, "name": version.dataset.name, "sha256": version.sha256},
+    )
+    manifest = sharding.write_shards(table, shard_spec, parts=parts, out_dir=target, seed=seed, overwrite=overwrite)
+    return target, manifest
+
+
+def dataset_spec_for(version: DatasetVersion) -> DatasetSpec:
+    return DatasetSpec(
+        label=version.label_column,
+        positive=version.positive_value,
+        attributes=tuple(version.attributes.order_by("position").values_list("name", flat=True)),
+        unknown_tokens=tuple(version.unknown_tokens),
+        features=tuple(f["name"] for f in version.features),
+        max_groups=settings.DATASET_MAX_GROUPS,
+    )

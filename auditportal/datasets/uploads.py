@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+
+
+@dataclass(frozen=True)
+class RejectedUpload:
+    field_name: str
+    file_name: str
+    received_bytes: int
+    limit_bytes: int
+
+
+class SizeLimitedUploadHandler(FileUploadHandler):
+    """Stops storing a file as soon as it passes DATASET_MAX_UPLOAD_BYTES.
+
+    Placed before Django's TemporaryFileUploadHandler: uploads stream to disk chunk by chunk and an
+    oversized one is dropped (its temporary file deleted) without ever being held whole. The view
+    reads ``request.rejected_uploads`` to tell the user which file was too large.
+    """
+
+    def new_file(self, field_name: str, file_name: str, *args: object, **kwargs: object) -> None:
+        super().new_file(field_name, file_name, *args, **kwargs)  # type: ignore[arg-type]
+        self._received = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        self._received = start + len(raw_data)
+        limit = settings.DATASET_MAX_UPLOAD_BYTES
+        if self._received > limit:
+            rejected = getattr(self.request, "rejected_uploads", [])
+            rejected.append(
+                RejectedUpload(
+                    field_name=str(self.field_name),
+                    file_name=str(self.file_name),
+                    received_bytes=self._received,
+                    limit_bytes=limit,
+                )
+            )
+            self.request.rejected_uploads = rejected  # type: ignore[union-attr]
+            raise SkipFile
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.permissions import require_role
+from auditportal.datasets import selectors, services
+from auditportal.datasets.forms import DeclarationForm, UploadForm
+from auditportal.datasets.ingest import DatasetError
+from auditportal.datasets.uploads import RejectedUpload
+from auditportal.lib.env import human_size
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)
+    return user
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "datasets/home.html",
+        {
+            "datasets": selectors.dataset_list(user=user),
+            "can_register": user.has_role(Role.DATA_STEWARD),
+            "is_member": user.is_member,
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dataset_upload(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
+        for item in rejected:
+            form.add_error(
+                "file" if item.field_name == "file" else None,
+                f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+                f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
+            )
+        if not rejected and form.is_valid():
+            uploaded = form.cleaned_data["file"]
+            try:
+                staged = services.staged_upload_create(
+                    user=user,
+                    source=Path(uploaded.temporary_file_path()),
+                    original_name=uploaded.name,
+                    dataset_name=form.cleaned_data["name"],
+                )
+            except DatasetError as exc:
+                form.add_error("file", str(exc))
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                return redirect("datasets:declare", staged_id=staged.pk)
+    return render(request, "datasets/upload.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
+    user = _user(request)
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
+    columns = [column["name"] for column in staged.profile["columns"]]
+    form = DeclarationForm(request.POST or None, columns=columns)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = services.staged_upload_register(user=user, staged=staged, spec=form.spec())
+        except DatasetError as exc:
+            form.add_error(None, str(exc))
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Registered {version} ({version.num_rows:,} rows).")
+            return redirect("datasets:version", version_id=version.pk)
+    return render(
+        request,
+        "datasets/declare.html",
+        {"form": form, "staged": staged, "profile": staged.profile},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def dataset_discard(request: HttpRequest, staged_id: str) -> HttpResponse:
+    user = _user(request)
+    staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
+    services.staged_upload_discard(staged=staged)
+    messages.info(request, f"Discarded the upload of {staged.original_name}.")
+    return redirect("home")
+
+
+@login_required
+def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    user = _user(request)
+    dataset = selectors.dataset_get(user=user, dataset_id=dataset_id)
+    latest = selectors.dataset_version_list(user=user, dataset=dataset).first()
+    if latest is None:
+        return render(request, "datasets/empty.html", {"dataset": dataset})
+    return redirect("datasets:version", version_id=latest.pk)
+
+
+@login_required
+def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
+    user = _user(request)
+    version = selectors.dataset_version_get(user=user, version_id=version_id)
+    return render(
+        request,
+        "datasets/version.html",
+        {
+            "version": version,
+            "attributes": version.attributes.order_by("position"),
+            "tables": selectors.dataset_version_group_tables(version=version),
+            "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
+        },
+    )

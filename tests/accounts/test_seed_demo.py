@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Event
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_run_with_debug_off(settings: SettingsWrapper) -> None:
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="refuses to run with DEBUG off"):
+        call_command("seed_demo")
+    assert not User.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_creates_one_user_per_role_and_prints_working_passwords(settings: SettingsWrapper) -> None:
+    settings.DEBUG = True
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    lines = [line.split() for line in out.getvalue().splitlines()[1:]]
+    assert {line[0] for line in lines} == {"steward", "engineer", "reviewer", "committee", "admin"}
+    for username, password, *_ in lines:
+        user = User.objects.get(username=username)
+        assert user.check_password(password)
+    assert User.objects.get(username="steward").roles == {Role.DATA_STEWARD.value}
+    assert User.objects.get(username="admin").is_superuser
+    assert Event.objects.filter(verb="role.granted").count() == 5
+
+
+@pytest.mark.django_db
+def test_running_it_again_resets_passwords_without_duplicating_users(settings: SettingsWrapper) -> None:
+    settings.DEBUG = True
+    call_command("seed_demo", "--password", "first-password-123", stdout=StringIO())
+    call_command("seed_demo", "--password", "second-password-456", stdout=StringIO())
+    assert User.objects.count() == 5
+    assert User.objects.get(username="reviewer").check_password("second-password-456")

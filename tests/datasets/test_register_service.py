@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Event
+from auditportal.datasets import services
+from auditportal.datasets.ingest import DatasetError, DatasetSpec
+from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
+
+SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender", "age_group"))
+
+
+def _register(user: User, source: Path, spec: DatasetSpec = SPEC, name: str = "loans") -> DatasetVersion:
+    return services.dataset_version_register(user=user, source=source, original_name=source.name, name=name, spec=spec)
+
+
+def _nothing_stored(store: Path) -> bool:
+    files = [p for p in store.rglob("*") if p.is_file()] if store.exists() else []
+    return (
+        not files
+        and not Dataset.objects.exists()
+        and not DatasetVersion.objects.exists()
+        and not GroupSummary.objects.exists()
+        and not SensitiveAttribute.objects.exists()
+        and not Event.objects.filter(verb__startswith="dataset").exists()
+    )
+
+
+def test_a_steward_registers_a_file_with_its_group_summary(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    version = _register(alice, small_csv)
+    version.refresh_from_db()
+    assert (version.dataset.name, version.number, version.num_rows) == ("loans", 1, 8)
+    assert (version.positives, version.negatives) == (4, 4)
+    assert version.path.read_bytes() == small_csv.read_bytes()
+    assert version.path.is_relative_to(dataset_storage)
+    assert [f["name"] for f in version.features] == ["income", "region"]
+    gender = version.attributes.get(name="gender")
+    assert (gender.groups, gender.unknown_count) == (["female", "male"], 2)
+    female = version.group_summaries.get(attribute="gender", group="female")
+    assert (female.rows, female.positives, female.negatives) == (3, 2, 1)
+    assert female.share == pytest.approx(3 / 8)
+    unknown = version.group_summaries.get(attribute="gender", is_unknown=True)
+    assert unknown.rows == 2
+    assert version.group_summaries.filter(attribute="gender&age_group", is_intersection=True).exists()
+    event = Event.objects.get(verb="dataset_version.registered")
+    assert (event.actor, event.target_id, event.data["sha256"]) == (alice, str(version.pk), version.sha256)
+
+
+def test_registering_the_same_name_again_creates_the_next_version(
+    alice: User, small_csv: Path, dataset_storage: Path
+) -> None:
+    first = _register(alice, small_csv)
+    second = _register(alice, small_csv)
+    assert (first.dataset_id, first.number, second.number) == (second.dataset_id, 1, 2)
+    assert first.storage_path != second.storage_path
+    assert first.path.exists()
+    assert second.path.exists()
+
+
+@pytest.mark.parametrize("fixture_name", ["bob", "carol", "dave", "oscar"])
+def test_only_a_data_steward_may_register(
+    request: pytest.FixtureRequest, fixture_name: str, small_csv: Path, dataset_storage: Path
+) -> None:
+    user = request.getfixturevalue(fixture_name)
+    with pytest.raises(PermissionDenied, match="Only a data steward can register datasets"):
+        _register(user, small_csv)
+    assert _nothing_stored(dataset_storage)
+
+
+def test_a_bad_declaration_leaves_nothing_behind(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    spec = DatasetSpec(label="approved", positive="yes", attributes=("gender",))
+    with pytest.raises(DatasetError, match=r"loans\.csv.*'approved'"):
+        _register(alice, small_csv, spec)
+    assert _nothing_stored(dataset_storage)
+
+
+def test_a_database_failure_removes_the_stored_file(
+    alice: User, small_csv: Path, dataset_storage: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(**kwargs: object) -> None:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(services, "event_record", explode)
+    with pytest.raises(RuntimeError, match="database went away"):
+        _register(alice, small_csv)
+    assert _nothing_stored(dataset_storage)
+
+
+def test_a_file_over_the_size_limit_is_refused(
+    alice: User, small_csv: Path, dataset_storage: Path, settings: SettingsWrapper
+) -> None:
+    settings.DATASET_MAX_UPLOAD_BYTES = 100
+    with pytest.raises(DatasetError, match=r"loans\.csv: the file is .* over the 100 bytes limit"):
+        _register(alice, small_csv)
+    assert _nothing_stored(dataset_storage)
+
+
+@pytest.mark.parametrize("name", ["", "../etc", "a/b", "x" * 121, "-leading-dash"])
+def test_a_hostile_dataset_name_is_refused(alice: User, small_csv: Path, dataset_storage: Path, name: str) -> None:
+    with pytest.raises(ValidationError, match="is not allowed"):
+        _register(alice, small_csv, name=name)
+    assert _nothing_stored(dataset_storage)
+
+
+def test_a_staged_upload_survives_a_rejected_declaration(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    staged = services.staged_upload_create(
+        user=alice, source=small_csv, original_name="loans.csv", dataset_name="loans"
+    )
+    assert staged.path.exists()
+    with pytest.raises(DatasetError):
+        services.staged_upload_register(
+            user=alice, staged=staged, spec=DatasetSpec(label="approved", positive="7", attributes=("gender",))
+        )
+    assert staged.path.exists(), "a wrong declaration must not cost the steward the upload"
+    version = services.staged_upload_register(user=alice, staged=staged, spec=SPEC)
+    assert version.path.exists()
+    assert not staged.path.exists()
+    assert version.num_rows == 8
