@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def require_system_tool(reason: str) -> None:
+    """Skip locally, but fail in CI, where .ci/run installs every system package the tests need."""
+    if os.environ.get("PORTAL_REQUIRE_SYSTEM_TOOLS"):
+        pytest.fail(f"{reason} (PORTAL_REQUIRE_SYSTEM_TOOLS is set, so this cannot be skipped)")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def page(live_server: object) -> Iterator[object]:
+    executable = chromium_path()
+    if executable is None:
+        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls made by the test itself
+    # (fixtures, assertions) are synchronous and safe here.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
