@@ -11,6 +11,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("datasets/", include("auditportal.datasets.urls")),
+    path("experiments/", include("auditportal.experiments.urls")),
+    path("audits/", include("auditportal.audits.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from auditportal.datasets import apis as dataset_apis
 
@@ -9,4 +9,6 @@ urlpatterns = [
     path(
         "dataset-versions/<int:version_id>/", dataset_apis.DatasetVersionDetailApi.as_view(), name="api-dataset-version"
     ),
+    path("", include("auditportal.experiments.api_urls")),
+    path("", include("auditportal.audits.api_urls")),
 ]

@@ -55,6 +55,8 @@ INSTALLED_APPS = [
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
+    "auditportal.experiments",
+    "auditportal.audits",
 ]
 
 MIDDLEWARE = [
