@@ -191,3 +191,6 @@ STORAGES = {
         )
     },
 }
+
+# Experiment settings (backends, Determined credentials, beat schedule) live in their own module.
+from auditportal.settings.experiments import *  # noqa: E402,F403
