@@ -6,43 +6,43 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
-from tests.factories import UserFactory
+from tests.factories import make_user
 
 
 @pytest.fixture
 def alice(db: None) -> User:
     """Data steward."""
-    return UserFactory(username="alice", roles=[Role.DATA_STEWARD])
+    return make_user("alice", [Role.DATA_STEWARD])
 
 
 @pytest.fixture
 def bob(db: None) -> User:
     """ML engineer."""
-    return UserFactory(username="bob", roles=[Role.ML_ENGINEER])
+    return make_user("bob", [Role.ML_ENGINEER])
 
 
 @pytest.fixture
 def carol(db: None) -> User:
     """Reviewer."""
-    return UserFactory(username="carol", roles=[Role.REVIEWER])
+    return make_user("carol", [Role.REVIEWER])
 
 
 @pytest.fixture
 def dave(db: None) -> User:
     """Ethics-committee member."""
-    return UserFactory(username="dave", roles=[Role.ETHICS_COMMITTEE])
+    return make_user("dave", [Role.ETHICS_COMMITTEE])
 
 
 @pytest.fixture
 def erin(db: None) -> User:
     """Administrator."""
-    return UserFactory(username="erin", roles=[Role.ADMIN])
+    return make_user("erin", [Role.ADMIN])
 
 
 @pytest.fixture
 def oscar(db: None) -> User:
     """Outsider: an account with no role."""
-    return UserFactory(username="oscar", roles=[])
+    return make_user("oscar", [])
 
 
 @pytest.fixture

@@ -64,9 +64,14 @@ class DeclarationForm(forms.Form):
     def __init__(self, *args: Any, columns: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         choices = [(name, name) for name in columns]
-        self.fields["label"].choices = [("", "— choose —"), *choices]
-        self.fields["attributes"].choices = choices
-        self.fields["features"].choices = choices
+        for name, options in (
+            ("label", [("", "— choose —"), *choices]),
+            ("attributes", choices),
+            ("features", choices),
+        ):
+            field = self.fields[name]
+            assert isinstance(field, forms.ChoiceField)
+            field.choices = options
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -9,7 +9,7 @@ from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
 from tests.browser.conftest import ARTIFACTS
 from tests.datasets.conftest import SMALL_CSV
-from tests.factories import PASSWORD, UserFactory
+from tests.factories import PASSWORD, make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_steward_uploads_a_csv_and_sees_the_per_group_table(
     page: Any, live_server: Any, dataset_storage: Path, tmp_path: Path
 ) -> None:
-    UserFactory(username="alice", roles=[Role.DATA_STEWARD])
+    make_user("alice", [Role.DATA_STEWARD])
     csv_file = tmp_path / "loans.csv"
     csv_file.write_text(SMALL_CSV, encoding="utf-8")
 

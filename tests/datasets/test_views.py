@@ -143,9 +143,9 @@ def test_the_label_cannot_also_be_an_attribute(alice: User, dataset_storage: Pat
 
 def test_another_stewards_staged_upload_is_not_found(alice: User, dataset_storage: Path) -> None:
     from auditportal.accounts.models import Role
-    from tests.factories import UserFactory
+    from tests.factories import make_user
 
-    mallory = UserFactory(username="mallory", roles=[Role.DATA_STEWARD])
+    mallory = make_user("mallory", [Role.DATA_STEWARD])
     staged = services.staged_upload_create(
         user=alice,
         source=_write(dataset_storage.parent / "in.csv", SMALL_CSV),
