@@ -286,7 +286,7 @@ def dataset_version_shard(
 ) -> tuple[Path, dict[str, object]]:
     spec = dataset_spec_for(version)
     table = ingest.load_normalized(version.path, spec, display_name=version.original_name)
-    target = out_dir or Path(settings.SHARD_DIR) / f"version-{version.pk}-k{parts}-seed{seed}"
+    target = out_dir or shard_dir_default(version=version, parts=parts, seed=seed)
     shard_spec = sharding.ShardSpec(
         label_column=version.label_column,
         positive=version.positive_value,
@@ -303,6 +303,10 @@ def dataset_version_shard(
     )
     manifest = sharding.write_shards(table, shard_spec, parts=parts, out_dir=target, seed=seed, overwrite=overwrite)
     return target, manifest
+
+
+def shard_dir_default(*, version: DatasetVersion, parts: int, seed: int) -> Path:
+    return Path(settings.SHARD_DIR) / f"version-{version.pk}-k{parts}-seed{seed}"
 
 
 def dataset_spec_for(version: DatasetVersion) -> DatasetSpec:

@@ -42,8 +42,8 @@ class Command(BaseCommand):
         demo.write_demo_csv(out, rows=options["rows"], seed=options["seed"])
         spec = DatasetSpec(
             label=demo.LABEL,
-            positive=demo.POSITIVE,
-            attributes=demo.ATTRIBUTES,
+            positive="1",
+            attributes=("gender", "age_group"),
             unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
             max_groups=settings.DATASET_MAX_GROUPS,
         )

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.datasets import sharding
 from auditportal.datasets.models import DatasetVersion
-from auditportal.datasets.services import dataset_version_shard
+from auditportal.datasets.services import dataset_version_shard, shard_dir_default
 
 
 class Command(BaseCommand):
@@ -31,9 +31,9 @@ class Command(BaseCommand):
         if parts < 1:
             raise CommandError(f"--parts must be at least 1, got {parts}")
         if options["check"]:
-            out = options["out"]
-            if out is None:
-                raise CommandError("--check needs --out DIR (the directory to check)")
+            out = options["out"] or shard_dir_default(version=version, parts=parts, seed=options["seed"])
+            if not out.is_dir():
+                raise CommandError(f"{out}: no shard directory to check (write it first, or pass --out DIR)")
             problems = sharding.check_shards(out)
             for problem in problems:
                 self.stderr.write(problem)
@@ -41,15 +41,18 @@ class Command(BaseCommand):
                 raise CommandError(f"{len(problems)} problem(s) in {out}")
             self.stdout.write(f"{out}: all parts consistent and balanced")
             return
+        out = options["out"] or shard_dir_default(version=version, parts=parts, seed=options["seed"])
+        if out.exists() and any(out.iterdir()) and not options["overwrite"]:
+            raise CommandError(f"{out} already exists and is not empty; pass --overwrite to replace it")
         try:
             out_dir, manifest = dataset_version_shard(
                 version=version,
                 parts=parts,
-                out_dir=options["out"],
+                out_dir=out,
                 seed=options["seed"],
                 overwrite=options["overwrite"],
             )
-        except (ValueError, FileExistsError) as exc:
+        except ValueError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Wrote {parts} part(s) of {version} ({manifest['num_examples']} rows)")
         self.stdout.write(str(out_dir))
