@@ -1,0 +1,330 @@
+"""Bias-monitor maths: per-group confusion counts and the metrics derived from them.
+
+Pure numpy/torch (no Determined), so it is fast to test and benchmark and another engine can reuse
+it. Counts are kept as one flat int64 vector laid out ``[slot * 4 + cell]`` where a *slot* is one
+group of one attribute (each attribute also has a trailing ``unknown`` slot) and ``cell`` is
+``2 * y_true + y_pred``: 0 = tn, 1 = fp, 2 = fn, 3 = tp. Counts from several workers are combined by
+summing the vectors, never by averaging ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+METRICS_SCHEMA = 1
+
+TN, FP, FN, TP = 0, 1, 2, 3
+CELL_NAMES = ("tn", "fp", "fn", "tp")
+CELLS = 4
+INTERSECTION_SEP = "&"
+AUC_BINS = 4096
+
+
+def metric_key_part(name: str) -> str:
+    """Escape '/' so a group or attribute name cannot break the ``a/b/c`` metric key layout."""
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One monitored attribute; codes 0..len(groups)-1 are groups, len(groups) is unknown."""
+
+    name: str
+    groups: tuple[str, ...]
+
+    @property
+    def unknown_code(self) -> int:
+        return len(self.groups)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.groups) + 1
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """The monitored attributes in column order: the declared ones, then the intersection."""
+
+    attributes: tuple[Attribute, ...]
+
+    @classmethod
+    def from_declared(
+        cls, declared: Sequence[tuple[str, Sequence[str]]], *, intersect_first_two: bool = True
+    ) -> GroupLayout:
+        attrs = [Attribute(name, tuple(groups)) for name, groups in declared]
+        if intersect_first_two and len(attrs) >= 2:
+            a, b = attrs[0], attrs[1]
+            attrs.append(
+                Attribute(
+                    f"{a.name}{INTERSECTION_SEP}{b.name}",
+                    tuple(f"{ga}{INTERSECTION_SEP}{gb}" for ga in a.groups for gb in b.groups),
+                )
+            )
+        return cls(tuple(attrs))
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        out, acc = [], 0
+        for attr in self.attributes:
+            out.append(acc)
+            acc += attr.n_slots
+        return tuple(out)
+
+    @property
+    def n_slots(self) -> int:
+        return sum(a.n_slots for a in self.attributes)
+
+    @property
+    def n_cells(self) -> int:
+        return self.n_slots * CELLS
+
+    def names(self) -> list[str]:
+        return [a.name for a in self.attributes]
+
+
+def intersection_codes(codes_a: np.ndarray, codes_b: np.ndarray, a: Attribute, b: Attribute) -> np.ndarray:
+    """Codes of the intersection ``a&b``: unknown when either side is unknown."""
+    known = (codes_a < a.unknown_code) & (codes_b < b.unknown_code)
+    inter = codes_a.astype(np.int64) * len(b.groups) + codes_b
+    return np.where(known, inter, len(a.groups) * len(b.groups)).astype(np.int64)
+
+
+def _index_dtype(max_index: int) -> torch.dtype:
+    # bincount over uint8 is several times faster than over int64 on CPU.
+    if max_index < 256:
+        return torch.uint8
+    return torch.int32 if max_index < 2**31 else torch.int64
+
+
+def confusion_index(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:
+    """Flat cell index ``slot * 4 + 2 * y_true + y_pred``; slots may be [B] or [B, S] (global slot ids)."""
+    dtype = _index_dtype(n_slots * CELLS)
+    yt = y_true.to(dtype)
+    yp = y_pred.to(dtype)
+    if slots.dim() == 2:
+        yt = yt.unsqueeze(1)
+        yp = yp.unsqueeze(1)
+    return torch.add(yt, slots.to(dtype), alpha=2).mul_(2).add_(yp)
+
+
+def count_confusion(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:
+    """Confusion counts per slot, shape [n_slots, 4], computed with a single bincount."""
+    idx = confusion_index(slots, y_true, y_pred, n_slots).reshape(-1)
+    return torch.bincount(idx, minlength=n_slots * CELLS).view(n_slots, CELLS)
+
+
+class ConfusionAccumulator:
+    """Accumulates validation counts on the device with one bincount per batch.
+
+    Besides the per-group cells it keeps the overall confusion (4 cells) and a probability
+    histogram per class for a binned AUC, all in the same bincount; the loss is summed as a
+    device tensor. Nothing here synchronises with the host until :meth:`state` is called.
+    """
+
+    def __init__(self, layout: GroupLayout | None, device: torch.device | str = "cpu") -> None:
+        self.layout = layout
+        self.device = torch.device(device)
+        n_group_cells = layout.n_cells if layout is not None else 0
+        self._overall_offset = n_group_cells
+        self._hist_offset = n_group_cells + CELLS
+        self.n_total = self._hist_offset + 2 * AUC_BINS
+        offsets = layout.offsets if layout is not None else ()
+        self._slot_offsets = torch.tensor(offsets, dtype=torch.int32, device=self.device)
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts = torch.zeros(self.n_total, dtype=torch.int64, device=self.device)
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+
+    def update(
+        self,
+        codes: torch.Tensor | None,
+        y_true: torch.Tensor,
+        prob: torch.Tensor,
+        loss_sum: torch.Tensor,
+    ) -> None:
+        """codes: [B, S] per-attribute codes (unknown = len(groups)); y_true in {0,1}; prob in [0,1]."""
+        dt = torch.int32
+        y = y_true.to(dt)
+        pred = prob >= 0.5
+        cell = torch.add(pred.to(dt), y, alpha=2)
+        bins = (prob.detach() * AUC_BINS).to(dt).clamp_(0, AUC_BINS - 1)
+        parts = [cell + self._overall_offset, torch.add(y, bins, alpha=2).add_(self._hist_offset)]
+        if self.layout is not None and codes is not None:
+            slots = codes.to(dt) + self._slot_offsets
+            group_idx = confusion_index(slots, y, pred, self.layout.n_slots)
+            parts.append(group_idx.reshape(-1).to(dt))
+        self.counts += torch.bincount(torch.cat(parts), minlength=self.n_total)
+        self.loss_sum += loss_sum.detach().to(torch.float64)
+
+    def state(self) -> tuple[np.ndarray, float]:
+        return self.counts.cpu().numpy(), float(self.loss_sum.item())
+
+    def metrics(self, states: Sequence[tuple[np.ndarray, float]], search_lambda: float) -> dict[str, float]:
+        """Combine per-worker states by summing and derive every reported validation metric."""
+        counts = np.sum([s[0] for s in states], axis=0)
+        loss_sum = math.fsum(s[1] for s in states)
+        overall = counts[self._overall_offset : self._overall_offset + CELLS]
+        n = int(overall.sum())
+        hist = counts[self._hist_offset :].reshape(AUC_BINS, 2)
+        out: dict[str, float] = {}
+        out["val_loss"] = loss_sum / n if n else 0.0
+        out["accuracy"] = float(overall[TP] + overall[TN]) / n if n else 0.0
+        out["val_examples"] = float(n)
+        auc = binned_auc(hist[:, 1], hist[:, 0])
+        if auc is not None:
+            out["auc"] = auc
+        eod = 0.0
+        if self.layout is not None:
+            group = group_metrics(counts[: self.layout.n_cells].reshape(self.layout.n_slots, CELLS), self.layout)
+            out.update(group)
+            eod = group["eod"]
+        out["fair_objective"] = out["val_loss"] + search_lambda * eod
+        return out
+
+
+def binned_auc(pos_hist: np.ndarray, neg_hist: np.ndarray) -> float | None:
+    """ROC AUC from per-class score histograms; ties within a bin count one half."""
+    pos = pos_hist.astype(np.float64)
+    neg = neg_hist.astype(np.float64)
+    n_pos, n_neg = pos.sum(), neg.sum()
+    if n_pos == 0 or n_neg == 0:
+        return None
+    neg_below = np.cumsum(neg) - neg
+    return float(np.sum(pos * (neg_below + 0.5 * neg)) / (n_pos * n_neg))
+
+
+def group_metrics(counts: np.ndarray, layout: GroupLayout) -> dict[str, float]:
+    """Recall, FPR, counts and equal-opportunity differences from per-slot confusion counts.
+
+    A group without positives has no recall and one without negatives no FPR (the keys are
+    omitted), so ``eod`` never becomes NaN; unknown values are counted but excluded from rates.
+    """
+    counts = np.asarray(counts, dtype=np.int64).reshape(layout.n_slots, CELLS)
+    out: dict[str, float] = {}
+    gaps: list[float] = []
+    for attr, off in zip(layout.attributes, layout.offsets, strict=True):
+        a = metric_key_part(attr.name)
+        block = counts[off : off + attr.n_slots]
+        recalls: list[float] = []
+        for g, group in enumerate(attr.groups):
+            tn, fp, fn, tp = (int(v) for v in block[g])
+            gk = metric_key_part(group)
+            for name, value in zip(CELL_NAMES, (tn, fp, fn, tp), strict=True):
+                out[f"count/{a}/{gk}/{name}"] = float(value)
+            if tp + fn > 0:
+                r = tp / (tp + fn)
+                out[f"recall/{a}/{gk}"] = r
+                recalls.append(r)
+            if fp + tn > 0:
+                out[f"fpr/{a}/{gk}"] = fp / (fp + tn)
+        out[f"count/{a}/unknown"] = float(block[attr.unknown_code].sum())
+        gap = max(recalls) - min(recalls) if len(recalls) >= 2 else 0.0
+        out[f"eod/{a}"] = gap
+        gaps.append(gap)
+    out["eod"] = max(gaps) if gaps else 0.0
+    return out
+
+
+def counts_to_json(counts: np.ndarray, layout: GroupLayout) -> dict[str, Any]:
+    """Per-group counts as a nested, human-readable mapping (used for bias_stats.json)."""
+    counts = np.asarray(counts, dtype=np.int64).reshape(layout.n_slots, CELLS)
+    out: dict[str, Any] = {}
+    for attr, off in zip(layout.attributes, layout.offsets, strict=True):
+        groups: dict[str, dict[str, int]] = {}
+        for g, group in enumerate(attr.groups):
+            groups[group] = {n: int(v) for n, v in zip(CELL_NAMES, counts[off + g], strict=True)}
+        out[attr.name] = {"groups": groups, "unknown": int(counts[off + attr.unknown_code].sum())}
+    return out
+
+
+class ShareWindow:
+    """Each worker's group counts over the last ``window`` training batches, kept on the device.
+
+    One bincount per batch writes one row of a ring buffer; nothing syncs with the host until
+    :meth:`state`.
+    """
+
+    def __init__(self, layout: GroupLayout, window: int, device: torch.device | str = "cpu") -> None:
+        if window < 1:
+            raise ValueError("share window must be at least one batch")
+        self.layout = layout
+        self.window = window
+        self.device = torch.device(device)
+        self._offsets = torch.tensor(layout.offsets, dtype=torch.int64, device=self.device)
+        self.buffer = torch.zeros(window, layout.n_slots, dtype=torch.int64, device=self.device)
+        self._pos = 0
+
+    def update(self, codes: torch.Tensor) -> None:
+        slots = (codes.to(torch.int64) + self._offsets).reshape(-1)
+        self.buffer[self._pos] = torch.bincount(slots, minlength=self.layout.n_slots)
+        self._pos = (self._pos + 1) % self.window
+
+    def state(self) -> np.ndarray:
+        return self.buffer.sum(dim=0).cpu().numpy()
+
+
+def worker_share_metrics(per_rank: Sequence[np.ndarray], layout: GroupLayout) -> dict[str, float]:
+    """``worker_share/<attr>/<group>/rank<k>`` and ``worker_share_spread/<attr>``.
+
+    A worker's share of a group is its rows in that group over all its rows in the window
+    (unknown is reported as the group ``unknown``); the spread of an attribute is the largest
+    max-minus-min across ranks over its groups.
+    """
+    out: dict[str, float] = {}
+    for attr, off in zip(layout.attributes, layout.offsets, strict=True):
+        a = metric_key_part(attr.name)
+        names = [*attr.groups, "unknown"]
+        shares = np.zeros((len(per_rank), attr.n_slots))
+        for k, counts in enumerate(per_rank):
+            block = np.asarray(counts[off : off + attr.n_slots], dtype=np.float64)
+            total = block.sum()
+            if total > 0:
+                shares[k] = block / total
+        for g, group in enumerate(names):
+            for k in range(len(per_rank)):
+                out[f"worker_share/{a}/{metric_key_part(group)}/rank{k}"] = float(shares[k, g])
+        spread = shares.max(axis=0) - shares.min(axis=0)
+        out[f"worker_share_spread/{a}"] = float(spread.max()) if spread.size else 0.0
+    return out
+
+
+def group_variance_penalty(
+    prob: torch.Tensor, y_true: torch.Tensor, codes: torch.Tensor, attributes: Sequence[Attribute]
+) -> torch.Tensor:
+    """Mean over attributes of the variance across groups of the mean probability among positives.
+
+    Differentiable surrogate of the recall gap. Groups without positives in the batch and unknown
+    values are left out; computed with masks only, so it never synchronises with the host.
+    """
+    n_slots = sum(a.n_slots for a in attributes)
+    offsets = []
+    acc = 0
+    for attr in attributes:
+        offsets.append(acc)
+        acc += attr.n_slots
+    off = torch.tensor(offsets, dtype=torch.int64, device=prob.device)
+    slots = (codes[:, : len(attributes)].to(torch.int64) + off).reshape(-1)
+    y = y_true.to(prob.dtype)
+    weights = y.unsqueeze(1).expand(-1, len(attributes)).reshape(-1)
+    values = (prob * y).unsqueeze(1).expand(-1, len(attributes)).reshape(-1)
+    pos = torch.zeros(n_slots, dtype=prob.dtype, device=prob.device).index_add(0, slots, weights)
+    total = torch.zeros(n_slots, dtype=prob.dtype, device=prob.device).index_add(0, slots, values)
+    mean = total / pos.clamp(min=1.0)
+    valid = (pos > 0).to(prob.dtype)
+    penalties = []
+    for attr, o in zip(attributes, offsets, strict=True):
+        v = valid[o : o + len(attr.groups)]
+        m = mean[o : o + len(attr.groups)]
+        k = v.sum().clamp(min=1.0)
+        mu = (v * m).sum() / k
+        penalties.append((v * (m - mu) ** 2).sum() / k)
+    if not penalties:
+        return prob.sum() * 0.0
+    return torch.stack(penalties).mean()
