@@ -44,6 +44,7 @@ _SNIFF_BYTES = 64 * 1024
 _MAX_HEADER_BYTES = 16 * 1024 * 1024
 _HASH_CHUNK_BYTES = 8 * 1024 * 1024
 _VALUES_SHOWN = 10
+_ENCODE_THREADS = 4
 # Floats whose magnitude is below this are exactly representable as int64 and render as integers.
 _INTEGRAL_FLOAT_LIMIT = 1e15
 
@@ -180,7 +181,8 @@ def profile_file(path: Path, *, display_name: str, max_bytes: int, max_values: i
     for name in loaded.table.column_names:
         column = loaded.table.column(name)
         coded = _encode(column, display_name, name)
-        counts = np.bincount(coded.codes[coded.codes >= 0], minlength=len(coded.texts))
+        codes = coded.codes()
+        counts = np.bincount(codes[codes >= 0], minlength=len(coded.texts))
         values: tuple[tuple[str, int], ...] | None = None
         if len(coded.texts) <= max_values:
             texts = _pylist(coded.texts)
@@ -191,7 +193,7 @@ def profile_file(path: Path, *, display_name: str, max_bytes: int, max_values: i
                 dtype=str(column.type),
                 distinct=len(coded.texts),
                 values=values,
-                nulls=int(np.count_nonzero(coded.codes < 0)),
+                nulls=int(np.count_nonzero(codes < 0)),
             )
         )
     return Profile(file_format=file_format, num_rows=loaded.table.num_rows, columns=tuple(profiles))
@@ -531,8 +533,22 @@ def _sha256(path: Path, stop: threading.Event) -> str:
 
 @dataclass(frozen=True)
 class _Coded:
-    codes: Codes  # per row: index into texts, -1 = null
+    raw: Codes  # per row: index into the column's own dictionary, -1 = null
+    to_text: Codes  # per dictionary entry: index into texts (-1 = null), plus a final -1 for raw -1
     texts: pa.Array[Any]  # distinct rendered non-null values, no nulls
+
+    def per_row(self, per_text: npt.NDArray[Any], null: Any) -> npt.NDArray[Any]:
+        """Look a value per text up for every row: small tables are composed, then one gather."""
+        per_entry = np.append(per_text, np.array([null], per_text.dtype))[self.to_text]
+        result: npt.NDArray[Any] = per_entry[self.raw]
+        return result
+
+    def per_entry(self, per_text: npt.NDArray[Any], null: Any) -> npt.NDArray[Any]:
+        result: npt.NDArray[Any] = np.append(per_text, np.array([null], per_text.dtype))[self.to_text]
+        return result
+
+    def codes(self) -> Codes:
+        return self.per_row(np.arange(len(self.texts), dtype=np.int32), -1)
 
 
 def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Coded:
@@ -540,14 +556,15 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if pa.types.is_null(column.type) or len(column) == 0:
-        return _Coded(np.full(len(column), -1, np.int32), pa.array([], pa.string()))
+        return _Coded(np.full(len(column), -1, np.int32), np.full(1, -1, np.int32), pa.array([], pa.string()))
     try:
         encoded = pc.dictionary_encode(column).unify_dictionaries()
     except pa.ArrowNotImplementedError:
         raise _unusable_type(column.type, display_name, name) from None
     chunks = [cast("pa.DictionaryArray[Any, Any]", chunk) for chunk in encoded.chunks]
     dictionary = chunks[0].dictionary if chunks else pa.array([], column.type)
-    raw = np.concatenate([_indices(chunk) for chunk in chunks])
+    # One concatenation instead of a conversion per CSV block (hundreds of them).
+    raw = _indices(pa.chunked_array([chunk.indices for chunk in chunks], pa.int32()).combine_chunks())
     try:
         rendered = _render(dictionary)
     except _NotUtf8:
@@ -560,13 +577,21 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
         raise _unusable_type(column.type, display_name, name) from None
     # Rendering may merge raw values (" a" and "a", 0.0 and -0.0) and turn NaN into null.
     merged = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(rendered))
-    remap = np.append(_indices(merged), np.int32(-1))
-    return _Coded(remap[raw], merged.dictionary.cast(pa.string()))
+    to_text = np.append(_indices(merged.indices), np.int32(-1))
+    return _Coded(raw, to_text, merged.dictionary.cast(pa.string()))
 
 
-def _indices(array: pa.DictionaryArray[Any, Any]) -> Codes:
-    filled = cast("pa.Array[Any]", pc.fill_null(array.indices, pa.scalar(-1, array.indices.type)))
-    return filled.to_numpy().astype(np.int32, copy=False)
+def _indices(indices: pa.Array[Any]) -> Codes:
+    """Dictionary indices as int32 codes, null as -1."""
+    return _to_numpy(cast("pa.Array[Any]", pc.fill_null(indices.cast(pa.int32()), pa.scalar(-1, pa.int32()))))
+
+
+def _to_numpy(array: pa.Array[Any]) -> Codes:
+    # A view of the data buffer: Array.to_numpy() imports pandas on first use (about a second).
+    values = array.cast(pa.int32())
+    assert values.null_count == 0
+    buffer = cast(memoryview, values.buffers()[1])
+    return np.frombuffer(buffer, dtype=np.int32, count=len(values), offset=values.offset * 4)
 
 
 class _NotUtf8(Exception):
@@ -650,8 +675,15 @@ def _prepare(loaded: _Loaded, spec: DatasetSpec, display_name: str) -> _Prepared
     _check_declared_columns(loaded.columns, spec, display_name)
     features = _feature_infos(loaded, spec, display_name)
     table = loaded.table
-    target = _target(table.column(spec.label), spec, display_name)
-    attributes = tuple(_attribute(table.column(name), name, spec, display_name) for name in spec.attributes)
+    # pyarrow's hashing kernels are single-threaded per column and release the GIL, so the label
+    # and the attributes are encoded side by side.
+    with ThreadPoolExecutor(max_workers=_ENCODE_THREADS, thread_name_prefix="encode") as pool:
+        label_job = pool.submit(_target, table.column(spec.label), spec, display_name)
+        attribute_jobs = [
+            pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
+        ]
+        target = label_job.result()
+        attributes = tuple(job.result() for job in attribute_jobs)
     return _Prepared(
         num_rows=table.num_rows,
         target=target,
@@ -709,20 +741,22 @@ def _feature_infos(loaded: _Loaded, spec: DatasetSpec, display_name: str) -> tup
 def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) -> npt.NDArray[np.int8]:
     name = spec.label
     coded = _encode(column, display_name, name)
-    missing = coded.codes < 0
+    missing_text = np.zeros(len(coded.texts), bool)
     empty = _index_of(coded.texts, "")
     if empty is not None:
-        missing |= coded.codes == empty
-    if missing.any():
+        missing_text[empty] = True
+    # Cheap test on the dictionary first; the per-row search only runs when a row is missing.
+    if column.null_count or coded.per_entry(missing_text, True)[:-1].any():
         raise DatasetError(
             "the label is missing; every row needs a label value",
             file=display_name,
-            row=_first_row(missing),
+            row=_first_row(coded.per_row(missing_text, True)),
             column=name,
         )
     positive = _match_positive(spec.positive, coded.texts, column.type)
     if len(coded.texts) > 2:
-        counts = np.bincount(coded.codes, minlength=len(coded.texts))
+        codes = coded.codes()
+        counts = np.bincount(codes, minlength=len(coded.texts))
         # The positive value and the most frequent other value are taken as the intended pair, so
         # the message names the value most likely to be the stray one.
         keep: list[int] = [] if positive is None else [positive]
@@ -731,9 +765,8 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
                 break
             if int(code) not in keep:
                 keep.append(int(code))
-        stray = ~np.isin(coded.codes, keep)
-        row = _first_row(stray)
-        value = coded.texts[int(coded.codes[row - 1])].as_py()
+        row = _first_row(~np.isin(codes, keep))
+        value = coded.texts[int(codes[row - 1])].as_py()
         raise DatasetError(
             f"value {_q(value)} makes the label non-binary (values seen: "
             f"{_values_seen(coded.texts)}); the label must have exactly two values",
@@ -748,7 +781,9 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
             file=display_name,
             column=name,
         )
-    target: npt.NDArray[np.int8] = np.equal(coded.codes, positive).astype(np.int8)
+    is_positive = np.zeros(len(coded.texts), np.int8)
+    is_positive[positive] = 1
+    target: npt.NDArray[np.int8] = coded.per_row(is_positive, 0)
     return target
 
 
@@ -776,7 +811,8 @@ def _match_positive(positive: str, texts: pa.Array[Any], kind: pa.DataType) -> i
 def _attribute(column: pa.ChunkedArray[Any], name: str, spec: DatasetSpec, display_name: str) -> _Attribute:
     coded = _encode(column, display_name, name)
     tokens = pa.array(sorted({token.strip().lower() for token in spec.unknown_tokens}), pa.string())
-    unknown = pc.is_in(pc.utf8_lower(coded.texts), value_set=tokens).to_numpy(zero_copy_only=False)
+    unknown_values = pc.is_in(pc.utf8_lower(coded.texts), value_set=tokens)
+    unknown = _to_numpy(unknown_values).astype(bool)
     known = np.flatnonzero(~unknown)
     if len(known) > spec.max_groups:
         raise DatasetError(
@@ -787,49 +823,68 @@ def _attribute(column: pa.ChunkedArray[Any], name: str, spec: DatasetSpec, displ
             column=name,
         )
     known_texts = coded.texts.take(pa.array(known, pa.int64()))
-    order = np.asarray(pc.array_sort_indices(known_texts), dtype=np.int64)
+    order = _to_numpy(pc.array_sort_indices(known_texts))
     groups = tuple(_pylist(known_texts.take(pa.array(order, pa.int64()))))
-    remap = np.full(len(coded.texts) + 1, -1, np.int32)  # last slot maps null (-1) to unknown
-    remap[known[order]] = np.arange(len(known), dtype=np.int32)
-    codes = remap[coded.codes]
+    group_of_text = np.full(len(coded.texts), -1, np.int32)
+    group_of_text[known[order]] = np.arange(len(known), dtype=np.int32)
+    codes = coded.per_row(group_of_text, -1)
     unknown_count = int(np.count_nonzero(codes < 0))
     return _Attribute(AttributeInfo(name, groups, unknown_count), codes)
 
 
 def _group_stats(prepared: _Prepared) -> tuple[GroupStat, ...]:
     total = prepared.num_rows
-    positive_rows = prepared.target.astype(bool)
     stats: list[GroupStat] = []
 
-    def add(attribute: str, group: str | None, rows: int, positives: int) -> None:
-        stats.append(GroupStat(attribute, group, rows, positives, rows - positives, rows / total))
+    def add(attribute: str, group: str | None, counts: npt.NDArray[np.int64]) -> None:
+        negatives, positives = int(counts[0]), int(counts[1])
+        rows = negatives + positives
+        stats.append(GroupStat(attribute, group, rows, positives, negatives, rows / total))
 
-    for attribute in prepared.attributes:
-        size = len(attribute.info.groups) + 1
-        rows = np.bincount(attribute.codes + 1, minlength=size)
-        positives = np.bincount(attribute.codes[positive_rows] + 1, minlength=size)
+    def add_attribute(attribute: _Attribute, counts: npt.NDArray[np.int64]) -> None:
         for index, group in enumerate(attribute.info.groups, start=1):
-            add(attribute.info.name, group, int(rows[index]), int(positives[index]))
-        add(attribute.info.name, None, int(rows[0]), int(positives[0]))
+            add(attribute.info.name, group, counts[index])
+        add(attribute.info.name, None, counts[0])
 
-    if len(prepared.attributes) >= 2:
-        first, second = prepared.attributes[:2]
-        width = len(second.info.groups) + 1
-        size = (len(first.info.groups) + 1) * width
-        key = (first.codes.astype(np.int64) + 1) * width + (second.codes + 1)
-        rows = np.bincount(key, minlength=size).reshape(-1, width)
-        positives = np.bincount(key[positive_rows], minlength=size).reshape(-1, width)
+    attributes = prepared.attributes
+    # Index 0 of every axis is the unknown bucket and the last axis is the target, so a single
+    # bincount yields rows and positives of every cell; the first two attributes share one pass
+    # whose marginals are their own tables.
+    if len(attributes) >= 2:
+        first, second = attributes[:2]
+        shape = (len(first.info.groups) + 1, len(second.info.groups) + 1, 2)
+        joint = _count_cells([first.codes, second.codes], prepared.target, shape)
+        add_attribute(first, joint.sum(axis=1))
+        add_attribute(second, joint.sum(axis=0))
+        rest = attributes[2:]
+    else:
+        joint = None
+        rest = attributes
+    for attribute in rest:
+        add_attribute(attribute, _count_cells([attribute.codes], prepared.target, (len(attribute.info.groups) + 1, 2)))
+    if joint is not None:
+        first, second = attributes[:2]
         name = f"{first.info.name}{INTERSECTION_SEPARATOR}{second.info.name}"
         # Every combination is listed, empty ones with 0 rows: an empty intersection is itself a
         # finding for a bias audit.
         for i, group_a in enumerate(first.info.groups, start=1):
             for j, group_b in enumerate(second.info.groups, start=1):
-                label = f"{group_a}{INTERSECTION_SEPARATOR}{group_b}"
-                add(name, label, int(rows[i, j]), int(positives[i, j]))
-        known_rows = int(rows[1:, 1:].sum())
-        known_positives = int(positives[1:, 1:].sum())
-        add(name, None, total - known_rows, prepared.positives - known_positives)
+                add(name, f"{group_a}{INTERSECTION_SEPARATOR}{group_b}", joint[i, j])
+        add(name, None, joint.sum(axis=(0, 1)) - joint[1:, 1:].sum(axis=(0, 1)))
     return tuple(stats)
+
+
+def _count_cells(codes: Sequence[Codes], target: npt.NDArray[np.int8], shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
+    key = codes[0].astype(np.intp)  # in place from here on: no temporaries of the row count
+    key += 1
+    for more, size in zip(codes[1:], shape[1:-1], strict=True):
+        key *= size
+        key += more
+        key += 1
+    key *= 2
+    key += target
+    counts: npt.NDArray[np.int64] = np.bincount(key, minlength=int(np.prod(shape)))
+    return counts.reshape(shape)
 
 
 # --------------------------------------------------------------------------- small helpers
