@@ -756,15 +756,7 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
     positive = _match_positive(spec.positive, coded.texts, column.type)
     if len(coded.texts) > 2:
         codes = coded.codes()
-        counts = np.bincount(codes, minlength=len(coded.texts))
-        # The positive value and the most frequent other value are taken as the intended pair, so
-        # the message names the value most likely to be the stray one.
-        keep: list[int] = [] if positive is None else [positive]
-        for code in np.argsort(-counts, kind="stable"):
-            if len(keep) == 2:
-                break
-            if int(code) not in keep:
-                keep.append(int(code))
+        keep = _intended_pair(codes, coded.texts, positive)
         row = _first_row(~np.isin(codes, keep))
         value = coded.texts[int(codes[row - 1])].as_py()
         raise DatasetError(
@@ -785,6 +777,26 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
     is_positive[positive] = 1
     target: npt.NDArray[np.int8] = coded.per_row(is_positive, 0)
     return target
+
+
+_PARTNERS = {"1": "0", "0": "1", "true": "false", "false": "true", "yes": "no", "no": "yes", "y": "n", "n": "y"}
+
+
+def _intended_pair(codes: Codes, texts: pa.Array[Any], positive: int | None) -> list[int]:
+    """The two label values the user most likely meant, so an error can name the stray one."""
+    counts = np.bincount(codes, minlength=len(texts))
+    keep: list[int] = [] if positive is None else [positive]
+    if positive is not None:
+        partner = _PARTNERS.get(str(texts[positive].as_py()).lower())
+        matches = [i for i, text in enumerate(_pylist(texts)) if text.lower() == partner] if partner else []
+        if matches:
+            return [positive, max(matches, key=lambda i: int(counts[i]))]
+    for code in np.argsort(-counts, kind="stable"):
+        if len(keep) == 2:
+            break
+        if int(code) not in keep:
+            keep.append(int(code))
+    return keep
 
 
 def _match_positive(positive: str, texts: pa.Array[Any], kind: pa.DataType) -> int | None:
