@@ -5,12 +5,14 @@ import re
 import shutil
 import uuid
 from dataclasses import asdict
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
@@ -209,9 +211,22 @@ def _version_create(
     return version
 
 
+STAGED_UPLOAD_LIFETIME = timedelta(hours=24)
+
+
+def staged_uploads_expire(*, now: datetime | None = None) -> int:
+    """Delete uploads whose steward never finished step 2; they hold possibly large files."""
+    cutoff = (now or timezone.now()) - STAGED_UPLOAD_LIFETIME
+    expired = list(StagedUpload.objects.filter(created_at__lt=cutoff))
+    for staged in expired:
+        staged_upload_discard(staged=staged)
+    return len(expired)
+
+
 def staged_upload_create(*, user: User, source: Path, original_name: str, dataset_name: str) -> StagedUpload:
     """Step 1 of the browser flow: keep the uploaded file and profile its columns."""
     require_role(user, Role.DATA_STEWARD, action="register datasets")
+    staged_uploads_expire()
     clean_name = dataset_name_check(dataset_name)
     ingest.check_file_name(original_name)
     size = _check_size(source, original_name)

@@ -121,3 +121,20 @@ def test_a_staged_upload_survives_a_rejected_declaration(alice: User, small_csv:
     assert version.path.exists()
     assert not staged.path.exists()
     assert version.num_rows == 8
+
+
+def test_uploads_left_in_step_one_expire_after_a_day(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from auditportal.datasets.models import StagedUpload
+
+    old = services.staged_upload_create(user=alice, source=small_csv, original_name="loans.csv", dataset_name="a")
+    StagedUpload.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=25))
+    fresh_source = small_csv.with_name("fresh.csv")
+    fresh_source.write_bytes(b"x,y\n1,0\n")
+    fresh = services.staged_upload_create(user=alice, source=fresh_source, original_name="fresh.csv", dataset_name="b")
+    assert list(StagedUpload.objects.values_list("pk", flat=True)) == [fresh.pk]
+    assert not old.path.exists()
+    assert fresh.path.exists()
