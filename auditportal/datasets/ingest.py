@@ -255,6 +255,61 @@ def load_normalized(path: Path, spec: DatasetSpec, *, display_name: str) -> pa.T
     return pa.table(arrays, names=names)
 
 
+@dataclass(frozen=True)
+class LabelledColumns:
+    """The label and sensitive attributes of a file, normalised as for registration, plus raw columns."""
+
+    file_format: FileFormat
+    num_rows: int
+    columns: tuple[str, ...]  # every column in the file
+    target: npt.NDArray[np.int8]  # per row: 1 = the positive label value
+    attributes: tuple[AttributeInfo, ...]
+    codes: tuple[Codes, ...]  # per attribute, per row: index into its groups, -1 = unknown
+    others: dict[str, pa.ChunkedArray[Any]]  # the other requested columns, as read
+    sha256: str
+    size_bytes: int
+
+
+def read_labelled_columns(
+    path: Path, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str, max_bytes: int
+) -> LabelledColumns:
+    """Read only the label, the sensitive attributes and ``others`` ((column, role) pairs).
+
+    The label and the attributes get registration's checks and messages (``spec.features`` is not
+    used); the other columns are returned as read, for the caller to interpret. Unlike registration,
+    a CSV file's unused columns are not parsed, so a large file costs only what is used.
+    """
+    file_format = _file_format(path, display_name)
+    _check_spec(spec, display_name)
+    size = _check_size(path, display_name, max_bytes)
+    wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+        digest = pool.submit(_sha256, path, stop)
+        try:
+            loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
+            declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
+            _check_columns_present(loaded.columns, declared, display_name)
+            table = loaded.table
+            target = _target(table.column(spec.label), spec, display_name)
+            attributes = [_attribute(table.column(name), name, spec, display_name) for name in spec.attributes]
+        except BaseException:
+            stop.set()
+            raise
+        sha256 = digest.result()
+    return LabelledColumns(
+        file_format=file_format,
+        num_rows=table.num_rows,
+        columns=loaded.columns,
+        target=target,
+        attributes=tuple(attribute.info for attribute in attributes),
+        codes=tuple(attribute.codes for attribute in attributes),
+        others={name: table.column(name) for name, _ in others},
+        sha256=sha256,
+        size_bytes=size,
+    )
+
+
 # --------------------------------------------------------------------------- file checks
 
 
@@ -329,23 +384,31 @@ class _Loaded:
     schema: pa.Schema  # of every column in the file
 
 
-def _load(path: Path, file_format: FileFormat, display_name: str, *, columns: list[str] | None) -> _Loaded:
+def _load(
+    path: Path, file_format: FileFormat, display_name: str, *, columns: list[str] | None, csv_subset: bool = False
+) -> _Loaded:
     if path.stat().st_size == 0:
         raise DatasetError(
             "the file is empty (0 bytes); upload a file with a header line and data rows",
             file=display_name,
         )
     if file_format == "csv":
-        return _load_csv(path, display_name)
+        return _load_csv(path, display_name, columns if csv_subset else None)
     return _load_parquet(path, display_name, columns)
 
 
-def _load_csv(path: Path, display_name: str) -> _Loaded:
+def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -> _Loaded:
     header = _sniff_csv(path, display_name)
+    # By default all columns are converted even when only some are used, so that every column is
+    # checked (an unused Latin-1 column still means the file is not UTF-8); ``columns`` is for
+    # readers that use a few columns of a large file and check only those.
+    include = [name for name in columns if name in header] if columns else []
     try:
-        # All columns are converted even when only some are used, so that every column is checked
-        # (an unused Latin-1 column still means the file is not UTF-8).
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=True))
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True),
+            convert_options=pacsv.ConvertOptions(include_columns=include),
+        )
     except pa.ArrowInvalid as exc:
         raise _explain_csv_error(str(exc), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
@@ -353,7 +416,7 @@ def _load_csv(path: Path, display_name: str) -> _Loaded:
         raise _encoding_error(path, display_name, header)
     if table.num_rows == 0:
         raise DatasetError("the file has a header line but no data rows", file=display_name)
-    return _Loaded("csv", table, tuple(table.column_names), table.schema)
+    return _Loaded("csv", table, tuple(header) if include else tuple(table.column_names), table.schema)
 
 
 def _sniff_csv(path: Path, display_name: str) -> list[str]:
@@ -697,6 +760,10 @@ def _check_declared_columns(columns: Sequence[str], spec: DatasetSpec, display_n
     declared = [(spec.label, "label")]
     declared += [(name, "sensitive attribute") for name in spec.attributes]
     declared += [(name, "feature") for name in spec.features or ()]
+    _check_columns_present(columns, declared, display_name)
+
+
+def _check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
     missing = [(name, role) for name, role in declared if name not in columns]
     if not missing:
         return
