@@ -509,14 +509,14 @@ def _field_count_error(path: Path, display_name: str, header: list[str]) -> Data
     if not bad:
         return DatasetError("a row has a different number of fields than the header", file=display_name)
     row = bad[0]
+    fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
     message = (
-        f"this row has {row.actual_columns} fields but the header has {row.expected_columns} "
-        f"columns (the row starts {_q(row.text, 60)}); quote values that contain commas"
+        f"this row has {fields} but the header has {row.expected_columns} columns (the row starts {_q(row.text, 60)}); "
     )
     if row.text.count('"') % 2:
-        message += (
-            ", and note that a quoted value spanning several lines is not supported: remove line breaks inside values"
-        )
+        message += "it has an unclosed quote ('\"'): close the quoted value or remove the quote"
+    else:
+        message += "quote values that contain commas"
     number = None if row.number is None else row.number - 1
     return DatasetError(message, file=display_name, row=number)
 

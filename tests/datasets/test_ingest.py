@@ -221,6 +221,21 @@ def test_it_names_the_row_with_too_few_fields(tmp_path: Path) -> None:
     assert "this row has 2 fields but the header has 3 columns" in error.message
 
 
+def test_it_points_at_an_unclosed_quote(tmp_path: Path) -> None:
+    path = write(tmp_path, "credit.csv", 'gender,label\nf,1\n"m,0\n')
+    error = failure(lambda: inspect(path))
+    assert str(error) == (
+        "credit.csv, row 2: this row has 1 field but the header has 2 columns (the row starts '\"m,0'); "
+        "it has an unclosed quote ('\"'): close the quoted value or remove the quote"
+    )
+
+
+def test_it_reads_crlf_line_endings_blank_lines_and_quoted_line_breaks(tmp_path: Path) -> None:
+    content = 'gender,note,label\r\nf,"two\r\nlines",1\r\n\r\nm,"a, b",0\r\n'
+    inspection = inspect(write(tmp_path, "credit.csv", content))
+    assert (inspection.num_rows, inspection.attributes) == (2, (AttributeInfo("gender", ("f", "m"), 0),))
+
+
 def test_it_rejects_duplicate_column_names(tmp_path: Path) -> None:
     path = write(tmp_path, "credit.csv", "gender,label,gender,age,age,age\nf,1,f,1,2,3\n")
     error = failure(lambda: inspect(path))
