@@ -35,7 +35,9 @@ def test_a_steward_uploads_a_csv_and_sees_the_per_group_table(
     assert "female" in page.inner_text("#profile")
 
     page.select_option("#id_label", "approved")
-    page.fill("#id_positive", "1")
+    # The page offers the label's values and guesses the positive one for a 0/1 label.
+    assert page.input_value("#id_positive") == "1"
+    assert page.locator("#positive-values option").count() == 2
     page.check("input[name=attributes][value=gender]")
     page.check("input[name=attributes][value=age_group]")
     page.check("#id_confirm_groups")
