@@ -1,0 +1,101 @@
+"""Bulk, idempotent ingestion of metric reports into MetricPoint rows.
+
+Rows are upserted on (trial, kind, step, name), so re-reading a report after a crash or a second
+poll of the same snapshot adds nothing and loses nothing. For the local backend the file offset is
+advanced in the same transaction as the rows it covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from auditportal.experiments.backends import MetricReport
+from auditportal.experiments.metricsfile import metric_group
+from auditportal.experiments.models import MetricKind, MetricPoint, Trial
+
+SUMMARY_METRICS = {"eod": "latest_eod", "fair_objective": "latest_fair_objective", "accuracy": "latest_accuracy"}
+
+
+@dataclass
+class IngestResult:
+    reports: int = 0
+    points: int = 0
+    max_step: int | None = None
+
+
+def points_upsert(points: list[MetricPoint], *, batch_size: int | None = None) -> None:
+    """Insert-or-update ``points``; duplicates of one key within the list keep the last value."""
+    unique: dict[tuple[int, str, int, str], MetricPoint] = {}
+    for point in points:
+        unique[(point.trial_id, point.kind, point.step, point.name)] = point
+    MetricPoint.objects.bulk_create(
+        unique.values(),
+        batch_size=batch_size or settings.EXPERIMENT_INGEST_BATCH_SIZE,
+        update_conflicts=True,
+        unique_fields=["trial", "kind", "step", "name"],
+        update_fields=["value"],
+    )
+
+
+def trial_reports_ingest(
+    *, trial: Trial, reports: Iterable[MetricReport], batch_points: int | None = None
+) -> IngestResult:
+    """Write ``reports`` for ``trial`` in transactions of about ``batch_points`` points each."""
+    limit = batch_points or settings.EXPERIMENT_INGEST_BATCH_SIZE
+    result = IngestResult()
+    pending: list[MetricPoint] = []
+    pending_reports: list[MetricReport] = []
+    for report in reports:
+        pending_reports.append(report)
+        if report.kind in MetricKind.values:
+            pending.extend(
+                MetricPoint(
+                    trial_id=trial.pk,
+                    kind=report.kind,
+                    step=report.step,
+                    name=name,
+                    value=value,
+                    attribute=metric_group(name)[0],
+                    group=metric_group(name)[1],
+                )
+                for name, value in report.metrics.items()
+            )
+        if len(pending) >= limit:
+            _flush(trial, pending, pending_reports, result)
+            pending, pending_reports = [], []
+    if pending_reports:
+        _flush(trial, pending, pending_reports, result)
+    return result
+
+
+def _flush(trial: Trial, points: list[MetricPoint], reports: list[MetricReport], result: IngestResult) -> None:
+    updates: dict[str, object] = {}
+    ends = [report.end for report in reports if report.end is not None]
+    if ends:
+        updates["metrics_offset"] = max(ends)
+    steps = [report.step for report in reports if report.kind in MetricKind.values]
+    if steps:
+        top = max(steps)
+        result.max_step = top if result.max_step is None else max(result.max_step, top)
+        if top > trial.steps_done:
+            updates["steps_done"] = min(top, trial.steps_planned) if trial.steps_planned else top
+    validations = [report for report in reports if report.kind == MetricKind.VALIDATION]
+    if validations:
+        latest = max(validations, key=lambda report: report.step)
+        if trial.latest_step is None or latest.step >= trial.latest_step:
+            updates["latest_step"] = latest.step
+            for metric, column in SUMMARY_METRICS.items():
+                updates[column] = latest.metrics.get(metric)
+    with transaction.atomic():
+        if points:
+            points_upsert(points)
+        if updates:
+            Trial.objects.filter(pk=trial.pk).update(**updates)  # type: ignore[arg-type]
+    for column, value in updates.items():
+        setattr(trial, column, value)
+    result.reports += len(reports)
+    result.points += len(points)

@@ -1,0 +1,101 @@
+"""Reading the trainer's metrics file (schema 1, trainer/README.md), incrementally. No Django.
+
+Each line: ``{"schema": 1, "trial": ID, "kind": "training"|"validation", "step": N, "metrics": {..}}``.
+Only complete lines are consumed, so a reader that stops at ``end`` and resumes there later sees
+every line exactly once, however the writer's appends were split.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = 1
+KINDS = frozenset({"training", "validation"})
+# Names of the form <family>/<attribute>/<group>[/...] carry a group.
+GROUP_FAMILIES = frozenset({"count", "recall", "fpr", "tpr", "precision", "positive_rate", "worker_share"})
+
+
+@dataclass(frozen=True)
+class Report:
+    kind: str
+    step: int
+    metrics: dict[str, float | None]
+    end: int  # byte offset just after this line
+
+
+def metric_group(name: str) -> tuple[str, str]:
+    """``count/gender/female/tp`` -> ("gender", "female"); names without a group -> ("", "")."""
+    parts = name.split("/")
+    if len(parts) >= 3 and parts[0] in GROUP_FAMILIES:
+        return parts[1], parts[2]
+    return "", ""
+
+
+def parse_line(line: bytes) -> tuple[str, int, dict[str, float | None]] | None:
+    """One line as (kind, step, metrics), or None for a line that does not follow the schema."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return None
+    kind, step, metrics = doc.get("kind"), doc.get("step"), doc.get("metrics")
+    if kind not in KINDS or not isinstance(step, int) or step < 0 or not isinstance(metrics, dict):
+        return None
+    values: dict[str, float | None] = {}
+    for name, value in metrics.items():
+        if value is None:
+            values[str(name)] = None
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+            values[str(name)] = number if math.isfinite(number) else None
+        # Anything else (strings, lists) is not a metric value: skipped.
+    return str(kind), step, values
+
+
+def read_reports(path: Path, offset: int, *, max_bytes: int = 16 * 1024 * 1024) -> Iterator[Report]:
+    """Complete lines from ``offset`` on (at most about ``max_bytes``), each with its end offset."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        handle.seek(offset)
+        chunk = handle.read(max_bytes)
+    last_newline = chunk.rfind(b"\n")
+    if last_newline < 0:
+        return
+    position = offset
+    for raw in chunk[: last_newline + 1].splitlines(keepends=True):
+        position += len(raw)
+        if not raw.strip():
+            continue
+        parsed = parse_line(raw)
+        if parsed is None:
+            logger.warning("%s: skipped a line that does not follow the metrics schema at byte %d", path, position)
+            yield Report(kind="", step=0, metrics={}, end=position)
+            continue
+        kind, step, metrics = parsed
+        yield Report(kind=kind, step=step, metrics=metrics, end=position)
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file (read from the end; logs can be large)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            block = min(size, max(64 * 1024, lines * 400))
+            handle.seek(size - block)
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from auditportal.datasets.models import DatasetVersion
+
+
+class Template(models.TextChoices):
+    SINGLE = "single", "Single trial"
+    RANDOM = "random", "Random search"
+    ASHA = "asha", "Adaptive ASHA search"
+
+
+class Backend(models.TextChoices):
+    LOCAL = "local", "Local (Determined local training mode)"
+    DETERMINED = "determined", "Determined cluster"
+
+
+class ExperimentStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    LAUNCHING = "launching", "Launching"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    ERRORED = "errored", "Finished with errors"
+    CANCELLED = "cancelled", "Cancelled"
+    LAUNCH_FAILED = "launch_failed", "Launch failed"
+
+
+ACTIVE_STATUSES = (ExperimentStatus.QUEUED, ExperimentStatus.LAUNCHING, ExperimentStatus.RUNNING)
+
+
+class TrialState(models.TextChoices):
+    # Determined's names, so the two backends and the CLI's JSON speak the same language.
+    QUEUED = "QUEUED", "Queued"
+    STARTING = "STARTING", "Starting"
+    RUNNING = "RUNNING", "Running"
+    COMPLETED = "COMPLETED", "Completed"
+    ERRORED = "ERRORED", "Errored"
+    CANCELED = "CANCELED", "Cancelled"
+
+
+TERMINAL_TRIAL_STATES = (TrialState.COMPLETED, TrialState.ERRORED, TrialState.CANCELED)
+
+
+class Experiment(models.Model):
+    dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="experiments")
+    name = models.CharField(max_length=128)
+    template = models.CharField(max_length=16, choices=Template.choices)
+    # The full Determined experiment config as submitted (YAML), and the hyperparameter space in
+    # Determined's format ({"lr": {"type": "log", ...}, "dropout": 0.1}).
+    config_yaml = models.TextField()
+    hparam_space = models.JSONField(default=dict)
+    max_trials = models.PositiveIntegerField(default=1)
+    batches = models.PositiveIntegerField()
+    validation_period = models.PositiveIntegerField()
+    backend = models.CharField(max_length=16, choices=Backend.choices)
+    det_experiment_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=ExperimentStatus.choices, default=ExperimentStatus.QUEUED)
+    error = models.TextField(blank=True)
+    shard_dir = models.CharField(max_length=500, blank=True)
+    launched_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Claimed by one poller at a time (conditional UPDATE); expires so a killed worker's claim lapses.
+    poll_lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(max_trials__gte=1), name="experiments_max_trials_positive"),
+            models.CheckConstraint(condition=models.Q(batches__gte=1), name="experiments_batches_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Experiment {self.pk} ({self.get_template_display()} on {self.dataset_version})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+class Trial(models.Model):
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="trials")
+    # Position within the experiment (1-based); with Determined, trials are numbered as they appear.
+    number = models.PositiveIntegerField()
+    det_trial_id = models.BigIntegerField(null=True, blank=True)
+    hparams = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=TrialState.choices, default=TrialState.QUEUED)
+    steps_done = models.PositiveIntegerField(default=0)
+    steps_planned = models.PositiveIntegerField(default=0)
+    checkpoint = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    # Local backend: the trainer's process group and how far its metrics file has been ingested
+    # (bytes, only ever up to the end of a complete line).
+    pid = models.IntegerField(null=True, blank=True)
+    metrics_offset = models.BigIntegerField(default=0)
+    # The latest validation, kept here for the live page (no scan of the metric points).
+    latest_step = models.PositiveIntegerField(null=True, blank=True)
+    latest_eod = models.FloatField(null=True, blank=True)
+    latest_fair_objective = models.FloatField(null=True, blank=True)
+    latest_accuracy = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["experiment", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "number"], name="experiments_trial_unique_number"),
+            models.UniqueConstraint(
+                fields=["experiment", "det_trial_id"],
+                condition=models.Q(det_trial_id__isnull=False),
+                name="experiments_trial_unique_det_id",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Trial {self.number} of experiment {self.experiment_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_TRIAL_STATES
+
+    @property
+    def progress_percent(self) -> int:
+        if not self.steps_planned:
+            return 0
+        return min(100, round(100 * self.steps_done / self.steps_planned))
+
+
+class MetricKind(models.TextChoices):
+    TRAINING = "training", "Training"
+    VALIDATION = "validation", "Validation"
+
+
+class MetricPoint(models.Model):
+    """One reported value. Per-group metrics (``count/<attribute>/<group>/tp``, ``recall/<a>/<g>``)
+    also carry their attribute and group, so they can be filtered without parsing names."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="metric_points")
+    kind = models.CharField(max_length=10, choices=MetricKind.choices)
+    step = models.PositiveIntegerField()
+    name = models.CharField(max_length=255)
+    # Null where the trainer reported a non-finite number.
+    value = models.FloatField(null=True)
+    attribute = models.CharField(max_length=255, blank=True)
+    group = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trial", "kind", "step", "name"], name="experiments_metricpoint_unique"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["trial", "attribute", "group"],
+                condition=~models.Q(attribute=""),
+                name="experiments_metric_group_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}@{self.step} = {self.value}"

@@ -1,0 +1,348 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.permissions import require_role
+from auditportal.activity.services import event_record
+from auditportal.datasets.ingest import DatasetError
+from auditportal.datasets.models import DatasetVersion
+from auditportal.datasets.services import dataset_version_shard
+from auditportal.datasets.sharding import MANIFEST_NAME, ShardingError
+from auditportal.experiments import configs
+from auditportal.experiments.backends import (
+    BackendError,
+    ExperimentSnapshot,
+    TrialSnapshot,
+    backend_for,
+)
+from auditportal.experiments.ingest import trial_reports_ingest
+from auditportal.experiments.models import (
+    TERMINAL_TRIAL_STATES,
+    Backend,
+    Experiment,
+    ExperimentStatus,
+    Trial,
+    TrialState,
+)
+
+logger = logging.getLogger(__name__)
+
+# An experiment stuck in LAUNCHING this long lost its worker mid-launch.
+LAUNCH_STALE_AFTER = timedelta(minutes=10)
+
+
+def experiment_create(
+    *,
+    user: User,
+    dataset_version: DatasetVersion,
+    template: str,
+    hparams: Mapping[str, Any] | None = None,
+    max_trials: int | None = None,
+    batches: int = 200,
+    backend: str | None = None,
+    name: str = "",
+) -> Experiment:
+    """Check the launch parameters, store the experiment and queue its launch after commit.
+
+    Wrong parameters raise ValidationError naming the field (template, hparams, max_trials, batches).
+    """
+    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    try:
+        space = configs.space_build(template, hparams)
+    except configs.ConfigError as exc:
+        raise ValidationError({exc.field: exc.message}) from None
+    if template == "single":
+        if max_trials not in (None, 1):
+            raise ValidationError({"max_trials": "A single-trial experiment runs exactly one trial."})
+        trials = 1
+    else:
+        trials = 4 if max_trials is None else max_trials
+        if not 1 <= trials <= settings.EXPERIMENT_MAX_TRIALS:
+            raise ValidationError(
+                {"max_trials": f"max_trials must be between 1 and {settings.EXPERIMENT_MAX_TRIALS}, got {trials}."}
+            )
+    if not 1 <= batches <= settings.EXPERIMENT_MAX_BATCHES:
+        raise ValidationError(
+            {"batches": f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}."}
+        )
+    if template == "asha" and batches < 16:
+        raise ValidationError({"batches": "An ASHA search needs at least 16 batches (three rungs, divisor 4)."})
+    chosen_backend = backend or settings.EXPERIMENT_BACKEND
+    shard_dir = _shard_dir(dataset_version)
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            dataset_version=dataset_version,
+            name=name.strip()[:128],
+            template=template,
+            hparam_space=space,
+            max_trials=trials,
+            batches=batches,
+            validation_period=configs.validation_period(template, batches),
+            backend=chosen_backend,
+            shard_dir=str(shard_dir),
+            launched_by=user,
+            config_yaml="",
+        )
+        default_name = f"{dataset_version.dataset.name}-v{dataset_version.number}-{template}-{experiment.pk}"
+        experiment.name = experiment.name or default_name
+        experiment.config_yaml = configs.to_yaml(
+            configs.experiment_config(
+                name=experiment.name,
+                template=template,
+                space=space,
+                max_trials=trials,
+                batches=batches,
+                shard_dir=str(shard_dir),
+            )
+        )
+        experiment.save(update_fields=["name", "config_yaml"])
+        event_record(
+            actor=user,
+            verb="experiment.launched",
+            target=experiment,
+            data={
+                "dataset_version": dataset_version.pk,
+                "template": template,
+                "max_trials": trials,
+                "batches": batches,
+                "backend": chosen_backend,
+            },
+        )
+        from auditportal.experiments.tasks import experiment_launch_task
+
+        pk = experiment.pk
+        transaction.on_commit(lambda: experiment_launch_task.delay(pk))
+    return experiment
+
+
+def _shard_dir(version: DatasetVersion) -> Path:
+    return Path(settings.SHARD_DIR) / f"version-{version.pk}-k1-seed0"
+
+
+def _shard(experiment: Experiment) -> Path:
+    target = Path(experiment.shard_dir)
+    if (target / MANIFEST_NAME).is_file():
+        return target  # written earlier, atomically (complete or absent)
+    try:
+        path, _ = dataset_version_shard(version=experiment.dataset_version, parts=1, out_dir=target)
+    except (DatasetError, ShardingError, OSError) as exc:
+        raise BackendError(f"dataset invalid: {exc}") from exc
+    return path
+
+
+def experiment_launch(*, experiment: Experiment) -> None:
+    """Shard the dataset and submit (the caller claimed QUEUED -> LAUNCHING). Never half-creates:
+    either the experiment runs with all its trials, or it is LAUNCH_FAILED with the reason."""
+    backend = backend_for(experiment.backend)
+    try:
+        shard_dir = _shard(experiment)
+        submission = backend.submit(experiment, shard_dir=shard_dir)
+    except BackendError as exc:
+        _launch_failed(experiment, exc.reason)
+        return
+    except Exception as exc:
+        logger.exception("experiment %s: unexpected error while launching", experiment.pk)
+        _launch_failed(experiment, f"internal error: {type(exc).__name__}: {exc}")
+        return
+    with transaction.atomic():
+        started = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.LAUNCHING).update(
+            status=ExperimentStatus.RUNNING,
+            det_experiment_id=submission.det_experiment_id,
+            started_at=timezone.now(),
+        )
+        if started == 1:
+            Trial.objects.bulk_create(
+                Trial(
+                    experiment=experiment,
+                    number=plan.number,
+                    hparams=plan.hparams,
+                    steps_planned=plan.steps_planned,
+                )
+                for plan in submission.trials
+            )
+            event_record(
+                actor=None,
+                verb="experiment.started",
+                target=experiment,
+                data={"trials": len(submission.trials), "det_experiment_id": submission.det_experiment_id},
+            )
+    experiment.refresh_from_db()
+    if started != 1:
+        # Cancelled while it was being launched: stop what was just submitted.
+        try:
+            backend.cancel(experiment)
+        except BackendError:
+            logger.exception("could not stop experiment %s after it was cancelled during launch", experiment.pk)
+        return
+    experiment_poll(experiment_id=experiment.pk)
+
+
+def _launch_failed(experiment: Experiment, reason: str) -> None:
+    with transaction.atomic():
+        failed = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.LAUNCHING).update(
+            status=ExperimentStatus.LAUNCH_FAILED, error=f"launch failed: {reason}", ended_at=timezone.now()
+        )
+        if failed == 1:
+            event_record(actor=None, verb="experiment.launch_failed", target=experiment, data={"reason": reason})
+    logger.warning("experiment %s: launch failed: %s", experiment.pk, reason)
+
+
+def experiment_poll(*, experiment_id: int) -> bool:
+    """Bring one running experiment up to date; False when another poller holds it."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.EXPERIMENT_POLL_LEASE_SECONDS)
+    claimed = (
+        Experiment.objects.filter(pk=experiment_id, status=ExperimentStatus.RUNNING)
+        .exclude(poll_lease_until__gt=now)
+        .update(poll_lease_until=lease)
+    )
+    if claimed != 1:
+        return False
+    experiment = Experiment.objects.select_related("dataset_version").get(pk=experiment_id)
+    try:
+        try:
+            snapshot = backend_for(experiment.backend).poll(experiment)
+        except BackendError as exc:
+            # Transient trouble with the master is shown but does not end the experiment.
+            Experiment.objects.filter(pk=experiment.pk).update(error=f"last poll failed: {exc.reason}")
+            return True
+        _apply(experiment, snapshot)
+    finally:
+        Experiment.objects.filter(pk=experiment_id, poll_lease_until=lease).update(poll_lease_until=None)
+    return True
+
+
+def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
+    if experiment.error.startswith("last poll failed"):
+        Experiment.objects.filter(pk=experiment.pk).update(error="")
+    for trial_snapshot in snapshot.trials:
+        trial = _trial_for(experiment, trial_snapshot)
+        if trial is None:
+            continue
+        trial_reports_ingest(trial=trial, reports=trial_snapshot.reports)
+        _trial_update(trial, trial_snapshot)
+    _finish_if_done(experiment, snapshot)
+
+
+def _trial_for(experiment: Experiment, snapshot: TrialSnapshot) -> Trial | None:
+    if snapshot.number is not None:
+        return experiment.trials.filter(number=snapshot.number).first()
+    if snapshot.det_trial_id is None:
+        return None
+    trial = experiment.trials.filter(det_trial_id=snapshot.det_trial_id).first()
+    if trial is not None:
+        return trial
+    with transaction.atomic():
+        top = experiment.trials.aggregate(top=Max("number"))["top"] or 0
+        return Trial.objects.create(
+            experiment=experiment,
+            number=top + 1,
+            det_trial_id=snapshot.det_trial_id,
+            hparams=snapshot.hparams or {},
+            steps_planned=snapshot.steps_planned or experiment.batches,
+            state=TrialState.QUEUED,
+        )
+
+
+def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> None:
+    updates: dict[str, Any] = {}
+    if snapshot.hparams is not None and snapshot.hparams != trial.hparams:
+        updates["hparams"] = snapshot.hparams
+    if snapshot.steps_done is not None and snapshot.steps_done != trial.steps_done:
+        updates["steps_done"] = snapshot.steps_done
+    if snapshot.steps_planned is not None and snapshot.steps_planned != trial.steps_planned:
+        updates["steps_planned"] = snapshot.steps_planned
+    for name in ("checkpoint", "error", "log_tail"):
+        value = getattr(snapshot, name)
+        if value is not None and value != getattr(trial, name):
+            updates[name] = value
+    if snapshot.state is not None and snapshot.state != trial.state:
+        updates["state"] = snapshot.state
+        if snapshot.state in TERMINAL_TRIAL_STATES:
+            updates["ended_at"] = timezone.now()
+        elif snapshot.state == TrialState.RUNNING and trial.started_at is None:
+            updates["started_at"] = timezone.now()
+    if not updates:
+        return
+    # Never move a trial out of a final state (a cancel may have landed while we polled).
+    Trial.objects.filter(pk=trial.pk).exclude(state__in=TERMINAL_TRIAL_STATES).update(**updates)
+
+
+def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
+    states = list(experiment.trials.values_list("state", flat=True))
+    if experiment.backend == Backend.LOCAL:
+        # The portal planned every local trial: done when each has ended.
+        if any(state not in TERMINAL_TRIAL_STATES for state in states):
+            return
+    elif not snapshot.finished:
+        # A cluster search may still create trials: only the master says when it is over.
+        return
+    errored = sum(1 for state in states if state != TrialState.COMPLETED)
+    if states and errored == 0:
+        status, verb, error = ExperimentStatus.COMPLETED, "experiment.finished", ""
+    else:
+        status, verb = ExperimentStatus.ERRORED, "experiment.failed"
+        error = snapshot.error or f"{errored} of {len(states)} trials did not complete"
+    with transaction.atomic():
+        done = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.RUNNING).update(
+            status=status, error=error, ended_at=timezone.now()
+        )
+        if done == 1:
+            event_record(
+                actor=None,
+                verb=verb,
+                target=experiment,
+                data={"trials": len(states), "errored": errored, "error": error},
+            )
+
+
+def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
+    require_role(user, Role.ML_ENGINEER, action="cancel experiments")
+    if not experiment.is_active:
+        status = experiment.get_status_display().lower()
+        raise ValidationError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
+    if experiment.status == ExperimentStatus.RUNNING:
+        try:
+            backend_for(experiment.backend).cancel(experiment)
+        except BackendError as exc:
+            raise ValidationError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
+    with transaction.atomic():
+        cancelled = Experiment.objects.filter(pk=experiment.pk, status__in=[s.value for s in _ACTIVE]).update(
+            status=ExperimentStatus.CANCELLED, ended_at=timezone.now()
+        )
+        if cancelled == 1:
+            experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).update(
+                state=TrialState.CANCELED, ended_at=timezone.now()
+            )
+            event_record(actor=user, verb="experiment.cancelled", target=experiment, data={})
+    experiment.refresh_from_db()
+    return experiment
+
+
+_ACTIVE = (ExperimentStatus.QUEUED, ExperimentStatus.LAUNCHING, ExperimentStatus.RUNNING)
+
+
+def experiments_poll_active() -> int:
+    """The periodic task's work: poll every running experiment, expire lost launches."""
+    stale = timezone.now() - LAUNCH_STALE_AFTER
+    for experiment in Experiment.objects.filter(status=ExperimentStatus.LAUNCHING, created_at__lt=stale):
+        _launch_failed(experiment, "the worker stopped while launching; launch it again")
+    polled = 0
+    for pk in Experiment.objects.filter(status=ExperimentStatus.RUNNING).values_list("pk", flat=True):
+        try:
+            polled += experiment_poll(experiment_id=pk)
+        except Exception:
+            # One broken experiment must not stop the others from being polled.
+            logger.exception("polling experiment %s failed", pk)
+    return polled
