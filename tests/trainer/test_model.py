@@ -1,0 +1,78 @@
+"""The classifier's layers, including batch norm synchronised across two gloo workers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from tests.trainer.trainer_testkit import free_port
+from trainer.model import SyncBatchNorm1d, TabularMLP
+
+
+def _sync_bn_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        full = torch.randn(16, 3) * torch.tensor([1.0, 5.0, 0.2]) + torch.tensor([0.0, 3.0, -1.0])
+        # Worker populations differ on purpose: rank 0 holds the rows with the smallest feature 0.
+        order = torch.argsort(full[:, 0])
+        x = full[order][rank * 8 : (rank + 1) * 8].clone().requires_grad_(True)
+        bn = SyncBatchNorm1d(3)
+        with torch.no_grad():
+            bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        y = bn(x)
+        (y * torch.arange(1.0, 4.0)).sum().backward()
+        torch.save(
+            {"y": y.detach(), "grad": x.grad, "running_mean": bn.running_mean, "order": order},
+            Path(out_dir) / f"rank{rank}.pt",
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sync_batch_norm_over_two_gloo_workers_equals_batch_norm_over_the_union(tmp_path: Path) -> None:
+    mp.spawn(_sync_bn_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    torch.manual_seed(0)
+    full = torch.randn(16, 3) * torch.tensor([1.0, 5.0, 0.2]) + torch.tensor([0.0, 3.0, -1.0])
+    x = full[r0["order"]].clone().requires_grad_(True)
+    bn = torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+    y = bn(x)
+    # Each worker's loss is its half of the sum; DDP would average the parameter gradients, the
+    # input gradients are per row.
+    (y * torch.arange(1.0, 4.0)).sum().backward()
+    torch.testing.assert_close(torch.cat([r0["y"], r1["y"]]), y.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.cat([r0["grad"], r1["grad"]]), x.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(r0["running_mean"], bn.running_mean, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(r1["running_mean"], bn.running_mean, rtol=1e-4, atol=1e-6)
+
+
+def test_sync_batch_norm_without_a_process_group_is_plain_batch_norm() -> None:
+    torch.manual_seed(1)
+    x = torch.randn(10, 4)
+    sync, plain = SyncBatchNorm1d(4), torch.nn.BatchNorm1d(4)
+    torch.testing.assert_close(sync(x), plain(x))
+    sync.eval()
+    plain.eval()
+    torch.testing.assert_close(sync(x), plain(x))
+
+
+@pytest.mark.parametrize("normalization", ["none", "batch", "sync_batch"])
+def test_mlp_maps_numeric_and_categorical_rows_to_one_logit(normalization: str) -> None:
+    model = TabularMLP(3, [4, 2], [8, 4], dropout=0.1, normalization=normalization)
+    logits = model(torch.randn(5, 3), torch.tensor([[0, 1], [3, 0], [2, 1], [1, 1], [0, 0]]))
+    assert logits.shape == (5,)
+
+
+def test_unknown_normalization_is_refused() -> None:
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        TabularMLP(3, [], [8], normalization="layer")

@@ -1,0 +1,228 @@
+"""End-to-end runs of ``python -m trainer.train`` in Determined's local training mode (CPU)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trainer.trainer_testkit import (
+    REPO,
+    make_demo_frame,
+    run_trainer,
+    skewed_assignment,
+    stratified_assignment,
+    write_shard_dir,
+)
+
+# Same model maths in both runs: no dropout, no batch norm (its sums make training drift apart in
+# the last digits; sync_batch is checked against BatchNorm1d in test_model.py). The 2-process run
+# trains on the same global batches: per-worker batches of 32 are cut from the same global order.
+EQUAL_HP: dict[str, Any] = {
+    "global_batch_size": 64,
+    "dropout": 0.0,
+    "normalization": "none",
+    "val_batch_size": 100,
+    "seed": 3,
+}
+RUN = {"batches": 40, "validation_period": 20}
+
+
+def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if line["kind"] == "validation"]
+
+
+def _trainings(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if line["kind"] == "training"]
+
+
+@pytest.fixture(scope="module")
+def skewed_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    frame = make_demo_frame(4000, seed=0)
+    return write_shard_dir(frame, tmp_path_factory.mktemp("skewed") / "shards", skewed_assignment(frame))
+
+
+@pytest.fixture(scope="module")
+def demo_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    frame = make_demo_frame(4000, seed=0)
+    return write_shard_dir(frame, tmp_path_factory.mktemp("demo") / "shards", stratified_assignment(frame, 2))
+
+
+@pytest.fixture(scope="module")
+def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    workdir = tmp_path_factory.mktemp("one")
+    return workdir, run_trainer(workdir, skewed_shards, EQUAL_HP, **RUN)
+
+
+@pytest.fixture(scope="module")
+def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return run_trainer(tmp_path_factory.mktemp("two"), skewed_shards, EQUAL_HP, nproc=2, timeout=240, **RUN)
+
+
+@pytest.fixture(scope="module")
+def two_process_plain(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    hp = {**EQUAL_HP, "sampler": "plain"}
+    return run_trainer(tmp_path_factory.mktemp("plain"), skewed_shards, hp, nproc=2, timeout=240, **RUN)
+
+
+def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[str, Any]]]) -> None:
+    _, lines = one_process
+    assert [(line["kind"], line["step"]) for line in lines] == [
+        ("training", 20),
+        ("validation", 20),
+        ("training", 40),
+        ("validation", 40),
+    ]
+    for line in lines:
+        assert set(line) == {"schema", "trial", "kind", "step", "metrics"}
+        assert line["schema"] == 1
+        assert line["trial"] == 1
+        assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in line["metrics"].values())
+    metrics = _validations(lines)[-1]["metrics"]
+    for key in ("eod", "eod/gender", "eod/age_group", "eod/gender&age_group", "val_loss", "accuracy", "auc"):
+        assert key in metrics
+    for group in ("female", "male"):
+        assert f"recall/gender/{group}" in metrics
+        assert f"fpr/gender/{group}" in metrics
+        assert {f"count/gender/{group}/{c}" for c in ("tp", "fn", "fp", "tn")} <= set(metrics)
+    assert metrics["count/gender/unknown"] > 0
+    assert metrics["fair_objective"] == pytest.approx(metrics["val_loss"] + 1.0 * metrics["eod"])
+    recalls = [v for k, v in metrics.items() if k.startswith("recall/gender/")]
+    assert metrics["eod/gender"] == pytest.approx(max(recalls) - min(recalls))
+    training = _trainings(lines)[-1]["metrics"]
+    assert "loss" in training
+    assert training["worker_share_spread/gender"] == 0.0  # one worker
+    assert "worker_share/gender/female/rank0" in training
+
+
+def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(
+    one_process: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    workdir, lines = one_process
+    checkpoints = sorted((workdir / "xdg" / "determined").iterdir())
+    assert len(checkpoints) == 1
+    assert (checkpoints[0] / "state_dict.pth").exists()
+    stats = json.loads((checkpoints[0] / "bias_stats.json").read_text())
+    last = _validations(lines)[-1]["metrics"]
+    assert stats["step"] == 40
+    for attr, block in stats["attributes"].items():
+        assert block["unknown"] == last[f"count/{attr}/unknown"]
+        for group, cells in block["groups"].items():
+            for cell, value in cells.items():
+                assert value == last[f"count/{attr}/{group}/{cell}"]
+
+
+def test_two_process_counts_equal_one_process(
+    one_process: tuple[Path, list[dict[str, Any]]], two_process: list[dict[str, Any]]
+) -> None:
+    ones, twos = _validations(one_process[1]), _validations(two_process)
+    assert [v["step"] for v in ones] == [v["step"] for v in twos]
+    for one, two in zip(ones, twos, strict=True):
+        a, b = one["metrics"], two["metrics"]
+        assert set(a) == set(b)
+        assert b["val_examples"] == a["val_examples"]  # every validation row exactly once
+        exact = [k for k in a if k.startswith(("count/", "recall/", "fpr/", "eod")) or k == "accuracy"]
+        assert len(exact) > 50
+        assert {k: b[k] for k in exact} == {k: a[k] for k in exact}
+        # Training is the same maths but not bit-identical (gradients are averaged by all-reduce),
+        # so a probability could move across one of the 4096 AUC bins and the loss differs in the
+        # last digits; the counts above are exact.
+        assert b["auc"] == pytest.approx(a["auc"], abs=1e-3)
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
+
+
+def test_stratified_sampler_keeps_worker_share_spread_under_five_points(two_process: list[dict[str, Any]]) -> None:
+    for line in _trainings(two_process):
+        spreads = {k: v for k, v in line["metrics"].items() if k.startswith("worker_share_spread/")}
+        assert set(spreads) == {
+            "worker_share_spread/gender",
+            "worker_share_spread/age_group",
+            "worker_share_spread/gender&age_group",
+        }
+        assert max(spreads.values()) < 0.05
+        assert "worker_share/gender/female/rank1" in line["metrics"]
+
+
+def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
+    two_process_plain: list[dict[str, Any]],
+) -> None:
+    for line in _trainings(two_process_plain):
+        m = line["metrics"]
+        assert m["worker_share_spread/gender"] > 0.4
+        assert m["worker_share/gender/female/rank0"] - m["worker_share/gender/female/rank1"] > 0.4
+
+
+def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_path: Path) -> None:
+    base = {"global_batch_size": 128, "learning_rate": 0.01, "seed": 0}
+    plain = run_trainer(tmp_path / "l0", demo_shards, {**base, "fairness_lambda": 0.0}, batches=150)
+    fair = run_trainer(tmp_path / "l5", demo_shards, {**base, "fairness_lambda": 5.0}, batches=150)
+    eod_plain = _validations(plain)[-1]["metrics"]["eod"]
+    eod_fair = _validations(fair)[-1]["metrics"]["eod"]
+    # Seeds 0-2 give 0.59-0.61 against 0.27-0.37; the margin leaves room for platform noise.
+    assert eod_fair < eod_plain - 0.15
+    assert _trainings(fair)[-1]["metrics"]["fairness_penalty"] >= 0.0
+
+
+def test_num_examples_mismatch_stops_the_trainer_with_the_message(demo_shards: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    subprocess.run(["cp", "-r", str(demo_shards), str(broken)], check=True)
+    meta_path = broken / "part-00000" / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["num_examples"] += 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(AssertionError) as excinfo:
+        run_trainer(tmp_path / "run", broken, {}, batches=5)
+    assert (
+        f"shard part part-00000: metadata.json declares num_examples={meta['num_examples']} but "
+        f"data.parquet holds {meta['num_examples'] - 1} rows" in str(excinfo.value)
+    )
+
+
+def test_uploaded_context_holds_only_trainer_and_starts_without_the_repository(
+    demo_shards: Path, tmp_path: Path
+) -> None:
+    from determined.common import constants, context
+
+    files = context.read_v1_context(None, includes=[REPO / "trainer"])
+    assert files
+    assert all(f.path == "trainer" or f.path.startswith("trainer/") for f in files)
+    assert not any("__pycache__" in f.path for f in files)
+    size = sum(len(base64.b64decode(f.content or "")) for f in files)
+    assert size < 1024 * 1024 < constants.MAX_CONTEXT_SIZE
+    staged = tmp_path / "context"
+    for f in files:
+        target = staged / f.path
+        if f.content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(base64.b64decode(f.content))
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    probe = (
+        "import sys, trainer.train; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'auditportal')); "
+        "assert not bad, bad; assert trainer.train.__file__.startswith(sys.argv[1]), trainer.train.__file__"
+    )
+    subprocess.run([sys.executable, "-c", probe, str(staged)], cwd=staged, env=env, check=True, timeout=120)
+    out = tmp_path / "m.jsonl"
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.train",
+        "--data",
+        str(demo_shards),
+        "--batches",
+        "3",
+        "--metrics-out",
+        str(out),
+    ]
+    subprocess.run(cmd, cwd=staged, env=env, check=True, timeout=120, capture_output=True)
+    assert [json.loads(line)["kind"] for line in out.read_text().splitlines()][-1] == "validation"
