@@ -27,6 +27,7 @@ from auditportal.datasets.ingest import (
     inspect_file,
     load_normalized,
     profile_file,
+    read_labelled_columns,
 )
 
 MAX_BYTES = 10 * 2**20
@@ -581,6 +582,34 @@ def test_load_normalized_applies_the_same_validation(tmp_path: Path) -> None:
     path = write(tmp_path, "credit.csv", "gender,label\nf,1\nm,maybe\nf,0\n")
     error = failure(lambda: load_normalized(path, SPEC, display_name="credit.csv"))
     assert (error.row, error.column) == (2, "label")
+
+
+# --------------------------------------------------------------------------- read_labelled_columns
+
+
+def test_read_labelled_columns_returns_codes_target_and_the_named_columns(tmp_path: Path) -> None:
+    path = write(tmp_path, "credit.csv", CREDIT)
+    read = read_labelled_columns(
+        path, CREDIT_SPEC, others=[("income", "prediction")], display_name="credit.csv", max_bytes=MAX_BYTES
+    )
+    assert read.columns == ("income", "purpose", "gender", "age_group", "label")
+    assert read.target.tolist() == [1, 0, 1, 0, 0, 1, 1, 0]
+    assert read.attributes == inspect(path, CREDIT_SPEC).attributes
+    assert read.codes[0].tolist() == [0, 1, -1, 0, -1, 1, 0, -1]
+    assert list(read.others) == ["income"]
+    assert read.others["income"].to_pylist()[:2] == [100.5, 200.0]
+    assert read.sha256 == hashlib.sha256(CREDIT.encode()).hexdigest()
+
+
+def test_read_labelled_columns_names_a_missing_column_by_its_role(tmp_path: Path) -> None:
+    path = write(tmp_path, "credit.csv", CREDIT)
+    error = failure(
+        lambda: read_labelled_columns(
+            path, CREDIT_SPEC, others=[("score", "prediction")], display_name="credit.csv", max_bytes=MAX_BYTES
+        )
+    )
+    assert error.column == "score"
+    assert error.message.startswith("declared columns not in the file: 'score' (prediction); the file's columns are")
 
 
 # --------------------------------------------------------------------------- profile
