@@ -209,7 +209,9 @@ def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
         digest = pool.submit(_sha256, path, stop)
         try:
-            loaded = _load(path, file_format, display_name, columns=_needed_columns(spec))
+            # Feature kinds come from the schema, so a Parquet file's feature data is never read here;
+            # a CSV file is parsed whole regardless, which is what checks every row and column.
+            loaded = _load(path, file_format, display_name, columns=[spec.label, *spec.attributes])
             prepared = _prepare(loaded, spec, display_name)
         except BaseException:
             stop.set()
