@@ -309,6 +309,7 @@ def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> Non
 
 def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     require_role(user, Role.ML_ENGINEER, action="cancel experiments")
+    experiment.refresh_from_db()
     if not experiment.is_active:
         status = experiment.get_status_display().lower()
         raise ValidationError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")

@@ -1,7 +1,15 @@
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+
+from auditportal.experiments import views
 
 app_name = "experiments"
 
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.experiment_index, name="index"),
+    path("new/", views.experiment_new, name="new"),
+    path("<int:experiment_id>/", views.experiment_detail, name="detail"),
+    path("<int:experiment_id>/progress.json", views.experiment_progress, name="progress"),
+    path("<int:experiment_id>/cancel/", views.experiment_cancel, name="cancel"),
+]

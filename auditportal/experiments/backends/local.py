@@ -77,20 +77,17 @@ class LocalBackend:
         return ExperimentSnapshot(trials=snapshots)
 
     def cancel(self, experiment: Experiment) -> None:
-        trials = list(experiment.trials.filter(state__in=[TrialState.STARTING, TrialState.RUNNING]))
-        for trial in trials:
+        groups = []
+        for trial in experiment.trials.filter(state__in=[TrialState.STARTING, TrialState.RUNNING]):
             pid = trial.pid or _read_int(run_dir(trial) / "pid")
             if pid is not None and _alive(pid, run_dir(trial)):
+                groups.append(pid)
                 _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
-        for trial in trials:
-            pid = trial.pid or _read_int(run_dir(trial) / "pid")
-            if pid is None:
-                continue
-            while _alive(pid, run_dir(trial)) and time.monotonic() < deadline:
-                _reap()
+        for pid in groups:
+            while _group_exists(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _alive(pid, run_dir(trial)):
+            if _group_exists(pid):
                 _signal_group(pid, signal.SIGKILL)
         _reap()
 
@@ -228,6 +225,17 @@ def _alive(pid: int, directory: Path) -> bool:
             return str(directory).encode() in cmdline.read_bytes()
         except (FileNotFoundError, IndexError):
             return False
+    return True
+
+
+def _group_exists(pid: int) -> bool:
+    _reap()
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True
 
 

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments.models import Template
+
+
+class LaunchForm(forms.Form):
+    dataset_version = forms.ModelChoiceField(
+        queryset=DatasetVersion.objects.none(), label="Dataset version", empty_label="— choose —"
+    )
+    template = forms.ChoiceField(
+        choices=Template.choices,
+        label="Template",
+        help_text="Searches minimise fair_objective = val_loss + search_lambda × eod.",
+    )
+    hparams = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        label="Hyperparameters (JSON, overrides the template)",
+        help_text=(
+            'Values or Determined ranges, e.g. {"fairness_lambda": {"type": "double", "minval": 0, "maxval": 1}, '
+            '"dropout": 0.2}. Leave empty for the template defaults.'
+        ),
+    )
+    max_trials = forms.IntegerField(required=False, min_value=1, label="Trials (searches)", initial=4)
+    batches = forms.IntegerField(min_value=1, initial=200, label="Training length (batches)")
+
+    def __init__(self, *args: Any, versions: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["dataset_version"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = versions
+        max_trials = self.fields["max_trials"]
+        assert isinstance(max_trials, forms.IntegerField)
+        max_trials.max_value = settings.EXPERIMENT_MAX_TRIALS
+        max_trials.help_text = f"At most {settings.EXPERIMENT_MAX_TRIALS}; a single trial ignores this."
+
+    def clean_hparams(self) -> dict[str, Any]:
+        text = (self.cleaned_data.get("hparams") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Hyperparameters must be a JSON object of name: value or range.")
+        return value

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from auditportal.accounts.models import User
+from auditportal.experiments.models import Experiment, MetricPoint, Trial
+
+
+def experiment_list(*, user: User) -> QuerySet[Experiment]:
+    if not user.is_authenticated or not user.is_member:
+        return Experiment.objects.none()
+    return Experiment.objects.select_related("dataset_version__dataset", "launched_by")
+
+
+def experiment_get(*, user: User, experiment_id: int) -> Experiment:
+    try:
+        return experiment_list(user=user).get(pk=experiment_id)
+    except Experiment.DoesNotExist:
+        raise Http404("No such experiment.") from None
+
+
+def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
+    return experiment.trials.order_by("number")
+
+
+def trial_group_counts(*, trial: Trial, attribute: str, group: str | None = None) -> QuerySet[MetricPoint]:
+    """Per-group metric points (counts, recall, ...) of one attribute, optionally one group."""
+    points = trial.metric_points.filter(attribute=attribute)
+    if group is not None:
+        points = points.filter(group=group)
+    return points.order_by("kind", "step", "name")
+
+
+def trial_as_json(trial: Trial) -> dict[str, Any]:
+    return {
+        "id": trial.pk,
+        "number": trial.number,
+        "det_trial_id": trial.det_trial_id,
+        "state": trial.state,
+        "state_label": trial.get_state_display(),
+        "steps": trial.steps_done,
+        "steps_planned": trial.steps_planned,
+        "progress_percent": trial.progress_percent,
+        "hparams": trial.hparams,
+        "metrics": {
+            "eod": trial.latest_eod,
+            "fair_objective": trial.latest_fair_objective,
+            "accuracy": trial.latest_accuracy,
+            "step": trial.latest_step,
+        },
+        "checkpoint": trial.checkpoint,
+        "error": trial.error,
+        "log_tail": trial.log_tail,
+    }
+
+
+def experiment_as_json(experiment: Experiment) -> dict[str, Any]:
+    trials = list(trial_list(experiment=experiment))
+    return {
+        "experiment": experiment.pk,
+        "name": experiment.name,
+        "status": experiment.status,
+        "status_label": experiment.get_status_display(),
+        "error": experiment.error,
+        "template": experiment.template,
+        "backend": experiment.backend,
+        "det_experiment_id": experiment.det_experiment_id,
+        "dataset_version": experiment.dataset_version_id,
+        "active": experiment.is_active,
+        "trials": [trial_as_json(trial) for trial in trials],
+    }

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.permissions import require_role
+from auditportal.datasets.selectors import dataset_version_list
+from auditportal.experiments import selectors, services
+from auditportal.experiments.forms import LaunchForm
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)
+    return user
+
+
+@login_required
+def experiment_index(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "experiments/index.html",
+        {
+            "experiments": selectors.experiment_list(user=user)[:200],
+            "can_launch": user.has_role(Role.ML_ENGINEER),
+            "is_member": user.is_member,
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def experiment_new(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    initial = {"dataset_version": request.GET.get("dataset_version")}
+    form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_list(user=user))
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            experiment = services.experiment_create(
+                user=user,
+                dataset_version=data["dataset_version"],
+                template=data["template"],
+                hparams=data["hparams"],
+                max_trials=data["max_trials"] if data["template"] != "single" else None,
+                batches=data["batches"],
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else None, error)
+        else:
+            messages.success(request, f"Queued {experiment.name}.")
+            return redirect("experiments:detail", experiment_id=experiment.pk)
+    return render(request, "experiments/new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    user = _user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    return render(
+        request,
+        "experiments/detail.html",
+        {
+            "experiment": experiment,
+            "trials": selectors.trial_list(experiment=experiment),
+            "can_cancel": user.has_role(Role.ML_ENGINEER) and experiment.is_active,
+        },
+    )
+
+
+@login_required
+def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    user = _user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    return JsonResponse(selectors.experiment_as_json(experiment))
+
+
+@login_required
+@require_POST
+def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    user = _user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    try:
+        services.experiment_cancel(user=user, experiment=experiment)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Cancelled {experiment.name}.")
+    return redirect("experiments:detail", experiment_id=experiment.pk)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import time
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import call_command
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments import services
+from auditportal.experiments.models import Experiment
+
+# The end-to-end tests start a real Celery worker, which must open the test database. An
+# in-memory SQLite database cannot be shared, so name a file for it before any test creates it
+# (PostgreSQL needs nothing: the worker connects to test_<name>). The file lives under the test
+# run's private var directory (auditportal/settings/test.py).
+_database = django_settings.DATABASES["default"]
+if _database["ENGINE"] == "django.db.backends.sqlite3" and not (_database.get("TEST") or {}).get("NAME"):
+    _database.setdefault("TEST", {})["NAME"] = str(Path(django_settings.VAR_DIR) / "test-db.sqlite3")
+
+
+@pytest.fixture
+def demo_version(db: None, dataset_storage: Path) -> DatasetVersion:
+    out = StringIO()
+    call_command("make_demo_dataset", "--rows", "400", stdout=out)
+    return DatasetVersion.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+
+
+@pytest.fixture
+def fake_trainer(settings: SettingsWrapper, tmp_path: Path) -> Path:
+    settings.EXPERIMENT_TRAINER_MODULE = "tests.experiments.fake_trainer"
+    settings.EXPERIMENT_RUN_DIR = tmp_path / "runs"
+    settings.EXPERIMENT_BACKEND = "local"
+    return tmp_path / "runs"
+
+
+def metrics_in_file(path: Path) -> dict[tuple[str, int, str], float | None]:
+    """What a trainer reported, keyed like the database's unique constraint (last value wins)."""
+    reported: dict[tuple[str, int, str], float | None] = {}
+    for line in path.read_text().splitlines():
+        doc: dict[str, Any] = json.loads(line)
+        for name, value in doc["metrics"].items():
+            reported[(doc["kind"], doc["step"], name)] = None if value is None else float(value)
+    return reported
+
+
+def poll_until_done(experiment: Experiment, *, timeout: float = 60) -> Experiment:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        services.experiment_poll(experiment_id=experiment.pk)
+        experiment.refresh_from_db()
+        if not experiment.is_active:
+            return experiment
+        time.sleep(0.2)
+    raise AssertionError(f"experiment {experiment.pk} still {experiment.status} after {timeout}s")

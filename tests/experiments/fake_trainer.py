@@ -1,0 +1,76 @@
+"""A stand-in for ``python -m trainer.train`` with the same command line and metrics file.
+
+It writes deterministic metrics (schema 1) without training anything, so the local backend's
+process handling and ingestion can be tested in seconds. Behaviour is set through the environment,
+which the local backend passes on to trial processes:
+
+- ``FAKE_TRAINER_SLEEP``: seconds to sleep after each reported step (default 0).
+- ``FAKE_TRAINER_POINTS``: extra per-group counts per validation line (default 0).
+- ``FAKE_TRAINER_CRASH``: a trial folder name (``trial-2``) that crashes after its first validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def metrics_for(trial: int, step: int, extra: int) -> dict[str, float]:
+    base = (trial % 7) / 100 + step / 10_000
+    metrics = {
+        "eod": round(0.2 - base, 6),
+        "fair_objective": round(0.7 - base, 6),
+        "accuracy": round(0.6 + base, 6),
+        "val_loss": round(0.5 - base, 6),
+        "recall/gender/female": round(0.5 + base, 6),
+        "recall/gender/male": round(0.7 + base, 6),
+        "count/gender/female/tp": float(10 + step),
+        "count/gender/male/tp": float(20 + step),
+        "eod/gender": round(0.2 - base, 6),
+    }
+    for index in range(extra):
+        metrics[f"count/synthetic/g{index}/tp"] = float(index + step)
+    return metrics
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--hparams")
+    parser.add_argument("--batches", type=int, required=True)
+    parser.add_argument("--validation-period", type=int)
+    parser.add_argument("--metrics-out", type=Path, required=True)
+    parser.add_argument("--trial-id", type=int, default=1)
+    args = parser.parse_args()
+    if not (Path(args.data) / "manifest.json").is_file():
+        print(f"no shards in {args.data}", file=sys.stderr)
+        return 2
+    period = args.validation_period or args.batches
+    sleep = float(os.environ.get("FAKE_TRAINER_SLEEP", "0"))
+    extra = int(os.environ.get("FAKE_TRAINER_POINTS", "0"))
+    crash = os.environ.get("FAKE_TRAINER_CRASH", "") == Path(os.environ.get("RUN_DIR", "")).name
+    steps = list(range(period, args.batches + 1, period))
+    if not steps or steps[-1] != args.batches:
+        steps.append(args.batches)
+    args.metrics_out.write_text("")
+    for step in steps:
+        with args.metrics_out.open("a") as handle:
+            line = {"schema": 1, "trial": args.trial_id, "kind": "training", "step": step, "metrics": {"loss": 0.5}}
+            handle.write(json.dumps(line) + "\n")
+            metrics = metrics_for(args.trial_id, step, extra)
+            line = {"schema": 1, "trial": args.trial_id, "kind": "validation", "step": step, "metrics": metrics}
+            handle.write(json.dumps(line) + "\n")
+        print(f"fake trainer: step {step} of {args.batches}", flush=True)
+        if crash:
+            print("Traceback (most recent call last):\nRuntimeError: fake trainer crashed on purpose", file=sys.stderr)
+            return 3
+        time.sleep(sleep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Event
+from auditportal.datasets.models import DatasetVersion
+from auditportal.datasets.services import dataset_version_shard
+from auditportal.experiments import metricsfile, services
+from auditportal.experiments.backends import MetricReport
+from auditportal.experiments.backends.local import run_dir
+from auditportal.experiments.ingest import trial_reports_ingest
+from auditportal.experiments.models import ExperimentStatus, MetricPoint, Trial, TrialState
+from auditportal.experiments.tasks import experiment_launch_task
+from tests.experiments.conftest import metrics_in_file, poll_until_done
+
+
+def _stored(trial: Trial) -> dict[tuple[str, int, str], float | None]:
+    return {(p.kind, p.step, p.name): p.value for p in MetricPoint.objects.filter(trial=trial)}
+
+
+def test_a_single_trial_stores_exactly_what_the_trainer_reported(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=12)
+    experiment_launch_task(experiment.pk)
+    experiment = poll_until_done(experiment)
+
+    assert experiment.status == ExperimentStatus.COMPLETED
+    trial = experiment.trials.get()
+    assert trial.state == TrialState.COMPLETED
+    assert trial.steps_done == trial.steps_planned == 12
+    reported = metrics_in_file(run_dir(trial) / "metrics.jsonl")
+    assert len(reported) == 4 * (1 + 9)  # validation every 3 batches: 4 training + 4 validation lines
+    assert _stored(trial) == reported
+    assert trial.latest_step == 12
+    assert trial.latest_eod == reported[("validation", 12, "eod")]
+    assert trial.latest_accuracy == reported[("validation", 12, "accuracy")]
+    assert list(
+        Event.objects.filter(target_type="experiments.experiment", target_id=str(experiment.pk))
+        .values_list("verb", flat=True)
+        .order_by("id")
+    ) == [
+        "experiment.launched",
+        "experiment.started",
+        "experiment.finished",
+    ]
+
+
+def test_per_group_counts_are_queryable_by_attribute_and_group(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    experiment_launch_task(experiment.pk)
+    trial = poll_until_done(experiment).trials.get()
+    points = MetricPoint.objects.filter(trial=trial, kind="validation", attribute="gender", group="female")
+    assert sorted(points.values_list("name", flat=True).distinct()) == [
+        "count/gender/female/tp",
+        "recall/gender/female",
+    ]
+
+
+def test_a_crashed_trainer_errors_its_trial_with_the_log_tail_and_the_others_complete(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_TRAINER_CRASH", "trial-2")
+    experiment = services.experiment_create(
+        user=bob, dataset_version=demo_version, template="random", max_trials=3, batches=8
+    )
+    experiment_launch_task(experiment.pk)
+    experiment = poll_until_done(experiment)
+
+    states = dict(experiment.trials.values_list("number", "state"))
+    assert states == {1: TrialState.COMPLETED, 2: TrialState.ERRORED, 3: TrialState.COMPLETED}
+    crashed = experiment.trials.get(number=2)
+    assert crashed.error == "trainer crashed (exit status 3)"
+    assert "RuntimeError: fake trainer crashed on purpose" in crashed.log_tail
+    # What it reported before crashing is kept.
+    assert _stored(crashed) == metrics_in_file(run_dir(crashed) / "metrics.jsonl")
+    assert experiment.status == ExperimentStatus.ERRORED
+    assert experiment.error == "1 of 3 trials did not complete"
+
+
+def test_ingesting_the_same_reports_again_adds_nothing(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=8)
+    experiment_launch_task(experiment.pk)
+    trial = poll_until_done(experiment).trials.get()
+    before = _stored(trial)
+
+    reports = [
+        MetricReport(kind=r.kind, step=r.step, metrics=r.metrics, end=r.end)
+        for r in metricsfile.read_reports(run_dir(trial) / "metrics.jsonl", 0)
+    ]
+    result = trial_reports_ingest(trial=trial, reports=reports + reports, batch_points=7)
+
+    assert result.reports == 2 * len(reports)
+    assert _stored(trial) == before
+    assert MetricPoint.objects.filter(trial=trial).count() == len(before)
+
+
+def test_only_complete_lines_are_read_and_the_offset_resumes_after_them(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    first = b'{"schema": 1, "trial": 1, "kind": "validation", "step": 5, "metrics": {"eod": 0.1}}\n'
+    partial = b'{"schema": 1, "trial": 1, "kind": "valid'
+    path.write_bytes(first + partial)
+    reports = list(metricsfile.read_reports(path, 0))
+    assert [(r.kind, r.step, r.metrics, r.end) for r in reports] == [("validation", 5, {"eod": 0.1}, len(first))]
+    with path.open("ab") as handle:
+        handle.write(b'ation", "step": 10, "metrics": {"eod": NaN, "x": "text"}}\n')
+    again = list(metricsfile.read_reports(path, reports[0].end))
+    assert [(r.step, r.metrics) for r in again] == [(10, {"eod": None})]
+
+
+def test_cancel_kills_the_trainer_process_group_and_cancels_the_trials(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "5")
+    experiment = services.experiment_create(
+        user=bob, dataset_version=demo_version, template="random", max_trials=2, batches=40
+    )
+    experiment_launch_task(experiment.pk)
+    running = experiment.trials.get(number=1)
+    deadline = time.monotonic() + 20
+    while running.pid is None and time.monotonic() < deadline:
+        services.experiment_poll(experiment_id=experiment.pk)
+        running.refresh_from_db()
+    assert running.pid is not None
+
+    services.experiment_cancel(user=bob, experiment=experiment)
+
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.CANCELLED
+    assert set(experiment.trials.values_list("state", flat=True)) == {TrialState.CANCELED}
+    with pytest.raises(ProcessLookupError):
+        os.killpg(running.pid, 0)
+    assert Event.objects.filter(verb="experiment.cancelled", actor=bob, target_id=str(experiment.pk)).exists()
+
+
+def test_an_invalid_dataset_fails_the_launch_with_the_reason_and_no_trials(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    demo_version.path.unlink()  # the stored file has gone missing
+    experiment_launch_task(experiment.pk)
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.LAUNCH_FAILED
+    assert experiment.error.startswith("launch failed: dataset invalid: ")
+    assert experiment.trials.count() == 0
+
+
+def test_a_trial_claimed_by_a_worker_that_died_before_starting_it_goes_back_to_the_queue(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, settings
+) -> None:
+    settings.EXPERIMENT_LOCAL_CONCURRENCY = 1
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    dataset_version_shard(version=demo_version, parts=1, out_dir=Path(experiment.shard_dir))
+    experiment.status = ExperimentStatus.RUNNING
+    experiment.save()
+    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=4, state=TrialState.STARTING)
+    Trial.objects.filter(pk=trial.pk).update(started_at=trial.updated_at.replace(year=2000))
+
+    experiment = poll_until_done(experiment)
+
+    trial.refresh_from_db()
+    assert trial.state == TrialState.COMPLETED
+    assert _stored(trial) == metrics_in_file(run_dir(trial) / "metrics.jsonl")
