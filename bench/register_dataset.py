@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import resource
 import shutil
 import sys
@@ -65,7 +66,8 @@ def _measure(kind: str, path: str, queue: Any) -> None:
     # a portal worker has paid that at start-up, so both sides pay it before the clock starts.
     pa.array([0])
 
-    baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    baseline_kib = before.ru_maxrss
     started = time.perf_counter()
     if kind == "read":
         pacsv.read_csv(path)
@@ -73,16 +75,20 @@ def _measure(kind: str, path: str, queue: Any) -> None:
         spec = DatasetSpec(label="repaid", positive="1", attributes=("gender", "age_group"))
         inspect_file(Path(path), spec, display_name="credit.csv", max_bytes=1 << 40)
     seconds = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put((seconds, peak_kib, baseline_kib, pa.default_memory_pool().max_memory()))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    queue.put((seconds, after.ru_maxrss, baseline_kib, pa.default_memory_pool().max_memory(), cpu))
 
 
-def measure(kind: str, path: Path) -> tuple[float, int, int, int]:
+Result = tuple[float, int, int, int, float]  # wall s, peak RSS KiB, RSS after imports KiB, pool bytes, CPU s
+
+
+def measure(kind: str, path: Path) -> Result:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     child = context.Process(target=_measure, args=(kind, str(path), queue))
     child.start()
-    result: tuple[float, int, int, int] = queue.get()
+    result: Result = queue.get()
     child.join()
     if child.exitcode != 0:
         raise SystemExit(f"{kind} measurement failed with exit code {child.exitcode}")
@@ -111,18 +117,22 @@ def main() -> None:
             raise SystemExit("generating the CSV failed")
         size_mib = path.stat().st_size / 2**20
         print(f"generated {args.rows:,} rows, {size_mib:.0f} MiB in {time.perf_counter() - started:.1f} s: {path}")
-        best: dict[str, tuple[float, int, int, int]] = {}
+        best: dict[str, Result] = {}
         for attempt in range(args.repeat):
             # Alternate the order so neither side always gets the warmer page cache.
             for kind in ("read", "register") if attempt % 2 == 0 else ("register", "read"):
                 result = measure(kind, path)
-                print(f"  {kind:8s} {result[0]:6.2f} s  peak RSS {result[1] / 1024:6.0f} MiB")
+                print(
+                    f"  {kind:8s} {result[0]:6.2f} s wall {result[4]:6.2f} s CPU  peak RSS {result[1] / 1024:6.0f} MiB"
+                    f"  (load average {os.getloadavg()[0]:.1f})"
+                )
                 if kind not in best or result[0] < best[kind][0]:
                     best[kind] = result
         register, read = best["register"], best["read"]
         ratio = register[0] / read[0]
         print(f"register/pyarrow-read ratio: {ratio:.2f}x (register {register[0]:.2f} s, read {read[0]:.2f} s)")
-        for kind, (_, peak, baseline, pool) in (("register", register), ("read", read)):
+        print(f"CPU time ratio (less sensitive to other load): {register[4] / read[4]:.2f}x")
+        for kind, (_, peak, baseline, pool, _) in (("register", register), ("read", read)):
             print(
                 f"peak memory {kind}: RSS high-water {peak / 1024:.0f} MiB "
                 f"(after imports {baseline / 1024:.0f} MiB), pyarrow pool max {pool / 2**20:.0f} MiB"
