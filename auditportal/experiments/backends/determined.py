@@ -171,7 +171,7 @@ class DeterminedBackend:
                 lambda session: Determined._from_session(session).create_experiment(
                     config=config, model_dir=staging, project_id=self.project_id
                 ),
-                # A create that reached the master but whose answer was lost must not be repeated.
+                # A create that may have reached the master (no answer in time) must not be repeated.
                 retry_after_send=False,
             )
         return Submission(det_experiment_id=int(created.id), trials=[])
@@ -286,9 +286,8 @@ class DeterminedBackend:
                 status = getattr(exc, "status_code", 0) or 0
                 if status < 500:
                     raise BackendError(f"the master refused to {what}: HTTP {status} {_short(exc)}") from None
+                # A 5xx answer means the request was not carried out: safe to send again.
                 problem = f"master unreachable: HTTP {status} from {self.master} while trying to {what}"
-                if not retry_after_send:
-                    attempt = self.attempts
             except errors.BadRequestException as exc:
                 # Raised for timeouts and other request failures that are not connection errors.
                 problem = f"master unreachable: {self.master} did not answer in time ({_short(exc)})"
