@@ -1,0 +1,153 @@
+"""Turn per-group confusion counts of one attribute into the audit JSON (docs/audit-json.md).
+
+Pure (no Django): the prediction audit uses it now, per-trial verdicts can use it on a trial's counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from auditportal.audits import stats
+
+JSON = dict[str, Any]
+
+TEST_NAMES = {"score": "score", "fisher": "fisher", "equalized_odds": "min of tpr/fpr x2"}
+
+
+def number(value: float | np.floating[Any] | stats.Floats) -> float | None:
+    """A JSON-safe float: NaN and infinities become None."""
+    result = float(value)
+    return None if math.isnan(result) or math.isinf(result) else result
+
+
+def count(value: float | np.floating[Any]) -> int | None:
+    result = float(value)
+    return None if math.isnan(result) or math.isinf(result) else int(result)
+
+
+def default_reference(counts: stats.Counts) -> int | None:
+    """The group with the most rows (the first of equals), or None without groups."""
+    if len(counts) == 0:
+        return None
+    return int(np.argmax(np.asarray(counts).sum(axis=1)))
+
+
+def attribute_report(
+    counts: stats.Counts,
+    groups: Sequence[str],
+    *,
+    unknown: int,
+    reference: int | None = None,
+    tolerance: float = stats.DEFAULT_TOLERANCE,
+    alpha: float = stats.DEFAULT_ALPHA,
+    power: float = stats.DEFAULT_POWER,
+) -> JSON:
+    """The JSON of one attribute: groups, comparisons against the reference, spreads and verdict."""
+    counts = np.asarray(counts, dtype=np.int64).reshape(len(groups), 4)
+    if reference is None:
+        reference = default_reference(counts)
+    rates = stats.group_rates(counts, alpha=alpha)
+    group_json = {name: _group(counts[index], rates, index) for index, name in enumerate(groups)}
+    comparisons: list[JSON] = []
+    if reference is not None and len(groups) > 1:
+        compared = stats.compare(counts, reference=reference, tolerance=tolerance, alpha=alpha, power=power)
+        for metric, comparison in compared.items():
+            for index, name in enumerate(groups):
+                if index != reference:
+                    comparisons.append(_comparison(metric, name, groups[reference], comparison, index))
+    verdicts = [item["verdict"] for item in comparisons]
+    return {
+        "reference": None if reference is None else groups[reference],
+        "unknown": int(unknown),
+        "groups": group_json,
+        "comparisons": comparisons,
+        "summary": _summary(rates, groups) if len(groups) else {},
+        "verdict": worst(verdicts),
+        "verdicts": {name: verdicts.count(name) for name in stats.VERDICTS},
+    }
+
+
+def worst(verdicts: Sequence[str | None]) -> str | None:
+    seen = [stats.VERDICTS.index(v) for v in verdicts if v is not None]
+    return stats.VERDICTS[max(seen)] if seen else None
+
+
+def _group(cells: stats.Counts, rates: dict[str, stats.Rate], index: int) -> JSON:
+    tp, fn, fp, tn = (int(value) for value in cells)
+    entry: JSON = {
+        "n": tp + fn + fp + tn,
+        "positives": tp + fn,
+        "negatives": fp + tn,
+        "predicted_positives": tp + fp,
+        "tp": tp,
+        "fn": fn,
+        "fp": fp,
+        "tn": tn,
+    }
+    for name, rate in rates.items():
+        entry[name] = number(rate.value[index])
+    entry["ci"] = {
+        name: None if rate.undefined[index] else [number(rate.low[index]), number(rate.high[index])]
+        for name, rate in rates.items()
+    }
+    entry["undefined"] = [name for name, rate in rates.items() if rate.undefined[index]]
+    return entry
+
+
+def _comparison(metric: str, group: str, reference: str, comparison: stats.Comparison, index: int) -> JSON:
+    defined = bool(comparison.defined[index])
+    verdict = stats.VERDICTS[int(comparison.verdict[index])]
+    if metric == "equalized_odds":
+        test = TEST_NAMES["equalized_odds"]
+    else:
+        test = TEST_NAMES["fisher" if comparison.exact[index] else "score"]
+    entry: JSON = {
+        "metric": metric,
+        "group": group,
+        "reference": reference,
+        "difference": number(comparison.difference[index]),
+        "ratio": number(comparison.ratio[index]),
+        "ci_low": number(comparison.ci_low[index]),
+        "ci_high": number(comparison.ci_high[index]),
+        "ci_level": number(comparison.level[index]) if defined else None,
+        "family_size": int(comparison.family_size),
+        "p_value": number(comparison.p_value[index]),
+        "p_adjusted": number(comparison.p_adjusted[index]),
+        "test": test if defined else None,
+        "noise_floor": number(comparison.noise_floor[index]),
+        "noise_floor_group": number(comparison.noise_floor_group[index]),
+        "verdict": verdict,
+        "positives_needed": count(comparison.positives_needed[index]),
+        "n_needed": count(comparison.n_needed[index]),
+        "n_unit": stats.DENOMINATOR.get(metric),
+        "undefined": not defined,
+    }
+    if metric == "equalized_odds":
+        entry["component"] = ("tpr", "fpr")[int(comparison.component[index])] if defined else None
+    if metric == "selection_rate":
+        ratio = entry["ratio"]
+        entry["disparate_impact"] = ratio
+        # Symmetric: neither rate may fall below four fifths of the other.
+        entry["four_fifths"] = (
+            None if ratio is None else ("PASS" if stats.FOUR_FIFTHS <= ratio <= 1 / stats.FOUR_FIFTHS else "FAIL")
+        )
+    return entry
+
+
+def _summary(rates: dict[str, stats.Rate], groups: Sequence[str]) -> JSON:
+    def name(index: int) -> str | None:
+        return None if index < 0 else groups[index]
+
+    return {
+        metric: {
+            "max_minus_min": number(item.max_minus_min),
+            "min_over_max": number(item.min_over_max),
+            "max_group": name(int(item.argmax)),
+            "min_group": name(int(item.argmin)),
+        }
+        for metric, item in stats.spreads(rates).items()
+    }

@@ -1,0 +1,521 @@
+"""Sample-size-aware fairness statistics from per-group confusion counts.
+
+Pure numpy/scipy/statsmodels (no Django), so the prediction audit, the CLI, the API and later the
+per-trial verdicts share one implementation.
+
+Every function takes counts shaped ``(..., G, 4)``: any leading batch axes (simulations, trials,
+bootstrap draws) followed by one row per group with the cells ``(tp, fn, fp, tn)``. Results keep the
+shape ``(..., G)``. Undefined values (a rate whose denominator is 0, a difference involving one) are
+NaN, never an error; the JSON layer turns them into ``null``.
+
+Methods, per metric and attribute (a "family" of k comparisons of every group against the reference):
+
+* rates: point estimate and Wilson score interval at ``1 - alpha``;
+* difference (group minus reference): Newcombe's hybrid score interval (method 10, from the two
+  Wilson intervals) at the Bonferroni level ``1 - alpha / k``, k = comparisons with a defined difference;
+* p-value: two-sided score test (pooled, Farrington-Manning at difference 0), or Fisher's exact
+  test when any cell of the 2x2 table is below 5; Holm-adjusted within the family;
+* noise floor: ``z * sqrt(p(1-p) (1/n_g + 1/n_ref))`` with the pooled p (two-sample) and
+  ``z * sqrt(p_g(1-p_g)/n_g)`` (one-sample), z at the unadjusted ``1 - alpha/2``;
+* verdict against the tolerance delta: FAIL when the interval lies entirely beyond +-delta, PASS when
+  it lies entirely within [-delta, delta], otherwise INCONCLUSIVE;
+* sample size: for an INCONCLUSIVE comparison, the per-group denominator (equal group sizes) at which
+  a normal-approximation test at the family's level has ``power`` to decide at the observed
+  difference: ``n = v (z_{1-alpha/2k} + z_power)^2 / (|d| - delta)^2`` with v the sum of the two
+  Bernoulli variances (Agresti-Caffo shrunk, so it is never 0). This is statsmodels'
+  ``NormalIndPower`` in closed form (tests check the two agree);
+* equalized odds: the larger in absolute value of the TPR and FPR differences (its sign kept). Its
+  interval is derived conservatively from the two component Newcombe intervals, each at
+  ``1 - alpha / 2k`` (Bonferroni over both components too): the gap ``max(|dTPR|, |dFPR|)`` lies in
+  ``[max of the components' smallest |value|, max of their largest |value|]``, shown with the sign of
+  the observed difference. FAIL therefore means one component is decidedly beyond delta, PASS that
+  both are decidedly within. Its p-value is ``min(1, 2 min(p_TPR, p_FPR))`` (then Holm); it is
+  undefined when either component is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats as scipy_stats  # type: ignore[import-untyped]
+from statsmodels.stats.proportion import proportion_confint, test_proportions_2indep
+
+Counts = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+
+CELLS: Final = ("tp", "fn", "fp", "tn")
+RATES: Final = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
+COMPARED: Final = ("tpr", "fpr", "equalized_odds", "selection_rate", "ppv")
+# What each rate divides by; a needed sample size is counted in these units.
+DENOMINATOR: Final = {
+    "tpr": "positives",
+    "fnr": "positives",
+    "fpr": "negatives",
+    "ppv": "predicted positives",
+    "selection_rate": "rows",
+}
+PASS: Final = 0
+INCONCLUSIVE: Final = 1
+FAIL: Final = 2
+VERDICTS: Final = ("PASS", "INCONCLUSIVE", "FAIL")
+FISHER_BELOW: Final = 5
+FOUR_FIFTHS: Final = 0.8
+DEFAULT_ALPHA: Final = 0.05
+DEFAULT_TOLERANCE: Final = 0.05
+DEFAULT_POWER: Final = 0.8
+
+_NAN = float("nan")
+_T = TypeVar("_T", bound=np.generic)
+_DECIDABLE = 1e-9
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def confusion_cells(y_true: npt.NDArray[np.integer], y_pred: npt.NDArray[np.integer]) -> npt.NDArray[np.int8]:
+    """Each row's cell index: 0 tp, 1 fn, 2 fp, 3 tn (``y_true`` and ``y_pred`` are 0/1)."""
+    # int8 arithmetic keeps the temporaries small.
+    cell = np.subtract(3, np.left_shift(y_true.astype(np.int8, copy=False), 1), dtype=np.int8)
+    cell -= y_pred.astype(np.int8, copy=False)
+    return cell
+
+
+def confusion_counts_from_cells(
+    codes: npt.NDArray[np.integer], cells: npt.NDArray[np.int8], groups: int
+) -> tuple[Counts, Counts]:
+    """Per-group ``(tp, fn, fp, tn)`` in one ``bincount``, and the same cells of the unknown rows.
+
+    ``codes`` holds each row's group index, -1 for unknown.
+    """
+    key = codes.astype(np.int32, copy=True)
+    key += 1
+    key <<= 2
+    key += cells
+    counts = np.bincount(key, minlength=(groups + 1) * 4).astype(np.int64, copy=False).reshape(groups + 1, 4)
+    return counts[1:], counts[0]
+
+
+def confusion_counts(
+    codes: npt.NDArray[np.integer], y_true: npt.NDArray[np.integer], y_pred: npt.NDArray[np.integer], groups: int
+) -> tuple[Counts, Counts]:
+    return confusion_counts_from_cells(codes, confusion_cells(y_true, y_pred), groups)
+
+
+# --------------------------------------------------------------------------- rates
+
+
+@dataclass(frozen=True)
+class Rate:
+    successes: Counts
+    trials: Counts
+    value: Floats  # NaN where trials == 0
+    low: Floats
+    high: Floats
+
+    @property
+    def undefined(self) -> Bools:
+        return cast(Bools, self.trials == 0)
+
+
+def rate_parts(counts: Counts) -> dict[str, tuple[Counts, Counts]]:
+    """Numerator and denominator of every rate, shaped ``(..., G)``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    tp, fn, fp, tn = (counts[..., i] for i in range(4))
+    positives = tp + fn
+    return {
+        "tpr": (tp, positives),
+        "fpr": (fp, fp + tn),
+        "fnr": (fn, positives),
+        "ppv": (tp, tp + fp),
+        "selection_rate": (tp + fp, positives + fp + tn),
+    }
+
+
+def proportion(successes: Counts, trials: Counts) -> Floats:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.true_divide(successes, trials, dtype=np.float64)
+    return cast(Floats, np.where(trials > 0, value, _NAN))
+
+
+def wilson_interval(successes: Counts, trials: Counts, alpha: float | Floats) -> tuple[Floats, Floats]:
+    """Wilson score interval at level ``1 - alpha`` (alpha may vary along broadcast axes)."""
+    defined = trials > 0
+    safe = np.where(defined, trials, 1)
+    low, high = proportion_confint(successes, safe, alpha=alpha, method="wilson")
+    return (
+        cast(Floats, np.where(defined, np.asarray(low, dtype=np.float64), _NAN)),
+        cast(Floats, np.where(defined, np.asarray(high, dtype=np.float64), _NAN)),
+    )
+
+
+def group_rates(counts: Counts, *, alpha: float = DEFAULT_ALPHA) -> dict[str, Rate]:
+    rates = {}
+    for name, (successes, trials) in rate_parts(counts).items():
+        low, high = wilson_interval(successes, trials, alpha)
+        rates[name] = Rate(successes, trials, proportion(successes, trials), low, high)
+    return rates
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The summary of one rate across the known groups with a defined value."""
+
+    max_minus_min: Floats
+    min_over_max: Floats  # NaN when the maximum is 0
+    argmax: npt.NDArray[np.intp]  # -1 when no group has a defined value
+    argmin: npt.NDArray[np.intp]
+
+
+def spread(values: Floats) -> Spread:
+    defined = ~np.isnan(values)
+    any_defined = defined.any(axis=-1)
+    high = np.where(defined, values, -np.inf)
+    low = np.where(defined, values, np.inf)
+    top, bottom = high.max(axis=-1), low.min(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(any_defined & (top > 0), bottom / np.where(top > 0, top, 1.0), _NAN)
+    return Spread(
+        max_minus_min=cast(Floats, np.where(any_defined, top - bottom, _NAN)),
+        min_over_max=cast(Floats, ratio),
+        argmax=np.where(any_defined, high.argmax(axis=-1), -1),
+        argmin=np.where(any_defined, low.argmin(axis=-1), -1),
+    )
+
+
+def spreads(rates: Mapping[str, Rate]) -> dict[str, Spread]:
+    """Max minus min per rate, and for equalized odds the larger of the TPR and FPR spreads."""
+    result = {name: spread(rate.value) for name, rate in rates.items()}
+    tpr, fpr = result["tpr"], result["fpr"]
+    eo = np.fmax(tpr.max_minus_min, fpr.max_minus_min)
+    use_fpr = np.nan_to_num(fpr.max_minus_min, nan=-1.0) > np.nan_to_num(tpr.max_minus_min, nan=-1.0)
+    result["equalized_odds"] = Spread(
+        max_minus_min=cast(Floats, eo),
+        min_over_max=cast(Floats, np.full_like(eo, _NAN)),
+        argmax=np.where(use_fpr, fpr.argmax, tpr.argmax),
+        argmin=np.where(use_fpr, fpr.argmin, tpr.argmin),
+    )
+    return result
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every group against the reference for one metric, shaped ``(..., G)``.
+
+    The reference's own entry and undefined comparisons have ``defined`` False and NaN values.
+    """
+
+    defined: Bools
+    difference: Floats
+    ratio: Floats
+    ci_low: Floats
+    ci_high: Floats
+    level: Floats  # the interval's confidence level, 1 - alpha / k
+    family_size: npt.NDArray[np.int64]  # k, per batch
+    p_value: Floats
+    p_adjusted: Floats
+    exact: Bools  # Fisher's exact test was used
+    noise_floor: Floats  # two-sample
+    noise_floor_group: Floats  # one-sample, the group's own rate
+    verdict: npt.NDArray[np.int8]
+    n_needed: Floats  # per group, in DENOMINATOR units; NaN unless INCONCLUSIVE and decidable
+    positives_needed: Floats
+    component: npt.NDArray[np.int8]  # equalized odds only: 0 = TPR, 1 = FPR gave the difference
+
+
+def compare(
+    counts: Counts,
+    *,
+    reference: int,
+    tolerance: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    p_values: bool = True,
+) -> dict[str, Comparison]:
+    """Compare every group with ``reference`` (an index on the group axis) for each of COMPARED.
+
+    ``p_values=False`` skips the tests (NaN instead), which simulations that need only intervals
+    and verdicts use: Fisher's test is not vectorised.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim < 2 or counts.shape[-1] != 4:
+        raise ValueError(f"counts must be shaped (..., groups, 4), not {counts.shape}")
+    groups = counts.shape[-2]
+    if not 0 <= reference < groups:
+        raise ValueError(f"reference {reference} is not a group index (0..{groups - 1})")
+    _check_level("alpha", alpha)
+    _check_level("power", power)
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), not {tolerance}")
+
+    parts = rate_parts(counts)
+    positives = parts["tpr"][1]
+    not_reference = np.arange(groups) != reference
+    result: dict[str, Comparison] = {}
+    for name in ("tpr", "fpr", "selection_rate", "ppv"):
+        successes, trials = parts[name]
+        defined = (trials > 0) & (trials[..., reference : reference + 1] > 0) & not_reference
+        k = _family_size(defined)
+        level_alpha = alpha / np.maximum(k, 1)
+        gap = _gap(successes, trials, reference, level_alpha, defined)
+        p_value, exact = (
+            _p_values(successes, trials, reference, defined) if p_values else (_nans(defined), _falses(defined))
+        )
+        n_needed = _n_needed(gap, successes, trials, reference, level_alpha, tolerance, power)
+        verdict = _verdict(gap.low, gap.high, tolerance, defined)
+        n_needed = np.where(verdict == INCONCLUSIVE, n_needed, _NAN)
+        result[name] = Comparison(
+            defined=defined,
+            difference=gap.difference,
+            ratio=_ratio(successes, trials, reference, defined),
+            ci_low=gap.low,
+            ci_high=gap.high,
+            level=np.broadcast_to(1 - level_alpha, defined.shape).astype(np.float64),
+            family_size=k[..., 0],
+            p_value=p_value,
+            p_adjusted=holm(p_value),
+            exact=exact,
+            noise_floor=_noise_floor(successes, trials, reference, alpha, defined),
+            noise_floor_group=_noise_floor_group(successes, trials, alpha, defined),
+            verdict=verdict,
+            n_needed=n_needed,
+            positives_needed=_as_positives(n_needed, positives, trials, reference),
+            component=np.zeros(defined.shape, np.int8),
+        )
+    result["equalized_odds"] = _equalized_odds(parts, result["tpr"], result["fpr"], reference, tolerance, alpha, power)
+    return {name: result[name] for name in COMPARED}
+
+
+def holm(p: Floats) -> Floats:
+    """Holm step-down adjustment along the last axis; NaN entries are not part of the family."""
+    p = np.asarray(p, dtype=np.float64)
+    m = np.count_nonzero(~np.isnan(p), axis=-1)[..., None]
+    order = np.argsort(p, axis=-1, kind="stable")  # NaN sorts last
+    ranked = np.take_along_axis(p, order, axis=-1)
+    factor = m - np.arange(p.shape[-1])
+    adjusted = np.minimum(1.0, np.fmax.accumulate(factor * ranked, axis=-1))
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, adjusted, axis=-1)
+    return cast(Floats, np.where(np.isnan(p), _NAN, out))
+
+
+def sample_size_needed(
+    *, p_group: Floats, p_reference: Floats, difference: Floats, tolerance: float, alpha: Floats | float, power: float
+) -> Floats:
+    """Per-group size at which a two-sided level-``alpha`` test has ``power`` to decide ``|d|`` vs delta."""
+    variance = p_group * (1 - p_group) + p_reference * (1 - p_reference)
+    z = scipy_stats.norm.isf(np.asarray(alpha) / 2) + scipy_stats.norm.ppf(power)
+    distance = np.abs(np.abs(difference) - tolerance)
+    # At |d| == delta (to rounding) no sample size decides: the interval straddles delta forever.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(distance > _DECIDABLE, np.ceil(variance * (z / distance) ** 2), _NAN)
+    return cast(Floats, n)
+
+
+# --------------------------------------------------------------------------- internals
+
+
+@dataclass(frozen=True)
+class _Gap:
+    difference: Floats
+    low: Floats
+    high: Floats
+
+
+def _check_level(name: str, value: float) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"{name} must be between 0 and 1 (exclusive), not {value}")
+
+
+def _family_size(defined: Bools) -> npt.NDArray[np.int64]:
+    return np.asarray(np.count_nonzero(defined, axis=-1), dtype=np.int64)[..., None]
+
+
+def _nans(shape_of: Bools) -> Floats:
+    return np.full(shape_of.shape, _NAN)
+
+
+def _falses(shape_of: Bools) -> Bools:
+    return np.zeros(shape_of.shape, bool)
+
+
+def _at(values: npt.NDArray[_T], index: int) -> npt.NDArray[_T]:
+    return values[..., index : index + 1]
+
+
+def _gap(successes: Counts, trials: Counts, reference: int, alpha: Floats, defined: Bools) -> _Gap:
+    """Newcombe's hybrid score interval for p_group - p_reference at level 1 - alpha."""
+    p = proportion(successes, trials)
+    low, high = wilson_interval(successes, trials, alpha)
+    ref_successes, ref_trials = _at(successes, reference), _at(trials, reference)
+    p_ref = proportion(ref_successes, ref_trials)
+    ref_low, ref_high = wilson_interval(ref_successes, ref_trials, alpha)
+    difference = p - p_ref
+    lower = difference - np.sqrt((p - low) ** 2 + (ref_high - p_ref) ** 2)
+    upper = difference + np.sqrt((high - p) ** 2 + (p_ref - ref_low) ** 2)
+    return _Gap(
+        difference=cast(Floats, np.where(defined, difference, _NAN)),
+        low=cast(Floats, np.where(defined, np.maximum(lower, -1.0), _NAN)),
+        high=cast(Floats, np.where(defined, np.minimum(upper, 1.0), _NAN)),
+    )
+
+
+def _verdict(low: Floats, high: Floats, tolerance: float, defined: Bools) -> npt.NDArray[np.int8]:
+    fail = (low > tolerance) | (high < -tolerance)
+    within = (low >= -tolerance) & (high <= tolerance)
+    verdict = np.where(fail, FAIL, np.where(within, PASS, INCONCLUSIVE))
+    return np.where(defined, verdict, INCONCLUSIVE).astype(np.int8)
+
+
+def _ratio(successes: Counts, trials: Counts, reference: int, defined: Bools) -> Floats:
+    p = proportion(successes, trials)
+    p_ref = _at(p, reference)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = p / p_ref
+    return cast(Floats, np.where(defined & (p_ref > 0), ratio, _NAN))
+
+
+def _noise_floor(successes: Counts, trials: Counts, reference: int, alpha: float, defined: Bools) -> Floats:
+    z = float(scipy_stats.norm.isf(alpha / 2))
+    pooled_trials = trials + _at(trials, reference)
+    pooled = proportion(successes + _at(successes, reference), pooled_trials)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = z * np.sqrt(pooled * (1 - pooled) * (1 / trials + 1 / _at(trials, reference)))
+    return cast(Floats, np.where(defined, floor, _NAN))
+
+
+def _noise_floor_group(successes: Counts, trials: Counts, alpha: float, defined: Bools) -> Floats:
+    z = float(scipy_stats.norm.isf(alpha / 2))
+    p = proportion(successes, trials)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = z * np.sqrt(p * (1 - p) / trials)
+    return cast(Floats, np.where(defined, floor, _NAN))
+
+
+def _p_values(successes: Counts, trials: Counts, reference: int, defined: Bools) -> tuple[Floats, Bools]:
+    ref_successes = np.broadcast_to(_at(successes, reference), successes.shape)
+    ref_trials = np.broadcast_to(_at(trials, reference), trials.shape)
+    table = np.stack([successes, trials - successes, ref_successes, ref_trials - ref_successes], axis=-1)
+    exact = defined & (table.min(axis=-1) < FISHER_BELOW)
+    score = defined & ~exact
+    p = np.full(defined.shape, _NAN)
+    if score.any():
+        result = test_proportions_2indep(
+            successes[score],
+            trials[score],
+            ref_successes[score],
+            ref_trials[score],
+            method="score",
+            compare="diff",
+            correction=False,
+        )
+        p[score] = np.asarray(result.pvalue, dtype=np.float64)
+    for index in zip(*np.nonzero(exact), strict=True):
+        a, b, c, d = (int(v) for v in table[index])
+        p[index] = float(scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue)
+    return p, cast(Bools, exact)
+
+
+def _n_needed(
+    gap: _Gap,
+    successes: Counts,
+    trials: Counts,
+    reference: int,
+    alpha: Floats,
+    tolerance: float,
+    power: float,
+) -> Floats:
+    # Agresti-Caffo: one success and one failure added, so a 0% or 100% rate still has variance.
+    shrunk = (successes + 1) / (trials + 2)
+    return sample_size_needed(
+        p_group=shrunk,
+        p_reference=_at(shrunk, reference),
+        difference=gap.difference,
+        tolerance=tolerance,
+        alpha=alpha,
+        power=power,
+    )
+
+
+def _as_positives(n_needed: Floats, positives: Counts, trials: Counts, reference: int) -> Floats:
+    """Convert a needed denominator into label positives at the pair's pooled mix."""
+    pooled_positives = positives + _at(positives, reference)
+    pooled_trials = trials + _at(trials, reference)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mix = pooled_positives / pooled_trials
+    return cast(Floats, np.where(pooled_trials > 0, np.ceil(n_needed * mix), _NAN))
+
+
+def _equalized_odds(
+    parts: Mapping[str, tuple[Counts, Counts]],
+    tpr: Comparison,
+    fpr: Comparison,
+    reference: int,
+    tolerance: float,
+    alpha: float,
+    power: float,
+) -> Comparison:
+    defined = tpr.defined & fpr.defined
+    k = _family_size(defined)
+    level_alpha = alpha / (2 * np.maximum(k, 1))
+    positives = parts["tpr"][1]
+    gaps, needed = [], []
+    for name in ("tpr", "fpr"):
+        successes, trials = parts[name]
+        gap = _gap(successes, trials, reference, level_alpha, defined)
+        gaps.append(gap)
+        n = _n_needed(gap, successes, trials, reference, level_alpha, tolerance, power)
+        needed.append(_as_positives(n, positives, trials, reference))
+    use_fpr = np.abs(np.nan_to_num(gaps[1].difference)) > np.abs(np.nan_to_num(gaps[0].difference))
+    difference = np.where(use_fpr, gaps[1].difference, gaps[0].difference)
+
+    def smallest_size(gap: _Gap) -> Floats:
+        return cast(Floats, np.where(gap.low > 0, gap.low, np.where(gap.high < 0, -gap.high, 0.0)))
+
+    def largest_size(gap: _Gap) -> Floats:
+        return cast(Floats, np.maximum(np.abs(gap.low), np.abs(gap.high)))
+
+    size_low = np.maximum(smallest_size(gaps[0]), smallest_size(gaps[1]))
+    size_high = np.maximum(largest_size(gaps[0]), largest_size(gaps[1]))
+    negative = difference < 0
+    low = np.where(defined, np.where(negative, -size_high, size_low), _NAN)
+    high = np.where(defined, np.where(negative, -size_low, size_high), _NAN)
+    verdict = _verdict(low, high, tolerance, defined)
+
+    # Towards FAIL one component beyond delta suffices (the first to decide); towards PASS both
+    # components must be decided within delta.
+    beyond = [np.abs(gap.difference) > tolerance for gap in gaps]
+    towards_fail = np.fmin(np.where(beyond[0], needed[0], np.inf), np.where(beyond[1], needed[1], np.inf))
+    towards_pass = np.fmax(needed[0], needed[1])
+    positives_needed = np.where(np.abs(difference) > tolerance, towards_fail, towards_pass)
+    positives_needed = np.where(
+        (verdict == INCONCLUSIVE) & defined & np.isfinite(positives_needed), positives_needed, _NAN
+    )
+
+    p_value = np.minimum(1.0, 2 * np.fmin(tpr.p_value, fpr.p_value))
+    p_value = np.where(defined, p_value, _NAN)
+    return Comparison(
+        defined=defined,
+        difference=cast(Floats, np.where(defined, difference, _NAN)),
+        ratio=_nans(defined),
+        ci_low=cast(Floats, low),
+        ci_high=cast(Floats, high),
+        level=np.broadcast_to(1 - 2 * level_alpha, defined.shape).astype(np.float64),
+        family_size=k[..., 0],
+        p_value=cast(Floats, p_value),
+        p_adjusted=holm(cast(Floats, p_value)),
+        exact=defined & np.where(use_fpr, fpr.exact, tpr.exact),
+        noise_floor=cast(Floats, np.where(use_fpr, fpr.noise_floor, tpr.noise_floor)),
+        noise_floor_group=cast(Floats, np.where(use_fpr, fpr.noise_floor_group, tpr.noise_floor_group)),
+        verdict=verdict,
+        n_needed=_nans(defined),
+        positives_needed=cast(Floats, positives_needed),
+        component=np.where(defined & use_fpr, 1, 0).astype(np.int8),
+    )
