@@ -547,11 +547,11 @@ def test_load_normalized_returns_the_shard_writer_columns(tmp_path: Path) -> Non
     table = load_normalized(path, CREDIT_SPEC, display_name="credit.csv")
     assert table.schema == pa.schema(
         [
-            ("income", pa.float64()),
-            ("purpose", pa.string()),
-            ("_target", pa.int8()),
-            ("_attr.gender", pa.string()),
-            ("_attr.age_group", pa.string()),
+            pa.field("income", pa.float64()),
+            pa.field("purpose", pa.string()),
+            pa.field("_target", pa.int8()),
+            pa.field("_attr.gender", pa.string()),
+            pa.field("_attr.age_group", pa.string()),
         ]
     )
     assert table.column("income").null_count == 1
