@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+
+from auditportal.audits import apis
 
 # Mounted under /api/v1/ by auditportal/api/urls.py.
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("audits/predictions/", apis.PredictionAuditListCreateApi.as_view(), name="api-prediction-audit-list"),
+    path(
+        "audits/predictions/<int:audit_id>/",
+        apis.PredictionAuditDetailApi.as_view(),
+        name="api-prediction-audit",
+    ),
+]

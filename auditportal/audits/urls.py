@@ -1,7 +1,13 @@
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+
+from auditportal.audits import views
 
 app_name = "audits"
 
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("predictions/", views.prediction_audit_list, name="predictions"),
+    path("predictions/new/", views.prediction_audit_new, name="prediction-new"),
+    path("predictions/<int:audit_id>/", views.prediction_audit_detail, name="prediction"),
+]

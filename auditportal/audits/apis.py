@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from rest_framework import exceptions, serializers
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from auditportal.accounts.models import User
+from auditportal.api.pagination import DefaultPagination
+from auditportal.audits import selectors, services, stats
+from auditportal.audits.models import PredictionAudit
+from auditportal.audits.predictions import AuditSpec
+from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
+from auditportal.datasets.uploads import RejectedUpload
+from auditportal.lib.env import human_size
+
+
+def _user(request: Request) -> User:
+    user = request.user
+    assert isinstance(user, User)
+    return user
+
+
+def _names(values: list[str]) -> tuple[str, ...]:
+    # Repeated fields or one comma-separated value, as the web form takes them.
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
+
+
+def _document(audit: PredictionAudit) -> dict[str, Any]:
+    return {"id": audit.pk, "created_at": audit.created_at.isoformat(), **audit.result}
+
+
+class PredictionAuditListCreateApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        file = serializers.FileField(allow_empty_file=True)
+        label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+        positive = serializers.CharField(default="1")
+        prediction = serializers.CharField(required=False, allow_blank=True, default="")
+        score = serializers.CharField(required=False, allow_blank=True, default="")
+        threshold = serializers.FloatField(required=False, allow_null=True, default=None)
+        attributes = serializers.ListField(child=serializers.CharField(), allow_empty=False)
+        intersect = serializers.BooleanField(default=False)
+        references = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        unknown_tokens = serializers.ListField(
+            child=serializers.CharField(allow_blank=True), required=False, allow_empty=True
+        )
+        tolerance = serializers.FloatField(default=stats.DEFAULT_TOLERANCE)
+        alpha = serializers.FloatField(default=stats.DEFAULT_ALPHA)
+        power = serializers.FloatField(default=stats.DEFAULT_POWER)
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        id = serializers.IntegerField()
+        original_name = serializers.CharField()
+        file_format = serializers.CharField()
+        sha256 = serializers.CharField()
+        size_bytes = serializers.IntegerField()
+        num_rows = serializers.IntegerField()
+        verdict = serializers.CharField(allow_blank=True)
+        attributes = serializers.ListField(child=serializers.CharField(), source="attribute_names")
+        created_by = serializers.CharField(source="created_by.username")
+        created_at = serializers.DateTimeField()
+
+    def get(self, request: Request) -> Response:
+        paginator = DefaultPagination()
+        page = paginator.paginate_queryset(selectors.prediction_audit_list(user=_user(request)), request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        user = _user(request)
+        services.require_auditor(user)
+        serializer = self.InputSerializer(data=request.data)
+        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
+        if rejected:
+            item = rejected[0]
+            raise exceptions.ValidationError(
+                {
+                    "file": [
+                        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+                        "(DATASET_MAX_UPLOAD_SIZE); nothing was stored."
+                    ]
+                }
+            )
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        tokens = data.get("unknown_tokens")
+        spec = AuditSpec(
+            label=data["label"].strip(),
+            positive=data["positive"].strip(),
+            prediction=data["prediction"].strip() or None,
+            score=data["score"].strip() or None,
+            threshold=data["threshold"],
+            attributes=_names(data["attributes"]),
+            intersect=data["intersect"],
+            references=_names(data["references"]),
+            unknown_tokens=("", *tokens) if tokens is not None else DEFAULT_UNKNOWN_TOKENS,
+            tolerance=data["tolerance"],
+            alpha=data["alpha"],
+            power=data["power"],
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )
+        uploaded = data["file"]
+        audit = services.prediction_audit_run(
+            user=user, source=Path(uploaded.temporary_file_path()), original_name=uploaded.name, spec=spec
+        )
+        return Response(_document(audit), status=201)
+
+
+class PredictionAuditDetailApi(APIView):
+    def get(self, request: Request, audit_id: int) -> Response:
+        audit = selectors.prediction_audit_get(user=_user(request), audit_id=audit_id)
+        return Response(_document(audit))

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from auditportal.audits import stats
+from auditportal.audits.predictions import AuditSpec
+from auditportal.datasets.forms import parse_unknown_tokens
+from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
+from auditportal.lib.env import human_size
+
+
+def split_names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+class PredictionAuditForm(forms.Form):
+    file = forms.FileField(label="CSV or Parquet file of predictions", allow_empty_file=True)
+    label = forms.CharField(max_length=255, label="Label column", help_text="The true binary outcome.")
+    positive = forms.CharField(
+        max_length=255,
+        initial="1",
+        label="Positive label value",
+        help_text="The label value that counts as positive (e.g. 1, yes, approved).",
+    )
+    prediction = forms.CharField(
+        max_length=255,
+        required=False,
+        label="Prediction column",
+        help_text="The model's 0/1 decision (or the label's two values). Leave empty when giving a score.",
+    )
+    score = forms.CharField(
+        max_length=255,
+        required=False,
+        label="Score column",
+        help_text="Instead of a prediction: a numeric score, predicted positive when score ≥ threshold.",
+    )
+    threshold = forms.FloatField(required=False, label="Threshold", help_text="Needed with a score column.")
+    attributes = forms.CharField(
+        max_length=2000,
+        label="Sensitive attribute columns",
+        help_text="Comma-separated, e.g. gender, age_group.",
+    )
+    intersect = forms.BooleanField(
+        required=False, label="Also audit the intersection of the attributes (e.g. gender&age_group)."
+    )
+    reference = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="Reference groups",
+        help_text="Optional, comma-separated GROUP or ATTRIBUTE=GROUP. Default: each attribute's largest group.",
+    )
+    unknown_tokens = forms.CharField(
+        required=False,
+        initial=", ".join(token for token in DEFAULT_UNKNOWN_TOKENS if token),
+        label="Values that mean “unknown”",
+        help_text="Comma-separated, matched case-insensitively. Empty values are always unknown. Rows with an "
+        "unknown group are counted and left out of the comparisons.",
+    )
+    tolerance = forms.FloatField(
+        initial=stats.DEFAULT_TOLERANCE,
+        min_value=0,
+        max_value=0.99,
+        label="Tolerance δ",
+        help_text="The policy's largest acceptable gap between a group and the reference.",
+    )
+    alpha = forms.FloatField(
+        initial=stats.DEFAULT_ALPHA,
+        min_value=0.0001,
+        max_value=0.5,
+        label="Alpha",
+        help_text="Familywise error rate per metric and attribute (Bonferroni for intervals, Holm for p-values).",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].help_text = (
+            f"Comma-separated UTF-8 CSV with a header row, or Parquet; at most "
+            f"{human_size(settings.DATASET_MAX_UPLOAD_BYTES)}. The file is not kept, only its SHA-256."
+        )
+
+    def spec(self) -> AuditSpec:
+        data = self.cleaned_data
+        return AuditSpec(
+            label=data["label"].strip(),
+            positive=data["positive"].strip(),
+            prediction=data["prediction"].strip() or None,
+            score=data["score"].strip() or None,
+            threshold=data["threshold"],
+            attributes=split_names(data["attributes"]),
+            intersect=data["intersect"],
+            references=split_names(data.get("reference") or ""),
+            unknown_tokens=parse_unknown_tokens(data.get("unknown_tokens") or ""),
+            tolerance=data["tolerance"],
+            alpha=data["alpha"],
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from auditportal.accounts.cli import cli_user
+from auditportal.accounts.models import Role, User
+from auditportal.audits import presentation, services, stats
+from auditportal.audits.models import PredictionAudit
+from auditportal.audits.predictions import AuditSpec
+from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError
+
+FLAGS = {
+    "label": "--label",
+    "prediction": "--prediction",
+    "score": "--score",
+    "threshold": "--threshold",
+    "attributes": "--attribute",
+    "intersect": "--intersect",
+    "tolerance": "--tolerance",
+    "alpha": "--alpha",
+    "power": "--power",
+}
+FAIL_ON_EXIT_STATUS = 3
+
+
+class Command(BaseCommand):
+    help = (
+        "Audit an existing model's predictions in a CSV or Parquet file: per-group rates with intervals and "
+        "sample-size-aware PASS/FAIL/INCONCLUSIVE verdicts against a tolerance. Stores the result."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--label", required=True, help="the true binary label column")
+        parser.add_argument("--positive", default="1", help="the label value that counts as positive (default 1)")
+        parser.add_argument("--prediction", help="the model's 0/1 prediction column")
+        parser.add_argument("--score", help="the model's score column (needs --threshold)")
+        parser.add_argument("--threshold", type=float, help="predicted positive when score >= threshold")
+        parser.add_argument(
+            "--attribute", action="append", required=True, dest="attributes", help="a sensitive attribute column"
+        )
+        parser.add_argument("--intersect", action="store_true", help="also audit the attributes' intersection")
+        parser.add_argument(
+            "--reference",
+            action="append",
+            dest="references",
+            default=[],
+            help="reference group: GROUP (every attribute that has it) or ATTRIBUTE=GROUP; default: largest group",
+        )
+        parser.add_argument(
+            "--unknown-token",
+            action="append",
+            dest="unknown_tokens",
+            help="a value meaning unknown (repeatable; replaces the defaults: empty, NaN, -1, unknown; "
+            "empty values are always unknown)",
+        )
+        parser.add_argument("--tolerance", type=float, default=stats.DEFAULT_TOLERANCE, help="policy tolerance delta")
+        parser.add_argument("--alpha", type=float, default=stats.DEFAULT_ALPHA, help="familywise error rate")
+        parser.add_argument(
+            "--power", type=float, default=stats.DEFAULT_POWER, help="power for the sample sizes of INCONCLUSIVE"
+        )
+        parser.add_argument("--format", choices=["json", "table"], default="table", dest="output_format")
+        parser.add_argument(
+            "--fail-on",
+            choices=["FAIL", "INCONCLUSIVE"],
+            help=f"exit with status {FAIL_ON_EXIT_STATUS} when the overall verdict is this or worse (for CI)",
+        )
+        parser.add_argument("--user", help="act as this user (needs the ML engineer or reviewer role)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        source: Path = options["file"]
+        tokens = options["unknown_tokens"]
+        spec = AuditSpec(
+            label=options["label"],
+            positive=options["positive"],
+            prediction=options["prediction"],
+            score=options["score"],
+            threshold=options["threshold"],
+            attributes=tuple(options["attributes"]),
+            intersect=options["intersect"],
+            references=tuple(options["references"]),
+            unknown_tokens=("", *tokens) if tokens is not None else DEFAULT_UNKNOWN_TOKENS,
+            tolerance=options["tolerance"],
+            alpha=options["alpha"],
+            power=options["power"],
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )
+        user = _actor(options["user"])
+        try:
+            audit = services.prediction_audit_run(user=user, source=source, original_name=source.name, spec=spec)
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from exc
+        except ValidationError as exc:
+            raise CommandError(
+                "; ".join(
+                    f"{FLAGS.get(field, field)}: {message}"
+                    for field, messages in exc.message_dict.items()
+                    for message in messages
+                )
+            ) from exc
+        if options["output_format"] == "json":
+            self.stdout.write(json.dumps({"id": audit.pk, **audit.result}, allow_nan=False, indent=2))
+        else:
+            self.stdout.write(render_table(audit))
+        fail_on = options["fail_on"]
+        verdict = audit.result["verdict"]
+        if fail_on and verdict and stats.VERDICTS.index(verdict) >= stats.VERDICTS.index(fail_on):
+            raise CommandError(f"the overall verdict is {verdict}", returncode=FAIL_ON_EXIT_STATUS)
+
+
+def _actor(username: str | None) -> User:
+    if username:
+        user = User.objects.filter(username=username, is_active=True).first()
+        if user is not None and not services.can_run_audits(user):
+            raise CommandError(f"--user {username!r} holds neither the ML engineer nor the reviewer role")
+        if user is not None and not user.has_role(Role.ML_ENGINEER):
+            return cli_user(username, role=Role.REVIEWER)
+    return cli_user(username, role=Role.ML_ENGINEER)
+
+
+def render_table(audit: PredictionAudit) -> str:
+    document = audit.result
+    prediction = document["prediction"]
+    output = (
+        f"prediction column {prediction['column']!r}"
+        if prediction["column"]
+        else f"score column {prediction['score']!r} >= {prediction['threshold']:g}"
+    )
+    lines = [
+        f"Prediction audit #{audit.pk} of {document['file']['name']} (sha256 {document['file']['sha256']})",
+        f"{document['rows']:,} rows; label {document['label']['column']!r} positive = "
+        f"{document['label']['positive']!r} ({document['label']['positives']:,} positive); {output} "
+        f"({prediction['predicted_positives']:,} predicted positive)",
+        f"tolerance {document['tolerance']:g}, alpha {document['alpha']:g} per metric and attribute; "
+        f"overall verdict: {document['verdict'] or 'none (nothing to compare)'}",
+    ]
+    for table in presentation.attribute_tables(document):
+        lines += [
+            "",
+            f"== {table.name}: reference {table.reference!r}, {table.unknown:,} unknown rows excluded, "
+            f"verdict {table.verdict or '—'}",
+            "",
+            presentation.text_table(
+                ["group", "n", "positives", "negatives", *(name.upper() for name in presentation.RATE_COLUMNS)],
+                [
+                    [
+                        row.group + (" (ref)" if row.is_reference else ""),
+                        f"{row.n:,}",
+                        f"{row.positives:,}",
+                        f"{row.negatives:,}",
+                        *row.rates,
+                    ]
+                    for row in table.groups
+                ],
+                right=[False, True, True, True],
+            ),
+        ]
+        if table.comparisons:
+            lines += [
+                "",
+                presentation.text_table(
+                    [
+                        "metric",
+                        "group",
+                        "diff",
+                        "interval",
+                        "level",
+                        "noise",
+                        "p",
+                        "p adj",
+                        "verdict",
+                        "positives needed",
+                        "note",
+                    ],
+                    [
+                        [
+                            row.metric,
+                            row.group,
+                            row.difference,
+                            row.interval,
+                            row.level,
+                            row.noise_floor,
+                            row.p_value,
+                            row.p_adjusted,
+                            row.verdict,
+                            row.positives_needed,
+                            row.note,
+                        ]
+                        for row in table.comparisons
+                    ],
+                    right=[False, False, True, False, True, True, True, True, False, True],
+                ),
+            ]
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Verdict(models.TextChoices):
+    PASS = "PASS", "Pass"
+    INCONCLUSIVE = "INCONCLUSIVE", "Inconclusive"
+    FAIL = "FAIL", "Fail"
+
+
+class PredictionAudit(models.Model):
+    """One audit of an existing model's predictions. Immutable; the uploaded file is not kept."""
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    original_name = models.CharField(max_length=255)
+    file_format = models.CharField(max_length=16)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    num_rows = models.BigIntegerField()
+    # The parameters as given (label, prediction or score + threshold, attributes, tolerance, alpha...).
+    parameters = models.JSONField(default=dict)
+    # The full audit document (docs/audit-json.md), exactly as the API and the CLI return it.
+    result = models.JSONField(default=dict)
+    # Worst verdict over all attributes; blank when nothing could be compared (a single group).
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="audits_prediction_rows_positive"),
+            models.CheckConstraint(
+                condition=models.Q(verdict__in=["", *Verdict.values]), name="audits_prediction_verdict_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Prediction audit #{self.pk} of {self.original_name}"
+
+    @property
+    def attribute_names(self) -> list[str]:
+        return list(self.result.get("attributes", {}))

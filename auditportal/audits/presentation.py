@@ -1,0 +1,179 @@
+"""The audit document as rows of formatted text, shared by the result page and the CLI table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
+METRIC_LABELS = {
+    "tpr": "TPR (equal opportunity)",
+    "fpr": "FPR",
+    "fnr": "FNR",
+    "ppv": "PPV (predictive parity)",
+    "selection_rate": "Selection rate (demographic parity)",
+    "equalized_odds": "Equalized odds",
+}
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_signed(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:+.{digits}f}"
+
+
+def fmt_p(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
+    if low is None or high is None:
+        return "—"
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: str
+    is_reference: bool
+    n: int
+    positives: int
+    negatives: int
+    predicted_positives: int
+    rates: list[str]  # "0.812 [0.701, 0.889]" per RATE_COLUMNS entry
+    undefined: list[str]
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    metric: str
+    metric_label: str
+    group: str
+    difference: str
+    ratio: str
+    interval: str
+    level: str
+    noise_floor: str
+    p_value: str
+    p_adjusted: str
+    test: str
+    verdict: str
+    positives_needed: str
+    note: str
+
+
+@dataclass(frozen=True)
+class SpreadRow:
+    metric_label: str
+    max_minus_min: str
+    min_over_max: str
+    between: str
+
+
+@dataclass(frozen=True)
+class AttributeTable:
+    name: str
+    is_intersection: bool
+    reference: str | None
+    unknown: int
+    verdict: str | None
+    groups: list[GroupRow]
+    comparisons: list[ComparisonRow]
+    spreads: list[SpreadRow]
+
+
+def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:
+    return [_table(name, data) for name, data in document.get("attributes", {}).items()]
+
+
+def _table(name: str, data: Mapping[str, Any]) -> AttributeTable:
+    reference = data.get("reference")
+    groups = [
+        GroupRow(
+            group=group,
+            is_reference=group == reference,
+            n=entry["n"],
+            positives=entry["positives"],
+            negatives=entry["negatives"],
+            predicted_positives=entry["predicted_positives"],
+            rates=[_rate(entry, metric) for metric in RATE_COLUMNS],
+            undefined=entry["undefined"],
+        )
+        for group, entry in data["groups"].items()
+    ]
+    comparisons = [_comparison(item) for item in data["comparisons"]]
+    spreads = [
+        SpreadRow(
+            metric_label=METRIC_LABELS[metric],
+            max_minus_min=fmt(item["max_minus_min"]),
+            min_over_max=fmt(item["min_over_max"]),
+            between=f"{item['max_group']} vs {item['min_group']}" if item["max_group"] is not None else "—",
+        )
+        for metric, item in data.get("summary", {}).items()
+    ]
+    return AttributeTable(
+        name=name,
+        is_intersection="&" in name,
+        reference=reference,
+        unknown=data["unknown"],
+        verdict=data.get("verdict"),
+        groups=groups,
+        comparisons=comparisons,
+        spreads=spreads,
+    )
+
+
+def _rate(entry: Mapping[str, Any], metric: str) -> str:
+    value = entry[metric]
+    interval = entry["ci"][metric]
+    if value is None:
+        return "undefined"
+    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _comparison(item: Mapping[str, Any]) -> ComparisonRow:
+    notes: list[str] = []
+    if item["undefined"]:
+        notes.append("undefined: a rate has no denominator")
+    if item.get("component"):
+        notes.append(f"larger gap: {item['component'].upper()}")
+    if item.get("four_fifths"):
+        notes.append(f"disparate impact {fmt(item['disparate_impact'])}, four-fifths {item['four_fifths']}")
+    needed = item.get("positives_needed")
+    return ComparisonRow(
+        metric=item["metric"],
+        metric_label=METRIC_LABELS[item["metric"]],
+        group=item["group"],
+        difference=fmt_signed(item["difference"]),
+        ratio=fmt(item["ratio"]),
+        interval=fmt_interval(item["ci_low"], item["ci_high"]),
+        level=f"{item['ci_level'] * 100:.1f}%" if item["ci_level"] is not None else "—",
+        noise_floor=fmt(item["noise_floor"]),
+        p_value=fmt_p(item["p_value"]),
+        p_adjusted=fmt_p(item["p_adjusted"]),
+        test=item["test"] or "—",
+        verdict=item["verdict"],
+        positives_needed=f"{needed:,}" if needed is not None else "—",
+        note="; ".join(notes),
+    )
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] = ()) -> str:
+    """A plain aligned table for terminals."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    aligned_right = list(right) + [False] * (len(headers) - len(right))
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            str(cell).rjust(width) if is_right else str(cell).ljust(width)
+            for cell, width, is_right in zip(cells, widths, aligned_right, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(headers), rule, *(line(row) for row in rows)])

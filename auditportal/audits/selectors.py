@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from auditportal.accounts.models import User
+from auditportal.audits.models import PredictionAudit
+
+
+def prediction_audit_list(*, user: User) -> QuerySet[PredictionAudit]:
+    # Every member may read every audit; an account without a role sees none.
+    if not user.is_authenticated or not user.is_member:
+        return PredictionAudit.objects.none()
+    return PredictionAudit.objects.select_related("created_by").order_by("-created_at", "-id")
+
+
+def prediction_audit_get(*, user: User, audit_id: int) -> PredictionAudit:
+    try:
+        return prediction_audit_list(user=user).get(pk=audit_id)
+    except PredictionAudit.DoesNotExist:
+        raise Http404("No such audit.") from None

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from auditportal.accounts.models import Role, User
+from auditportal.activity.services import event_record
+from auditportal.audits.models import PredictionAudit
+from auditportal.audits.predictions import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.datasets import ingest
+from auditportal.datasets.ingest import DatasetError
+
+logger = logging.getLogger(__name__)
+
+AUDITOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+
+
+class AuditorRequired(PermissionDenied):
+    def __init__(self) -> None:
+        super().__init__("Only an ML engineer or a reviewer can run prediction audits.")
+
+
+def can_run_audits(user: User) -> bool:
+    return user.is_authenticated and any(user.has_role(role) for role in AUDITOR_ROLES)
+
+
+def require_auditor(user: User) -> None:
+    if not can_run_audits(user):
+        raise AuditorRequired
+
+
+def prediction_audit_run(*, user: User, source: Path, original_name: str, spec: AuditSpec) -> PredictionAudit:
+    """Audit the predictions in ``source`` and store the result; the file itself is not kept.
+
+    Raises DatasetError for problems with the file and ValidationError for impossible parameters.
+    """
+    require_auditor(user)
+    try:
+        spec.check()
+    except AuditSpecError as exc:
+        raise ValidationError({exc.field: exc.message}) from None
+    ingest.check_file_name(original_name)
+    if not source.is_file():
+        raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    outcome = audit_predictions(source, spec, display_name=original_name, max_bytes=settings.DATASET_MAX_UPLOAD_BYTES)
+    with transaction.atomic():
+        audit = PredictionAudit.objects.create(
+            created_by=user,
+            original_name=original_name,
+            file_format=outcome.file_format,
+            sha256=outcome.sha256,
+            size_bytes=outcome.size_bytes,
+            num_rows=outcome.num_rows,
+            parameters=spec.parameters(),
+            result=outcome.document,
+            verdict=outcome.document["verdict"] or "",
+        )
+        event_record(
+            actor=user,
+            verb="prediction_audit.created",
+            target=audit,
+            data={
+                "file": original_name,
+                "sha256": outcome.sha256,
+                "rows": outcome.num_rows,
+                "verdict": outcome.document["verdict"],
+            },
+        )
+    logger.info("%s: %d rows, verdict %s", audit, audit.num_rows, audit.verdict or "none")
+    return audit

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from auditportal.accounts.models import User
+from auditportal.audits import presentation, selectors, services
+from auditportal.audits.forms import PredictionAuditForm
+from auditportal.datasets.ingest import DatasetError
+from auditportal.datasets.uploads import RejectedUpload
+from auditportal.lib.env import human_size
+
+
+def _user(request: HttpRequest) -> User:
+    user = request.user
+    assert isinstance(user, User)
+    return user
+
+
+@login_required
+def prediction_audit_list(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "audits/list.html",
+        {
+            "audits": selectors.prediction_audit_list(user=user),
+            "can_run": services.can_run_audits(user),
+            "is_member": user.is_member,
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def prediction_audit_new(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    services.require_auditor(user)
+    form = PredictionAuditForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
+        for item in rejected:
+            form.add_error(
+                "file",
+                f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+                f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
+            )
+        if not rejected and form.is_valid():
+            uploaded = form.cleaned_data["file"]
+            try:
+                audit = services.prediction_audit_run(
+                    user=user,
+                    source=Path(uploaded.temporary_file_path()),
+                    original_name=uploaded.name,
+                    spec=form.spec(),
+                )
+            except DatasetError as exc:
+                form.add_error(None, str(exc))
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
+                return redirect("audits:prediction", audit_id=audit.pk)
+    return render(request, "audits/new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse:
+    user = _user(request)
+    audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
+    return render(
+        request,
+        "audits/detail.html",
+        {"audit": audit, "attributes": presentation.attribute_tables(audit.result)},
+    )

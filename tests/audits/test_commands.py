@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from auditportal.accounts.models import User
+from auditportal.audits.models import PredictionAudit
+from tests.audits.conftest import write
+
+
+def _run(*args: str) -> str:
+    out = StringIO()
+    call_command("audit_predictions", *args, stdout=out)
+    return out.getvalue()
+
+
+def _json(*args: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(_run(*args, "--format", "json"))
+    return document
+
+
+@pytest.mark.django_db
+def test_json_output_is_one_document_with_the_documented_keys(predictions_csv: Path) -> None:
+    document = _json(
+        str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender",
+        "--attribute", "age_group", "--intersect", "--tolerance", "0.1",
+    )  # fmt: skip
+    audit = PredictionAudit.objects.get()
+    assert document["id"] == audit.pk
+    assert audit.created_by.username == "portal-cli"
+    assert {"rows", "tolerance", "alpha", "attributes"} <= set(document)
+    assert document["tolerance"] == 0.1
+    assert list(document["attributes"]) == ["gender", "age_group", "gender&age_group"]
+    gender = document["attributes"]["gender"]
+    assert set(gender["groups"]["f"]) >= {"n", "positives", "negatives", "tp", "fn", "fp", "tn", "tpr", "fpr", "fnr"}
+    comparison = gender["comparisons"][0]
+    assert set(comparison) >= {
+        "metric", "group", "difference", "ratio", "ci_low", "ci_high", "p_value", "p_adjusted",
+        "noise_floor", "verdict", "positives_needed",
+    }  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_the_table_format_shows_groups_comparisons_and_the_verdict(predictions_csv: Path) -> None:
+    text = _run(
+        str(predictions_csv), "--label", "label", "--score", "score", "--threshold", "0.5",
+        "--attribute", "gender", "--reference", "m",
+    )  # fmt: skip
+    assert "== gender: reference 'm', 2 unknown rows excluded, verdict INCONCLUSIVE" in text
+    assert "score column 'score' >= 0.5" in text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("metric"))
+    assert header.split()[:4] == ["metric", "group", "diff", "interval"]
+    assert any(line.startswith("equalized_odds  f") for line in lines)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prediction", "nope"], "declared columns not in the file: 'nope' (prediction)"),
+        (["--score", "score"], "--threshold: a score column needs a threshold"),
+        (["--prediction", "pred", "--label", "score"], "row 3, column 'score': value '0.1' makes the label non-binary"),
+        (["--prediction", "pred", "--alpha", "2"], "--alpha: alpha must be between 0 and 1, not 2.0"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_a_clear_message(predictions_csv: Path, args: list[str], message: str) -> None:
+    base = [str(predictions_csv), "--label", "label", "--attribute", "age_group"]
+    with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _run(*base, *args)
+    assert not PredictionAudit.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_empty_file_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "empty.csv", "")
+    with pytest.raises(CommandError, match=r"^empty.csv: the file is empty \(0 bytes\)"):
+        _run(str(path), "--label", "label", "--prediction", "pred", "--attribute", "gender")
+
+
+def test_a_reviewer_may_act_and_a_data_steward_may_not(predictions_csv: Path, carol: User, alice: User) -> None:
+    _run(str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender", "--user", "carol")
+    assert PredictionAudit.objects.get().created_by == carol
+    with pytest.raises(CommandError, match="--user 'alice' holds neither the ML engineer nor the reviewer role"):
+        _run(
+            str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender", "--user", "alice"
+        )
+
+
+@pytest.mark.django_db
+def test_fail_on_sets_a_distinct_exit_status_after_printing(tmp_path: Path) -> None:
+    rows = ["label,pred,g"] + ["1,1,a"] * 400 + ["0,0,a"] * 400 + ["1,0,b"] * 300 + ["1,1,b"] * 100 + ["0,0,b"] * 400
+    path = write(tmp_path / "biased.csv", "\n".join(rows) + "\n")
+    out = StringIO()
+    with pytest.raises(CommandError, match="the overall verdict is FAIL") as caught:
+        call_command(
+            "audit_predictions", str(path), "--label", "label", "--prediction", "pred", "--attribute", "g",
+            "--format", "json", "--fail-on", "FAIL", stdout=out,
+        )  # fmt: skip
+    assert caught.value.returncode == 3
+    assert json.loads(out.getvalue())["verdict"] == "FAIL"

@@ -1,0 +1,237 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Event
+from auditportal.audits import services
+from auditportal.audits.models import PredictionAudit
+from auditportal.audits.predictions import AuditSpec
+from tests.audits.conftest import PREDICTIONS_CSV
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _upload(name: str = "scores.csv", content: str = PREDICTIONS_CSV) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, content.encode(), content_type="text/csv")
+
+
+def _form(**changes: Any) -> dict[str, Any]:
+    return {
+        "file": _upload(),
+        "label": "label",
+        "positive": "1",
+        "prediction": "pred",
+        "score": "",
+        "attributes": "gender, age_group",
+        "unknown_tokens": "nan, -1, unknown",
+        "tolerance": "0.05",
+        "alpha": "0.05",
+        **changes,
+    }
+
+
+@pytest.fixture
+def audit(bob: User, predictions_csv: Path, dataset_storage: Path) -> PredictionAudit:
+    return services.prediction_audit_run(
+        user=bob,
+        source=predictions_csv,
+        original_name="scores.csv",
+        spec=AuditSpec(label="label", prediction="pred", attributes=("gender",)),
+    )
+
+
+# --------------------------------------------------------------------------- service
+
+
+def test_an_audit_is_stored_with_its_hash_parameters_result_and_an_activity_event(audit: PredictionAudit) -> None:
+    audit.refresh_from_db()
+    assert audit.num_rows == 12
+    assert len(audit.sha256) == 64
+    assert audit.parameters["prediction"] == "pred"
+    assert audit.result["file"]["sha256"] == audit.sha256
+    assert audit.result["attributes"]["gender"]["unknown"] == 2
+    assert audit.verdict == "INCONCLUSIVE"
+    event = Event.objects.get(verb="prediction_audit.created")
+    assert event.target_id == str(audit.pk)
+    assert event.actor is not None
+    assert event.actor.username == "bob"
+    assert event.data["sha256"] == audit.sha256
+
+
+@pytest.mark.parametrize("fixture_name", ["alice", "dave", "erin", "oscar"])
+def test_only_ml_engineers_and_reviewers_may_run_an_audit(
+    request: pytest.FixtureRequest, fixture_name: str, predictions_csv: Path
+) -> None:
+    user = request.getfixturevalue(fixture_name)
+    with pytest.raises(services.AuditorRequired, match="Only an ML engineer or a reviewer can run prediction audits"):
+        services.prediction_audit_run(
+            user=user,
+            source=predictions_csv,
+            original_name="scores.csv",
+            spec=AuditSpec(label="label", prediction="pred", attributes=("gender",)),
+        )
+    assert not PredictionAudit.objects.exists()
+
+
+# --------------------------------------------------------------------------- web
+
+
+@pytest.mark.parametrize("fixture_name", ["bob", "carol"])
+def test_ml_engineers_and_reviewers_audit_through_the_form_and_see_the_verdicts(
+    request: pytest.FixtureRequest, fixture_name: str, dataset_storage: Path
+) -> None:
+    client = _client(request.getfixturevalue(fixture_name))
+    assert client.get(reverse("audits:prediction-new")).status_code == 200
+    response = client.post(reverse("audits:prediction-new"), _form(intersect="on"))
+    audit = PredictionAudit.objects.get()
+    assert response.status_code == 302, response.content.decode()
+    assert response["Location"] == reverse("audits:prediction", args=[audit.pk])
+    assert audit.original_name == "scores.csv"
+    assert audit.parameters["attributes"] == ["gender", "age_group"]
+    assert list(audit.result["attributes"]) == ["gender", "age_group", "gender&age_group"]
+
+    page = client.get(response["Location"]).content.decode()
+    assert audit.sha256 in page
+    assert 'data-attribute="gender&amp;age_group"' in page
+    assert '<span class="badge verdict-INCONCLUSIVE">INCONCLUSIVE</span>' in page
+    assert 'data-metric="equalized_odds" data-group="m"' in page
+    assert "2 rows with an unknown value excluded" in page
+    # The uploaded file is not kept anywhere.
+    assert not dataset_storage.exists() or not any(p.is_file() for p in dataset_storage.rglob("*"))
+
+
+@pytest.mark.parametrize("fixture_name", ["alice", "dave"])
+def test_other_members_get_403_on_the_audit_form(request: pytest.FixtureRequest, fixture_name: str) -> None:
+    client = _client(request.getfixturevalue(fixture_name))
+    response = client.get(reverse("audits:prediction-new"))
+    assert response.status_code == 403
+    assert b"Only an ML engineer or a reviewer can run prediction audits." in response.content
+    assert client.post(reverse("audits:prediction-new"), _form()).status_code == 403
+    assert not PredictionAudit.objects.exists()
+
+
+def test_a_file_error_is_shown_on_the_form_with_file_row_and_column(bob: User, dataset_storage: Path) -> None:
+    upload = _upload(content="label,pred,gender\n1,1,f\n0,0,m\n1,7,f\n")
+    response = _client(bob).post(reverse("audits:prediction-new"), _form(file=upload, attributes="gender"))
+    assert response.status_code == 400
+    assert "scores.csv, row 3, column &#x27;pred&#x27;: value 7 is not a 0/1 prediction" in response.content.decode()
+    assert not PredictionAudit.objects.exists()
+
+
+def test_a_score_without_threshold_is_shown_on_the_threshold_field(bob: User, dataset_storage: Path) -> None:
+    response = _client(bob).post(reverse("audits:prediction-new"), _form(prediction="", score="score"))
+    assert response.status_code == 400
+    assert "a score column needs a threshold" in response.content.decode()
+
+
+def test_an_oversized_upload_is_refused_and_nothing_is_kept(
+    bob: User, dataset_storage: Path, settings: SettingsWrapper
+) -> None:
+    settings.DATASET_MAX_UPLOAD_BYTES = 100
+    response = _client(bob).post(reverse("audits:prediction-new"), _form())
+    assert response.status_code == 400
+    assert "scores.csv: the file is larger than the 100 bytes limit" in response.content.decode()
+    assert not any(Path(settings.FILE_UPLOAD_TEMP_DIR).iterdir())
+
+
+def test_every_member_reads_audits_and_outsiders_see_none(
+    audit: PredictionAudit, dave: User, oscar: User, alice: User
+) -> None:
+    for member in (dave, alice):
+        client = _client(member)
+        assert b"scores.csv" in client.get(reverse("audits:predictions")).content
+        assert client.get(reverse("audits:prediction", args=[audit.pk])).status_code == 200
+    outsider = _client(oscar)
+    listing = outsider.get(reverse("audits:predictions"))
+    assert b"scores.csv" not in listing.content
+    assert b"Your account has no role yet" in listing.content
+    assert outsider.get(reverse("audits:prediction", args=[audit.pk])).status_code == 404
+
+
+def test_the_list_offers_the_form_only_to_those_who_may_run_audits(
+    audit: PredictionAudit, dave: User, bob: User
+) -> None:
+    new = reverse("audits:prediction-new").encode()
+    assert new not in _client(dave).get(reverse("audits:predictions")).content
+    assert new in _client(bob).get(reverse("audits:predictions")).content
+
+
+# --------------------------------------------------------------------------- API
+
+
+def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User, dataset_storage: Path) -> None:
+    response = _client(carol).post(
+        "/api/v1/audits/predictions/",
+        {
+            "file": _upload(),
+            "label": "label",
+            "score": "score",
+            "threshold": "0.5",
+            "attributes": ["gender", "age_group"],
+            "references": ["gender=m"],
+            "tolerance": "0.1",
+        },
+    )
+    assert response.status_code == 201, response.content.decode()
+    body = response.json()
+    audit = PredictionAudit.objects.get()
+    assert body["id"] == audit.pk
+    assert body["rows"] == 12
+    assert body["tolerance"] == 0.1
+    assert body["attributes"]["gender"]["reference"] == "m"
+    assert body["prediction"]["threshold"] == 0.5
+    assert audit.created_by == carol
+
+
+def test_the_api_reports_file_errors_with_file_row_and_column(bob: User, dataset_storage: Path) -> None:
+    response = _client(bob).post(
+        "/api/v1/audits/predictions/",
+        {"file": _upload(content=""), "label": "label", "prediction": "pred", "attributes": ["gender"]},
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "scores.csv: the file is empty (0 bytes); upload a file with a header line and data rows",
+        "file": "scores.csv",
+        "row": None,
+        "column": None,
+    }
+
+
+def test_the_api_refuses_a_score_without_threshold_and_other_roles(
+    bob: User, dave: User, dataset_storage: Path
+) -> None:
+    data = {"file": _upload(), "label": "label", "score": "score", "attributes": ["gender"]}
+    response = _client(bob).post("/api/v1/audits/predictions/", data)
+    assert response.status_code == 400
+    assert response.json() == {
+        "threshold": [
+            "a score column needs a threshold: rows whose score is at least the threshold are predicted positive"
+        ]
+    }
+    data["file"] = _upload()
+    assert _client(dave).post("/api/v1/audits/predictions/", data).status_code == 403
+    assert not PredictionAudit.objects.exists()
+
+
+def test_the_api_returns_the_stored_document_to_members_only(audit: PredictionAudit, dave: User, oscar: User) -> None:
+    detail = _client(dave).get(f"/api/v1/audits/predictions/{audit.pk}/")
+    assert detail.status_code == 200
+    assert detail.json()["attributes"] == audit.result["attributes"]
+    assert detail.json()["id"] == audit.pk
+    listing = _client(dave).get("/api/v1/audits/predictions/").json()
+    assert [item["id"] for item in listing["results"]] == [audit.pk]
+    assert listing["results"][0]["verdict"] == "INCONCLUSIVE"
+    assert _client(oscar).get(f"/api/v1/audits/predictions/{audit.pk}/").status_code == 404
+    assert _client(oscar).get("/api/v1/audits/predictions/").json()["results"] == []
