@@ -40,7 +40,7 @@ class StubExperiment:
 
 
 class DeterminedMasterStub:
-    def __init__(self, *, username: str = "portal", password: str = "s3cret") -> None:
+    def __init__(self, *, username: str, password: str) -> None:
         self.username = username
         self.password = password
         self.lock = threading.Lock()

@@ -1,0 +1,193 @@
+"""End to end through a real Celery worker (with embedded beat) in a subprocess.
+
+The worker gets the test process's environment (same var directory, so the same filesystem broker,
+dataset store and shards) and a DATABASE_URL naming the test database: a file for SQLite (see
+conftest.py), ``test_<name>`` for PostgreSQL. Tests are transactional so the worker sees the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from auditportal.accounts.models import User
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments.backends.local import run_dir
+from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, Trial, TrialState
+from tests.experiments.conftest import metrics_in_file
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        assert db["NAME"] != ":memory:" and "mode=memory" not in str(db["NAME"]), "the worker needs a database file"
+        return f"sqlite:///{db['NAME']}"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    workers: list[subprocess.Popen[bytes]] = []
+
+    def start(**extra_env: str) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
+            "DATABASE_URL": _database_url(),
+            "DATASET_STORAGE_DIR": str(settings.DATASET_STORAGE_DIR),
+            "SHARD_DIR": str(settings.SHARD_DIR),
+            "EXPERIMENT_RUN_DIR": str(settings.EXPERIMENT_RUN_DIR),
+            "EXPERIMENT_POLL_SECONDS": "1",
+            **extra_env,
+        }
+        log = (tmp_path / f"worker-{len(workers)}.log").open("wb")
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "auditportal",
+                "worker",
+                "--pool=solo",
+                "--beat",
+                "--schedule",
+                str(tmp_path / f"beat-{len(workers)}"),
+                "--loglevel=INFO",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+
+
+@pytest.fixture
+def e2e_version(transactional_db: None) -> DatasetVersion:
+    out = StringIO()
+    call_command("make_demo_dataset", "--rows", "2000", stdout=out)
+    return DatasetVersion.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+
+
+def _assert_database_holds_exactly_the_reports(experiment: Experiment) -> None:
+    for trial in experiment.trials.all():
+        reported = metrics_in_file(run_dir(trial) / "metrics.jsonl")
+        stored = {(p.kind, p.step, p.name): p.value for p in MetricPoint.objects.filter(trial=trial)}
+        assert stored == reported, f"trial {trial.number}"
+
+
+def test_a_small_search_on_the_demo_dataset_runs_to_completion_on_a_real_worker(
+    e2e_version: DatasetVersion, start_worker: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    start_worker()
+    out = StringIO()
+    call_command(
+        "launch_experiment",
+        "--dataset",
+        str(e2e_version.pk),
+        "--template",
+        "random",
+        "--max-trials",
+        "2",
+        "--batches",
+        "16",
+        "--wait",
+        "--timeout",
+        "300",
+        "--format",
+        "json",
+        stdout=out,
+    )
+    result = json.loads(out.getvalue())
+    assert result["status"] == ExperimentStatus.COMPLETED
+    assert [trial["state"] for trial in result["trials"]] == ["COMPLETED", "COMPLETED"]
+    assert all(trial["steps"] == 16 for trial in result["trials"])
+    assert all(trial["metrics"]["eod"] is not None for trial in result["trials"])
+    experiment = Experiment.objects.get(pk=result["experiment"])
+    _assert_database_holds_exactly_the_reports(experiment)
+    assert {t.hparams["learning_rate"] for t in experiment.trials.all()} == {
+        t["hparams"]["learning_rate"] for t in result["trials"]
+    }
+
+
+def test_a_worker_killed_while_ingesting_leaves_nothing_duplicated_or_missing_after_restart(
+    e2e_version: DatasetVersion, start_worker: Callable[..., subprocess.Popen[bytes]], bob: User
+) -> None:
+    env = {
+        "EXPERIMENT_TRAINER_MODULE": "tests.experiments.fake_trainer",
+        "FAKE_TRAINER_POINTS": "6000",
+        "EXPERIMENT_INGEST_BATCH_SIZE": "500",
+        "EXPERIMENT_POLL_LEASE_SECONDS": "3",
+    }
+    worker = start_worker(**env)
+    out = StringIO()
+    call_command(
+        "launch_experiment",
+        "--dataset",
+        str(e2e_version.pk),
+        "--template",
+        "single",
+        "--batches",
+        "40",
+        "--user",
+        bob.username,
+        stdout=out,
+    )
+    experiment = Experiment.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+    # Validation every 10 batches: 4 steps, each with training (1 name) and validation (6009 names).
+    expected_points = 4 * (1 + 6000 + 9)
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        count = MetricPoint.objects.filter(trial__experiment=experiment).count()
+        if 0 < count < expected_points:
+            break
+        assert count < expected_points, "the worker ingested everything before it could be killed"
+        time.sleep(0.05)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    ingested_when_killed = MetricPoint.objects.filter(trial__experiment=experiment).count()
+    assert 0 < ingested_when_killed < expected_points
+
+    start_worker(**env)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        experiment.refresh_from_db()
+        if not experiment.is_active:
+            break
+        time.sleep(0.5)
+    assert experiment.status == ExperimentStatus.COMPLETED
+    trial = Trial.objects.get(experiment=experiment)
+    assert trial.state == TrialState.COMPLETED
+    assert MetricPoint.objects.filter(trial=trial).count() == expected_points
+    _assert_database_holds_exactly_the_reports(experiment)
