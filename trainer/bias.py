@@ -103,14 +103,17 @@ def _index_dtype(max_index: int) -> torch.dtype:
 
 
 def confusion_index(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:
-    """Flat cell index ``slot * 4 + 2 * y_true + y_pred``; slots may be [B] or [B, S] (global slot ids)."""
+    """Flat cell index ``slot * 4 + 2 * y_true + y_pred``; slots may be [B] or [B, S] (global slot ids).
+
+    Three passes over the batch in the narrowest integer type that holds the index (uint8 for up to
+    64 slots), which is what keeps the single bincount cheap.
+    """
     dtype = _index_dtype(n_slots * CELLS)
-    yt = y_true.to(dtype)
-    yp = y_pred.to(dtype)
+    pred = y_pred.view(torch.uint8) if y_pred.dtype == torch.bool and dtype == torch.uint8 else y_pred.to(dtype)
+    cell = torch.add(pred, y_true.to(dtype), alpha=2)
     if slots.dim() == 2:
-        yt = yt.unsqueeze(1)
-        yp = yp.unsqueeze(1)
-    return torch.add(yt, slots.to(dtype), alpha=2).mul_(2).add_(yp)
+        return torch.add(cell.unsqueeze(1), slots.to(dtype), alpha=CELLS)
+    return cell.add_(slots.to(dtype), alpha=CELLS)
 
 
 def count_confusion(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:

@@ -265,7 +265,7 @@ class TabularDataset(torch.utils.data.Dataset[Batch]):
         self.codes = torch.from_numpy(np.ascontiguousarray(rows.codes))
 
     def __len__(self) -> int:
-        return int(self.target.shape[0])
+        return len(self.target)
 
     def __getitem__(self, index: int) -> Batch:
         return self.__getitems__([index])
@@ -313,7 +313,8 @@ class GroupAwareBatchSampler(torch.utils.data.Sampler[list[int]]):
         self.mode = mode
         self.seed = seed
         self.epoch = 0
-        n = strata.shape[0]
+        n = int(strata.shape[0])
+        self._len: int
         if mode == "stratified":
             self._len = n // batch_size
         else:

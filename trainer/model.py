@@ -27,7 +27,7 @@ class SyncBatchNorm1d(nn.BatchNorm1d):
             return super().forward(x)
         count = torch.full((1,), float(x.shape[0]), dtype=x.dtype, device=x.device)
         stats = torch.cat([x.sum(dim=0), (x * x).sum(dim=0), count])
-        stats = dist_fn.all_reduce(stats)
+        stats = dist_fn.all_reduce(stats)  # type: ignore[no-untyped-call]
         c = x.shape[1]
         n = stats[-1]
         mean = stats[:c] / n
@@ -43,7 +43,8 @@ class SyncBatchNorm1d(nn.BatchNorm1d):
         y = (x - mean) / torch.sqrt(var + self.eps)
         if self.affine:
             y = y * self.weight + self.bias
-        return y
+        out: torch.Tensor = y
+        return out
 
 
 def _norm(kind: str, width: int) -> nn.Module:
@@ -68,10 +69,9 @@ class TabularMLP(nn.Module):
         embedding_dim: int = 8,
     ) -> None:
         super().__init__()
-        self.embeddings = nn.ModuleList(
-            nn.Embedding(card, min(embedding_dim, max(1, card // 2 + 1))) for card in cardinalities
-        )
-        width = n_numeric + sum(int(e.embedding_dim) for e in self.embeddings)
+        embeddings = [nn.Embedding(card, min(embedding_dim, max(1, card // 2 + 1))) for card in cardinalities]
+        self.embeddings = nn.ModuleList(embeddings)
+        width = n_numeric + sum(e.embedding_dim for e in embeddings)
         if width == 0:
             raise ValueError("the shards declare no features")
         layers: list[nn.Module] = []
@@ -85,4 +85,5 @@ class TabularMLP(nn.Module):
 
     def forward(self, numeric: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
         parts = [numeric] + [emb(categorical[:, j]) for j, emb in enumerate(self.embeddings)]
-        return self.body(torch.cat(parts, dim=1)).squeeze(1)
+        logits: torch.Tensor = self.body(torch.cat(parts, dim=1)).squeeze(1)
+        return logits

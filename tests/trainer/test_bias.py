@@ -23,8 +23,8 @@ def _random_predictions(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame(
         {
-            "gender": rng.choice([*GENDERS, None], size=n, p=[0.4, 0.45, 0.1, 0.05]),
-            "age": rng.choice([*AGES, None], size=n, p=[0.2, 0.3, 0.3, 0.15, 0.05]),
+            "gender": rng.choice(np.array([*GENDERS, None], dtype=object), size=n, p=[0.4, 0.45, 0.1, 0.05]),
+            "age": rng.choice(np.array([*AGES, None], dtype=object), size=n, p=[0.2, 0.3, 0.3, 0.15, 0.05]),
             "y": (rng.random(n) < 0.35).astype(int),
         }
     )
@@ -249,7 +249,7 @@ def test_fairness_penalty_is_zero_for_equal_group_means_and_pushes_the_low_group
     prob = torch.tensor([0.2, 0.5, 0.8, 0.5, 0.5], requires_grad=True)
     penalty = bias.group_variance_penalty(prob, y, codes, attrs)
     assert penalty.item() == pytest.approx(0.09)  # means 0.2 and 0.8: variance 0.3**2
-    penalty.backward()
+    penalty.backward()  # type: ignore[no-untyped-call]
     assert prob.grad is not None
     assert prob.grad[0] < 0 < prob.grad[2]  # descent raises the low group, lowers the high one
     assert prob.grad[1] == 0

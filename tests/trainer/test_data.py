@@ -88,7 +88,8 @@ def _rank_mix(sampler: GroupAwareBatchSampler, codes: np.ndarray, world: int, n_
     mixes = np.zeros((world, n_groups))
     for i, batch in enumerate(sampler):  # Determined deals batch i to rank i % world
         mixes[i % world] += np.bincount(codes[batch], minlength=n_groups)
-    return mixes / mixes.sum(axis=1, keepdims=True)
+    shares: np.ndarray = mixes / mixes.sum(axis=1, keepdims=True)
+    return shares
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])

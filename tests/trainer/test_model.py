@@ -38,7 +38,9 @@ def _sync_bn_worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def test_sync_batch_norm_over_two_gloo_workers_equals_batch_norm_over_the_union(tmp_path: Path) -> None:
-    mp.spawn(_sync_bn_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
+        _sync_bn_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True
+    )
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
     torch.manual_seed(0)
     full = torch.randn(16, 3) * torch.tensor([1.0, 5.0, 0.2]) + torch.tensor([0.0, 3.0, -1.0])

@@ -32,7 +32,7 @@ EQUAL_HP: dict[str, Any] = {
     "val_batch_size": 100,
     "seed": 3,
 }
-RUN = {"batches": 40, "validation_period": 20}
+BATCHES, PERIOD = 40, 20
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -58,18 +58,34 @@ def demo_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     workdir = tmp_path_factory.mktemp("one")
-    return workdir, run_trainer(workdir, skewed_shards, EQUAL_HP, **RUN)
+    return workdir, run_trainer(workdir, skewed_shards, EQUAL_HP, batches=BATCHES, validation_period=PERIOD)
 
 
 @pytest.fixture(scope="module")
 def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return run_trainer(tmp_path_factory.mktemp("two"), skewed_shards, EQUAL_HP, nproc=2, timeout=240, **RUN)
+    return run_trainer(
+        tmp_path_factory.mktemp("two"),
+        skewed_shards,
+        EQUAL_HP,
+        batches=BATCHES,
+        validation_period=PERIOD,
+        nproc=2,
+        timeout=240,
+    )
 
 
 @pytest.fixture(scope="module")
 def two_process_plain(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     hp = {**EQUAL_HP, "sampler": "plain"}
-    return run_trainer(tmp_path_factory.mktemp("plain"), skewed_shards, hp, nproc=2, timeout=240, **RUN)
+    return run_trainer(
+        tmp_path_factory.mktemp("plain"),
+        skewed_shards,
+        hp,
+        batches=BATCHES,
+        validation_period=PERIOD,
+        nproc=2,
+        timeout=240,
+    )
 
 
 def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[str, Any]]]) -> None:
