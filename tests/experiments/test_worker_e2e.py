@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 def _database_url() -> str:
     db = connection.settings_dict
     if db["ENGINE"] == "django.db.backends.sqlite3":
-        assert db["NAME"] != ":memory:" and "mode=memory" not in str(db["NAME"]), "the worker needs a database file"
+        assert db["NAME"] != ":memory:", "the worker needs a database file"
+        assert "mode=memory" not in str(db["NAME"]), "the worker needs a database file"
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"

@@ -172,9 +172,10 @@ class DeterminedMasterStub:
             self.experiments[experiment.id] = experiment
             return _send(request, 200, {"experiment": self._experiment(experiment), "config": {}})
         if parts[:3] == ["api", "v1", "experiments"] and len(parts) >= 4:
-            experiment = self.experiments.get(int(parts[3]))
-            if experiment is None:
+            found = self.experiments.get(int(parts[3]))
+            if found is None:
                 return _send(request, 404, {"error": {"error": "experiment not found"}})
+            experiment = found
             if method == "GET" and len(parts) == 4:
                 return _send(
                     request, 200, {"experiment": self._experiment(experiment), "config": {}, "jobSummary": None}

@@ -75,7 +75,7 @@ class _TimeoutSession(Session):  # type: ignore[misc]
         timeout: int | None,
         stream: bool,
     ) -> requests.Response:
-        return super()._do_request(
+        return super()._do_request(  # type: ignore[no-any-return]
             method,
             path,
             params,
@@ -101,7 +101,7 @@ class _TimeoutUnauthSession(UnauthSession):  # type: ignore[misc]
         timeout: int | None,
         stream: bool,
     ) -> requests.Response:
-        return super()._do_request(
+        return super()._do_request(  # type: ignore[no-any-return]
             method,
             path,
             params,
