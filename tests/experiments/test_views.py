@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from auditportal.accounts.models import User
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments import services
+from auditportal.experiments.models import Experiment
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def experiment(bob: User, demo_version: DatasetVersion, fake_trainer: Path) -> Experiment:
+    return services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+
+
+def test_members_read_the_live_page_and_its_json(carol: User, experiment: Experiment) -> None:
+    client = _client(carol)
+    page = client.get(reverse("experiments:detail", args=[experiment.pk]))
+    assert page.status_code == 200
+    assert b"js/experiments.js" in page.content
+    data = json.loads(client.get(reverse("experiments:progress", args=[experiment.pk])).content)
+    assert data["experiment"] == experiment.pk
+    assert data["status"] == "queued"
+
+
+def test_an_outsider_gets_404_for_an_experiment(oscar: User, experiment: Experiment) -> None:
+    assert _client(oscar).get(reverse("experiments:detail", args=[experiment.pk])).status_code == 404
+    assert _client(oscar).get(reverse("experiments:progress", args=[experiment.pk])).status_code == 404
+
+
+@pytest.mark.parametrize("fixture_name", ["alice", "carol", "dave"])
+def test_members_without_the_ml_engineer_role_cannot_launch_or_cancel(
+    request: pytest.FixtureRequest, fixture_name: str, experiment: Experiment
+) -> None:
+    client = _client(request.getfixturevalue(fixture_name))
+    response = client.get(reverse("experiments:new"))
+    assert response.status_code == 403
+    assert b"Only a ml engineer can launch experiments" in response.content
+    assert client.post(reverse("experiments:cancel", args=[experiment.pk])).status_code == 403
+    experiment.refresh_from_db()
+    assert experiment.status == "queued"
+
+
+def test_an_invalid_range_is_rejected_on_the_hparams_field(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("experiments:new"),
+        {
+            "dataset_version": demo_version.pk,
+            "template": "random",
+            "hparams": '{"dropout": {"type": "double", "minval": 0.5, "maxval": 0.1}}',
+            "max_trials": 3,
+            "batches": 20,
+        },
+    )
+    assert response.status_code == 400
+    assert "dropout: minval (0.5) must be below maxval (0.1)." in response.content.decode()
+    assert not Experiment.objects.exists()
+
+
+def test_an_unknown_hyperparameter_is_rejected_by_the_api_with_the_field(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    client = _client(bob)
+    response = client.post(
+        reverse("api-experiment-list"),
+        {"dataset_version": demo_version.pk, "template": "single", "hparams": {"lr": 0.1}},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["hparams"][0].startswith("Unknown hyperparameter 'lr'")
