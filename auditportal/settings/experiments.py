@@ -1,6 +1,59 @@
 """Experiment settings: training backend, Determined credentials, Celery beat schedule.
 
-Imported at the end of ``base.py``; plain module-level names, parsed strictly from the environment.
+Imported at the end of ``base.py``; plain module-level names, parsed strictly from the environment
+(see the configuration table in README.md).
 """
 
 from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from auditportal.lib.env import EnvError, env_int, env_optional, env_str
+
+_BASE_DIR = Path(__file__).resolve().parent.parent.parent
+_VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(_BASE_DIR / "var"))).resolve()
+
+# Determined master (cluster mode). Setting DET_MASTER switches the default backend to "determined".
+DET_MASTER = env_optional("DET_MASTER")
+DET_USER = env_str("DET_USER", "determined")
+DET_PASSWORD = env_optional("DET_PASSWORD") or ""
+DET_PROJECT_ID = env_int("DET_PROJECT_ID", 1, minimum=1)
+DET_REQUEST_TIMEOUT = env_int("DET_REQUEST_TIMEOUT", 15, minimum=1)
+DET_RETRY_ATTEMPTS = env_int("DET_RETRY_ATTEMPTS", 4, minimum=1)
+DET_RETRY_BACKOFF_MS = env_int("DET_RETRY_BACKOFF_MS", 1000, minimum=0)
+
+EXPERIMENT_BACKENDS = ("local", "determined")
+EXPERIMENT_BACKEND = env_str("EXPERIMENT_BACKEND", "determined" if DET_MASTER else "local")
+if EXPERIMENT_BACKEND not in EXPERIMENT_BACKENDS:
+    raise EnvError(f"EXPERIMENT_BACKEND={EXPERIMENT_BACKEND!r} is not one of: {', '.join(EXPERIMENT_BACKENDS)}")
+if EXPERIMENT_BACKEND == "determined" and not DET_MASTER:
+    raise EnvError("EXPERIMENT_BACKEND=determined needs DET_MASTER (e.g. http://master:8080)")
+
+# Local backend: one trainer subprocess per trial, run from a small working folder under here.
+EXPERIMENT_RUN_DIR = Path(env_str("EXPERIMENT_RUN_DIR", str(_VAR_DIR / "experiments"))).resolve()
+EXPERIMENT_LOCAL_CONCURRENCY = env_int("EXPERIMENT_LOCAL_CONCURRENCY", 1, minimum=1)
+EXPERIMENT_TRAINER_PYTHON = env_str("EXPERIMENT_TRAINER_PYTHON", sys.executable)
+EXPERIMENT_TRAINER_MODULE = env_str("EXPERIMENT_TRAINER_MODULE", "trainer.train")
+EXPERIMENT_MODEL_DIR = Path(env_str("EXPERIMENT_MODEL_DIR", str(_BASE_DIR / "trainer"))).resolve()
+
+EXPERIMENT_MAX_TRIALS = env_int("EXPERIMENT_MAX_TRIALS", 32, minimum=1)
+EXPERIMENT_MAX_BATCHES = env_int("EXPERIMENT_MAX_BATCHES", 100_000, minimum=1)
+EXPERIMENT_LOG_TAIL_LINES = env_int("EXPERIMENT_LOG_TAIL_LINES", 40, minimum=1)
+EXPERIMENT_INGEST_BATCH_SIZE = env_int("EXPERIMENT_INGEST_BATCH_SIZE", 5000, minimum=1)
+
+# The periodic poll: how often, and how long one poller holds an experiment before another may take
+# it over (a killed worker's claim expires after this).
+EXPERIMENT_POLL_SECONDS = env_int("EXPERIMENT_POLL_SECONDS", 2, minimum=1)
+EXPERIMENT_POLL_LEASE_SECONDS = env_int("EXPERIMENT_POLL_LEASE_SECONDS", 30, minimum=1)
+
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    "experiments-poll-active": {
+        "task": "experiments.poll_active",
+        "schedule": timedelta(seconds=EXPERIMENT_POLL_SECONDS),
+        # A poll that could not run in time is superseded by the next one.
+        "options": {"expires": max(EXPERIMENT_POLL_SECONDS * 2, 5)},
+    },
+}
