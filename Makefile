@@ -35,6 +35,10 @@ check: lint typecheck migrations-check
 
 bench: install
 	$(PY) bench/register_dataset.py
+	$(PY) bench/group_metrics.py
+	$(PY) bench/trainer_overhead.py
+	$(PY) bench/audit_predictions.py
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(PY) bench/ingest.py
 
 clean:
 	rm -rf $(VENV) var

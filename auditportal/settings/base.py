@@ -154,9 +154,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        # Broadcast exchanges (remote control, pidbox) default to ./control otherwise.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_RESULT_BACKEND = env_optional("CELERY_RESULT_BACKEND")
 CELERY_TASK_ACKS_LATE = True

@@ -18,3 +18,9 @@ STORAGES = {
 
 # WhiteNoise warns about a missing STATIC_ROOT; tests serve static files through the finders.
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
+
+# End-to-end tests start a real Celery worker that must open the test database: an in-memory
+# SQLite database cannot be shared between processes, so the test database is a file in this run's
+# private var directory (PostgreSQL needs nothing: the worker connects to test_<name>).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405

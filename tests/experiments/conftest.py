@@ -7,21 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services
 from auditportal.experiments.models import Experiment
-
-# The end-to-end tests start a real Celery worker, which must open the test database. An
-# in-memory SQLite database cannot be shared, so name a file for it before any test creates it
-# (PostgreSQL needs nothing: the worker connects to test_<name>). The file lives under the test
-# run's private var directory (auditportal/settings/test.py).
-_database = django_settings.DATABASES["default"]
-if _database["ENGINE"] == "django.db.backends.sqlite3" and not (_database.get("TEST") or {}).get("NAME"):
-    _database.setdefault("TEST", {})["NAME"] = str(Path(django_settings.VAR_DIR) / "test-db.sqlite3")
 
 
 @pytest.fixture
