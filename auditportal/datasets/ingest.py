@@ -286,15 +286,21 @@ def read_labelled_columns(
     size = _check_size(path, display_name, max_bytes)
     wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
     stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="labelled") as pool:
         digest = pool.submit(_sha256, path, stop)
         try:
             loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
             declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
             _check_columns_present(loaded.columns, declared, display_name)
             table = loaded.table
-            target = _target(table.column(spec.label), spec, display_name)
-            attributes = [_attribute(table.column(name), name, spec, display_name) for name in spec.attributes]
+            # The columns are decoded side by side (pyarrow and numpy release the GIL); results are
+            # taken in declaration order, so the first bad column is still the one reported.
+            target_job = pool.submit(_target, table.column(spec.label), spec, display_name)
+            attribute_jobs = [
+                pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
+            ]
+            target = target_job.result()
+            attributes = [job.result() for job in attribute_jobs]
         except BaseException:
             stop.set()
             raise
