@@ -283,8 +283,12 @@ def _scores_at_threshold(column: Column, threshold: float, display_name: str, na
             f"values of type {kind} cannot be used as scores; give numbers", file=display_name, column=name
         )
     values = column.cast(pa.float64(), safe=False)
-    _reject_missing(pc.is_null(values, nan_is_null=True), display_name, name, "score")
-    return _int8(pc.greater_equal(values, pa.scalar(threshold, pa.float64())))
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    scores = np.frombuffer(cast(memoryview, array.buffers()[1]), np.float64, len(array), array.offset * 8)
+    # The common case (no nulls, no NaN) costs one numpy pass; the error path finds the row.
+    if array.null_count or np.isnan(scores).any():
+        _reject_missing(pc.is_null(values, nan_is_null=True), display_name, name, "score")
+    return np.greater_equal(scores, threshold).view(np.int8)
 
 
 def _reject_missing(mask: Column, display_name: str, name: str, what: str) -> None:

@@ -1,7 +1,8 @@
 """Sample-size-aware fairness statistics from per-group confusion counts.
 
 Pure numpy/scipy/statsmodels (no Django), so the prediction audit, the CLI, the API and later the
-per-trial verdicts share one implementation.
+per-trial verdicts share one implementation. scipy and statsmodels are imported on first use: they
+cost seconds to import, which every Django process (web, worker, other commands) would otherwise pay.
 
 Every function takes counts shaped ``(..., G, 4)``: any leading batch axes (simulations, trials,
 bootstrap draws) followed by one row per group with the cells ``(tp, fn, fp, tn)``. Results keep the
@@ -41,8 +42,6 @@ from typing import Final, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]
-from statsmodels.stats.proportion import proportion_confint, test_proportions_2indep
 
 Counts = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -92,10 +91,9 @@ def confusion_counts_from_cells(
 
     ``codes`` holds each row's group index, -1 for unknown.
     """
-    key = codes.astype(np.int32, copy=True)
-    key += 1
-    key <<= 2
-    key += cells
+    # key = (code + 1) * 4 + cell, built in intp (what bincount counts in) in two passes.
+    key = np.multiply(codes, 4, dtype=np.intp)
+    key += cells + np.int8(4)
     counts = np.bincount(key, minlength=(groups + 1) * 4).astype(np.int64, copy=False).reshape(groups + 1, 4)
     return counts[1:], counts[0]
 
@@ -146,6 +144,8 @@ def wilson_interval(successes: Counts, trials: Counts, alpha: float | Floats) ->
     """Wilson score interval at level ``1 - alpha`` (alpha may vary along broadcast axes)."""
     defined = trials > 0
     safe = np.where(defined, trials, 1)
+    from statsmodels.stats.proportion import proportion_confint
+
     low, high = proportion_confint(successes, safe, alpha=alpha, method="wilson")
     return (
         cast(Floats, np.where(defined, np.asarray(low, dtype=np.float64), _NAN)),
@@ -311,7 +311,7 @@ def sample_size_needed(
 ) -> Floats:
     """Per-group size at which a two-sided level-``alpha`` test has ``power`` to decide ``|d|`` vs delta."""
     variance = p_group * (1 - p_group) + p_reference * (1 - p_reference)
-    z = scipy_stats.norm.isf(np.asarray(alpha) / 2) + scipy_stats.norm.ppf(power)
+    z = _z(np.asarray(alpha) / 2) + _z(1 - power)
     distance = np.abs(np.abs(difference) - tolerance)
     # At |d| == delta (to rounding) no sample size decides: the interval straddles delta forever.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -327,6 +327,13 @@ class _Gap:
     difference: Floats
     low: Floats
     high: Floats
+
+
+def _z(upper_tail: float | Floats) -> Floats:
+    """The standard normal quantile with ``upper_tail`` probability above it."""
+    from scipy.special import ndtri  # type: ignore[import-untyped]
+
+    return cast(Floats, -ndtri(np.asarray(upper_tail, dtype=np.float64)))
 
 
 def _check_level(name: str, value: float) -> None:
@@ -383,7 +390,7 @@ def _ratio(successes: Counts, trials: Counts, reference: int, defined: Bools) ->
 
 
 def _noise_floor(successes: Counts, trials: Counts, reference: int, alpha: float, defined: Bools) -> Floats:
-    z = float(scipy_stats.norm.isf(alpha / 2))
+    z = float(_z(alpha / 2))
     pooled_trials = trials + _at(trials, reference)
     pooled = proportion(successes + _at(successes, reference), pooled_trials)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -392,7 +399,7 @@ def _noise_floor(successes: Counts, trials: Counts, reference: int, alpha: float
 
 
 def _noise_floor_group(successes: Counts, trials: Counts, alpha: float, defined: Bools) -> Floats:
-    z = float(scipy_stats.norm.isf(alpha / 2))
+    z = float(_z(alpha / 2))
     p = proportion(successes, trials)
     with np.errstate(divide="ignore", invalid="ignore"):
         floor = z * np.sqrt(p * (1 - p) / trials)
@@ -407,6 +414,8 @@ def _p_values(successes: Counts, trials: Counts, reference: int, defined: Bools)
     score = defined & ~exact
     p = np.full(defined.shape, _NAN)
     if score.any():
+        from statsmodels.stats.proportion import test_proportions_2indep
+
         result = test_proportions_2indep(
             successes[score],
             trials[score],
@@ -417,9 +426,11 @@ def _p_values(successes: Counts, trials: Counts, reference: int, defined: Bools)
             correction=False,
         )
         p[score] = np.asarray(result.pvalue, dtype=np.float64)
+    if exact.any():
+        from scipy.stats import fisher_exact  # type: ignore[import-untyped]
     for index in zip(*np.nonzero(exact), strict=True):
         a, b, c, d = (int(v) for v in table[index])
-        p[index] = float(scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue)
+        p[index] = float(fisher_exact([[a, b], [c, d]]).pvalue)
     return p, cast(Bools, exact)
 
 

