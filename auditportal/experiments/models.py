@@ -140,7 +140,9 @@ class MetricPoint(models.Model):
     """One reported value. Per-group metrics (``count/<attribute>/<group>/tp``, ``recall/<a>/<g>``)
     also carry their attribute and group, so they can be filtered without parsing names."""
 
-    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="metric_points")
+    # No index of its own: the unique constraint's index starts with trial_id and serves lookups, and
+    # every extra index is paid on each of millions of inserted points.
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="metric_points", db_index=False)
     kind = models.CharField(max_length=10, choices=MetricKind.choices)
     step = models.PositiveIntegerField()
     name = models.CharField(max_length=255)
