@@ -46,7 +46,7 @@ def generate(path: Path, rows: int, seed: int = 20260502) -> None:
     names = np.array(GROUPS, dtype=object)[code]
     unknown = rng.random(rows) < 0.02
     names[unknown] = "unknown"
-    table = pa.table({"label": label, "score": score, "group": pa.array(names, pa.string())})
+    table = pa.table({"label": pa.array(label), "score": pa.array(score), "group": pa.array(names, pa.string())})
     pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))
 
 
@@ -108,6 +108,7 @@ def _stats(path: str, queue: Any) -> None:
     """Both statistics sides on the same arrays, decoded once from the file."""
     sys.path.insert(0, str(REPO))
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
@@ -115,7 +116,7 @@ def _stats(path: str, queue: Any) -> None:
 
     table = pacsv.read_csv(path)
     y_true = np.asarray(table.column("label").to_numpy(), dtype=np.int8)
-    y_pred = np.asarray(pc.greater_equal(table.column("score"), 0.5).to_numpy(), dtype=np.int8)
+    y_pred = np.asarray(pc.greater_equal(table.column("score"), pa.scalar(0.5)).to_numpy(), dtype=np.int8)
     groups = np.asarray(table.column("group").to_numpy(zero_copy_only=False), dtype=object)
     codes = np.full(len(groups), -1, np.int32)
     for index, name in enumerate(GROUPS):
@@ -201,9 +202,7 @@ def main() -> None:
             print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s: {path}")
         print(f"file: {path.stat().st_size / 2**20:.0f} MiB, {len(GROUPS)} groups")
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "auditportal.settings.test", "PORTAL_VAR_DIR": var_dir}
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
-        )
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
 
         best: dict[str, float] = {}
         for attempt in range(args.repeat):
@@ -219,7 +218,10 @@ def main() -> None:
                 best[f"process-{kind}"] = min(best.get(f"process-{kind}", seconds), seconds)
         ratio = best["audit"] / best["read"]
         process_ratio = best["process-audit"] / best["process-read"]
-        print(f"audit/pyarrow-read ratio, in-process: {ratio:.2f}x (audit {best['audit']:.2f} s, read {best['read']:.2f} s)")
+        print(
+            f"audit/pyarrow-read ratio, in-process: {ratio:.2f}x "
+            f"(audit {best['audit']:.2f} s, read {best['read']:.2f} s)"
+        )
         print(
             f"audit/pyarrow-read ratio, whole processes: {process_ratio:.2f}x "
             f"(manage.py {best['process-audit']:.2f} s, python -c read {best['process-read']:.2f} s)"

@@ -15,6 +15,14 @@ METRIC_LABELS = {
     "selection_rate": "Selection rate (demographic parity)",
     "equalized_odds": "Equalized odds",
 }
+SHORT_LABELS = {
+    "tpr": "TPR",
+    "fpr": "FPR",
+    "fnr": "FNR",
+    "ppv": "PPV",
+    "selection_rate": "Selection rate",
+    "equalized_odds": "Equalized odds",
+}
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -45,14 +53,19 @@ class GroupRow:
     positives: int
     negatives: int
     predicted_positives: int
-    rates: list[str]  # "0.812 [0.701, 0.889]" per RATE_COLUMNS entry
+    rates: list[tuple[str, str]]  # ("0.812", "[0.701, 0.889]") per RATE_COLUMNS entry
     undefined: list[str]
+
+    @property
+    def rate_texts(self) -> list[str]:
+        return [f"{value} {interval}".strip() for value, interval in self.rates]
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
     metric: str
     metric_label: str
+    metric_title: str
     group: str
     difference: str
     ratio: str
@@ -128,12 +141,12 @@ def _table(name: str, data: Mapping[str, Any]) -> AttributeTable:
     )
 
 
-def _rate(entry: Mapping[str, Any], metric: str) -> str:
+def _rate(entry: Mapping[str, Any], metric: str) -> tuple[str, str]:
     value = entry[metric]
     interval = entry["ci"][metric]
     if value is None:
-        return "undefined"
-    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+        return ("undefined", "")
+    return (f"{value:.3f}", f"[{interval[0]:.3f}, {interval[1]:.3f}]")
 
 
 def _comparison(item: Mapping[str, Any]) -> ComparisonRow:
@@ -147,7 +160,8 @@ def _comparison(item: Mapping[str, Any]) -> ComparisonRow:
     needed = item.get("positives_needed")
     return ComparisonRow(
         metric=item["metric"],
-        metric_label=METRIC_LABELS[item["metric"]],
+        metric_label=SHORT_LABELS[item["metric"]],
+        metric_title=METRIC_LABELS[item["metric"]],
         group=item["group"],
         difference=fmt_signed(item["difference"]),
         ratio=fmt(item["ratio"]),

@@ -496,8 +496,9 @@ def _equalized_odds(
     size_low = np.maximum(smallest_size(gaps[0]), smallest_size(gaps[1]))
     size_high = np.maximum(largest_size(gaps[0]), largest_size(gaps[1]))
     negative = difference < 0
-    low = np.where(defined, np.where(negative, -size_high, size_low), _NAN)
-    high = np.where(defined, np.where(negative, -size_low, size_high), _NAN)
+    # + 0.0 turns the -0.0 of a negated zero bound into 0.0.
+    low = np.where(defined, np.where(negative, -size_high, size_low), _NAN) + 0.0
+    high = np.where(defined, np.where(negative, -size_low, size_high), _NAN) + 0.0
     verdict = _verdict(low, high, tolerance, defined)
 
     # Towards FAIL one component beyond delta suffices (the first to decide); towards PASS both
@@ -516,8 +517,8 @@ def _equalized_odds(
         defined=defined,
         difference=cast(Floats, np.where(defined, difference, _NAN)),
         ratio=_nans(defined),
-        ci_low=cast(Floats, low),
-        ci_high=cast(Floats, high),
+        ci_low=low,
+        ci_high=high,
         level=np.broadcast_to(1 - 2 * level_alpha, defined.shape).astype(np.float64),
         family_size=k[..., 0],
         p_value=cast(Floats, p_value),

@@ -77,5 +77,9 @@ def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse
     return render(
         request,
         "audits/detail.html",
-        {"audit": audit, "attributes": presentation.attribute_tables(audit.result)},
+        {
+            "audit": audit,
+            "attributes": presentation.attribute_tables(audit.result),
+            "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
+        },
     )

@@ -147,14 +147,14 @@ def render_table(audit: PredictionAudit) -> str:
             f"verdict {table.verdict or '—'}",
             "",
             presentation.text_table(
-                ["group", "n", "positives", "negatives", *(name.upper() for name in presentation.RATE_COLUMNS)],
+                ["group", "n", "positives", "negatives", "TPR", "FPR", "FNR", "PPV", "selection rate"],
                 [
                     [
                         row.group + (" (ref)" if row.is_reference else ""),
                         f"{row.n:,}",
                         f"{row.positives:,}",
                         f"{row.negatives:,}",
-                        *row.rates,
+                        *row.rate_texts,
                     ]
                     for row in table.groups
                 ],
