@@ -53,7 +53,12 @@ def points_upsert(rows: Iterable[Row], *, batch_size: int | None = None) -> None
     )
 
 
-_STAGE_COLUMNS = 'trial_id, kind, step, name, value, attribute, "group"'
+_COPY_SQL = 'COPY experiments_metricpoint_stage (trial_id, kind, step, name, value, attribute, "group") FROM STDIN'
+_MOVE_SQL = (
+    'INSERT INTO experiments_metricpoint (trial_id, kind, step, name, value, attribute, "group") '
+    'SELECT trial_id, kind, step, name, value, attribute, "group" FROM experiments_metricpoint_stage '
+    "ON CONFLICT (trial_id, kind, step, name) DO UPDATE SET value = EXCLUDED.value"
+)
 
 
 def _upsert_postgresql(rows: list[Row], batch_size: int) -> None:
@@ -69,14 +74,10 @@ def _upsert_postgresql(rows: list[Row], batch_size: int) -> None:
         cursor.execute("TRUNCATE experiments_metricpoint_stage")
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
         for start in range(0, len(rows), batch_size):
-            with raw.copy(f"COPY experiments_metricpoint_stage ({_STAGE_COLUMNS}) FROM STDIN") as copy:
+            with raw.copy(_COPY_SQL) as copy:
                 for row in rows[start : start + batch_size]:
                     copy.write_row(row)
-        cursor.execute(
-            f"INSERT INTO experiments_metricpoint ({_STAGE_COLUMNS}) "
-            f"SELECT {_STAGE_COLUMNS} FROM experiments_metricpoint_stage "
-            "ON CONFLICT (trial_id, kind, step, name) DO UPDATE SET value = EXCLUDED.value"
-        )
+        cursor.execute(_MOVE_SQL)
         cursor.execute("TRUNCATE experiments_metricpoint_stage")
 
 
