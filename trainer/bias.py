@@ -10,6 +10,7 @@ summing the vectors, never by averaging ratios.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -248,10 +249,11 @@ def counts_to_json(counts: np.ndarray, layout: GroupLayout) -> dict[str, Any]:
 
 
 class ShareWindow:
-    """Each worker's group counts over the last ``window`` training batches, kept on the device.
+    """Each worker's group counts over the last ``window`` training batches.
 
-    One bincount per batch writes one row of a ring buffer; nothing syncs with the host until
-    :meth:`state`.
+    ``update`` only keeps a reference to the batch's code tensor (on the device; no copy, no
+    kernel, no host synchronisation), so the per-batch cost is a deque append; ``state`` counts the
+    window with one bincount when metrics are reported.
     """
 
     def __init__(self, layout: GroupLayout, window: int, device: torch.device | str = "cpu") -> None:
@@ -261,16 +263,16 @@ class ShareWindow:
         self.window = window
         self.device = torch.device(device)
         self._offsets = torch.tensor(layout.offsets, dtype=torch.int64, device=self.device)
-        self.buffer = torch.zeros(window, layout.n_slots, dtype=torch.int64, device=self.device)
-        self._pos = 0
+        self._batches: deque[torch.Tensor] = deque(maxlen=window)
 
     def update(self, codes: torch.Tensor) -> None:
-        slots = (codes.to(torch.int64) + self._offsets).reshape(-1)
-        self.buffer[self._pos] = torch.bincount(slots, minlength=self.layout.n_slots)
-        self._pos = (self._pos + 1) % self.window
+        self._batches.append(codes.detach())
 
     def state(self) -> np.ndarray:
-        return self.buffer.sum(dim=0).cpu().numpy()
+        if not self._batches:
+            return np.zeros(self.layout.n_slots, dtype=np.int64)
+        slots = (torch.cat(list(self._batches)).to(torch.int64) + self._offsets).reshape(-1)
+        return torch.bincount(slots, minlength=self.layout.n_slots).cpu().numpy()
 
 
 def worker_share_metrics(per_rank: Sequence[np.ndarray], layout: GroupLayout) -> dict[str, float]:
