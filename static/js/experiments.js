@@ -99,6 +99,8 @@
     error.textContent = capfirst(data.error);
     error.hidden = !data.error;
     data.trials.forEach(update);
+    var cancel = document.getElementById("cancel-form");
+    if (cancel && !data.active) { cancel.hidden = true; }
     return data.active || data.trials.some(function (t) { return t.state === "RUNNING" || t.state === "STARTING"; });
   }
 

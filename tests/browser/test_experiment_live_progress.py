@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from auditportal.accounts.models import Role
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState
+from tests.browser.conftest import ARTIFACTS
+from tests.factories import PASSWORD, make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_experiment_page_follows_a_running_trial_without_a_reload(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    bob = make_user("bob", [Role.ML_ENGINEER])
+    out = StringIO()
+    call_command("make_demo_dataset", "--rows", "300", stdout=out)
+    version = DatasetVersion.objects.get(pk=int(out.getvalue().splitlines()[-1]))
+    experiment = Experiment.objects.create(
+        dataset_version=version,
+        name="live",
+        template="single",
+        config_yaml="",
+        batches=100,
+        validation_period=10,
+        backend="local",
+        status=ExperimentStatus.RUNNING,
+        launched_by=bob,
+    )
+    trial = Trial.objects.create(
+        experiment=experiment,
+        number=1,
+        state=TrialState.RUNNING,
+        steps_done=10,
+        steps_planned=100,
+        latest_eod=0.2,
+        latest_accuracy=0.7,
+    )
+
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "bob")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    row = page.locator(f'tr[data-trial="{trial.pk}"]')
+    assert row.locator('[data-field="eod"]').inner_text() == "0.2000"
+    page.evaluate("window.__loadMarker = 'same page'")
+
+    # The worker ingests more metrics: the page must show them by itself.
+    Trial.objects.filter(pk=trial.pk).update(steps_done=60, latest_eod=0.0512, latest_fair_objective=0.61)
+    page.wait_for_function(
+        "document.querySelector('tr[data-trial=\"%d\"] [data-field=\"eod\"]').textContent === '0.0512'" % trial.pk
+    )
+    assert row.locator('[data-field="steps"]').inner_text() == "60 / 100"
+    assert row.locator('[data-field="bar"]').evaluate("e => e.style.width") == "60%"
+
+    Trial.objects.filter(pk=trial.pk).update(state=TrialState.ERRORED, error="trainer crashed", log_tail="boom")
+    Experiment.objects.filter(pk=experiment.pk).update(status=ExperimentStatus.ERRORED)
+    page.wait_for_function(
+        "document.querySelector('tr[data-trial=\"%d\"] [data-field=\"state\"]').textContent === 'Errored'" % trial.pk
+    )
+    assert page.locator(f'tr[data-trial-error="{trial.pk}"]').is_visible()
+    assert "boom" in page.locator(f'tr[data-trial-error="{trial.pk}"] pre').inner_text()
+    page.wait_for_selector("#cancel-form", state="hidden")
+    assert page.evaluate("window.__loadMarker") == "same page", "the page was reloaded"
+    page.screenshot(path=str(ARTIFACTS / "experiment-live-progress.png"), full_page=True)
