@@ -13,6 +13,9 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, 
 from tests.browser.conftest import ARTIFACTS
 from tests.factories import PASSWORD, make_user
 
+SHOWS = """([trial, field, text]) =>
+    document.querySelector(`tr[data-trial="${trial}"] [data-field="${field}"]`).textContent === text"""
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
@@ -56,17 +59,13 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
 
     # The worker ingests more metrics: the page must show them by itself.
     Trial.objects.filter(pk=trial.pk).update(steps_done=60, latest_eod=0.0512, latest_fair_objective=0.61)
-    page.wait_for_function(
-        "document.querySelector('tr[data-trial=\"%d\"] [data-field=\"eod\"]').textContent === '0.0512'" % trial.pk
-    )
+    page.wait_for_function(SHOWS, arg=[trial.pk, "eod", "0.0512"])
     assert row.locator('[data-field="steps"]').inner_text() == "60 / 100"
     assert row.locator('[data-field="bar"]').evaluate("e => e.style.width") == "60%"
 
     Trial.objects.filter(pk=trial.pk).update(state=TrialState.ERRORED, error="trainer crashed", log_tail="boom")
     Experiment.objects.filter(pk=experiment.pk).update(status=ExperimentStatus.ERRORED)
-    page.wait_for_function(
-        "document.querySelector('tr[data-trial=\"%d\"] [data-field=\"state\"]').textContent === 'Errored'" % trial.pk
-    )
+    page.wait_for_function(SHOWS, arg=[trial.pk, "state", "Errored"])
     assert page.locator(f'tr[data-trial-error="{trial.pk}"]').is_visible()
     assert "boom" in page.locator(f'tr[data-trial-error="{trial.pk}"] pre').inner_text()
     page.wait_for_selector("#cancel-form", state="hidden")
