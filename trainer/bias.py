@@ -103,6 +103,23 @@ def _index_dtype(max_index: int) -> torch.dtype:
     return torch.int32 if max_index < 2**31 else torch.int64
 
 
+def bincount(index: torch.Tensor, length: int) -> torch.Tensor:
+    """Histogram of ``index`` (values in [0, length)) as int64 of exactly ``length``, without a host sync.
+
+    On CPU this is ``torch.bincount``. On accelerators ``torch.bincount`` reads the input's min and
+    max back to the host to size its output, so there the same histogram is a scatter-add into a
+    fixed-size tensor (:func:`scatter_count`), which stays asynchronous.
+    """
+    if index.device.type == "cpu":
+        return torch.bincount(index, minlength=length)
+    return scatter_count(index, length)
+
+
+def scatter_count(index: torch.Tensor, length: int) -> torch.Tensor:
+    ones = torch.ones(index.shape, dtype=torch.int64, device=index.device)
+    return torch.zeros(length, dtype=torch.int64, device=index.device).index_add_(0, index.to(torch.int64), ones)
+
+
 def confusion_index(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:
     """Flat cell index ``slot * 4 + 2 * y_true + y_pred``; slots may be [B] or [B, S] (global slot ids).
 
@@ -120,7 +137,7 @@ def confusion_index(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Ten
 def count_confusion(slots: torch.Tensor, y_true: torch.Tensor, y_pred: torch.Tensor, n_slots: int) -> torch.Tensor:
     """Confusion counts per slot, shape [n_slots, 4], computed with a single bincount."""
     idx = confusion_index(slots, y_true, y_pred, n_slots).reshape(-1)
-    return torch.bincount(idx, minlength=n_slots * CELLS).view(n_slots, CELLS)
+    return bincount(idx, n_slots * CELLS).view(n_slots, CELLS)
 
 
 class ConfusionAccumulator:
@@ -164,7 +181,7 @@ class ConfusionAccumulator:
             slots = codes.to(dt) + self._slot_offsets
             group_idx = confusion_index(slots, y, pred, self.layout.n_slots)
             parts.append(group_idx.reshape(-1).to(dt))
-        self.counts += torch.bincount(torch.cat(parts), minlength=self.n_total)
+        self.counts += bincount(torch.cat(parts), self.n_total)
         self.loss_sum += loss_sum.detach().to(torch.float64)
 
     def state(self) -> tuple[np.ndarray, float]:
@@ -272,7 +289,7 @@ class ShareWindow:
         if not self._batches:
             return np.zeros(self.layout.n_slots, dtype=np.int64)
         slots = (torch.cat(list(self._batches)).to(torch.int64) + self._offsets).reshape(-1)
-        return torch.bincount(slots, minlength=self.layout.n_slots).cpu().numpy()
+        return bincount(slots, self.layout.n_slots).cpu().numpy()
 
 
 def worker_share_metrics(per_rank: Sequence[np.ndarray], layout: GroupLayout) -> dict[str, float]:

@@ -255,3 +255,34 @@ def test_fairness_penalty_is_zero_for_equal_group_means_and_pushes_the_low_group
     assert prob.grad[1] == 0
     assert prob.grad[3] == 0
     assert prob.grad[4] == 0
+
+
+def test_scatter_count_used_on_accelerators_equals_bincount() -> None:
+    index = torch.from_numpy(np.random.default_rng(2).integers(0, 40, 5000))
+    np.testing.assert_array_equal(bias.scatter_count(index, 45).numpy(), torch.bincount(index, minlength=45).numpy())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_monitor_updates_never_synchronise_with_the_host_on_cuda() -> None:
+    device = torch.device("cuda")
+    layout = _layout()
+    frame = _random_predictions(4096, seed=1)
+    codes = torch.from_numpy(_codes(frame, layout)).to(device=device, dtype=torch.int32)
+    y = torch.from_numpy(frame["y"].to_numpy(np.float32).copy()).to(device)
+    prob = torch.from_numpy(frame["prob"].to_numpy(np.float32).copy()).to(device)
+    acc = bias.ConfusionAccumulator(layout, device)
+    window = bias.ShareWindow(layout, 4, device)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            acc.update(codes, y, prob, prob.sum())
+            window.update(codes)
+            bias.count_confusion(codes[:, 0], y, prob >= 0.5, layout.n_slots)
+            bias.group_variance_penalty(prob, y, codes, layout.attributes[:2])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    on_device = acc.metrics([acc.state()], search_lambda=1.0)
+    on_cpu = _monitor_metrics(frame, layout, batches=1)
+    assert on_device["count/gender/female/tp"] == 3 * on_cpu["count/gender/female/tp"]
+    assert on_device["eod"] == pytest.approx(on_cpu["eod"])
