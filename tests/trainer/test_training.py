@@ -201,6 +201,7 @@ def test_num_examples_mismatch_stops_the_trainer_with_the_message(demo_shards: P
     )
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pathspec, inside Determined's context packer
 def test_uploaded_context_holds_only_trainer_and_starts_without_the_repository(
     demo_shards: Path, tmp_path: Path
 ) -> None:
