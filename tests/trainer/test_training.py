@@ -62,9 +62,10 @@ def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture(scope="module")
-def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return run_trainer(
-        tmp_path_factory.mktemp("two"),
+def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    workdir = tmp_path_factory.mktemp("two")
+    return workdir, run_trainer(
+        workdir,
         skewed_shards,
         EQUAL_HP,
         batches=BATCHES,
@@ -118,10 +119,9 @@ def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[s
     assert "worker_share/gender/female/rank0" in training
 
 
-def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(
-    one_process: tuple[Path, list[dict[str, Any]]],
-) -> None:
-    workdir, lines = one_process
+@pytest.mark.parametrize("run", ["one_process", "two_process"])
+def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, request: pytest.FixtureRequest) -> None:
+    workdir, lines = request.getfixturevalue(run)
     checkpoints = sorted((workdir / "xdg" / "determined").iterdir())
     assert len(checkpoints) == 1
     assert (checkpoints[0] / "state_dict.pth").exists()
@@ -136,9 +136,9 @@ def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(
 
 
 def test_two_process_counts_equal_one_process(
-    one_process: tuple[Path, list[dict[str, Any]]], two_process: list[dict[str, Any]]
+    one_process: tuple[Path, list[dict[str, Any]]], two_process: tuple[Path, list[dict[str, Any]]]
 ) -> None:
-    ones, twos = _validations(one_process[1]), _validations(two_process)
+    ones, twos = _validations(one_process[1]), _validations(two_process[1])
     assert [v["step"] for v in ones] == [v["step"] for v in twos]
     for one, two in zip(ones, twos, strict=True):
         a, b = one["metrics"], two["metrics"]
@@ -154,8 +154,10 @@ def test_two_process_counts_equal_one_process(
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
 
 
-def test_stratified_sampler_keeps_worker_share_spread_under_five_points(two_process: list[dict[str, Any]]) -> None:
-    for line in _trainings(two_process):
+def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
+    two_process: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    for line in _trainings(two_process[1]):
         spreads = {k: v for k, v in line["metrics"].items() if k.startswith("worker_share_spread/")}
         assert set(spreads) == {
             "worker_share_spread/gender",
