@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from auditportal.experiments.backends import MetricReport
 from auditportal.experiments.metricsfile import metric_group
 from auditportal.experiments.models import MetricKind, MetricPoint, Trial
+from auditportal.experiments.verdicts import trial_verdicts_update
 
 SUMMARY_METRICS = {"eod": "latest_eod", "fair_objective": "latest_fair_objective", "accuracy": "latest_accuracy"}
 
@@ -132,6 +133,8 @@ def _flush(trial: Trial, points: list[Row], reports: list[MetricReport], result:
             points_upsert(points)
         if updates:
             Trial.objects.filter(pk=trial.pk).update(**updates)  # type: ignore[arg-type]
+        if "latest_step" in updates:
+            trial_verdicts_update(trial=trial, step=latest.step, metrics=latest.metrics)
     for column, value in updates.items():
         setattr(trial, column, value)
     result.reports += len(reports)

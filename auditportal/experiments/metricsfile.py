@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +32,48 @@ class Report:
 
 
 def metric_group(name: str) -> tuple[str, str]:
-    """``count/gender/female/tp`` -> ("gender", "female"); names without a group -> ("", "")."""
+    """``count/gender/female/tp`` -> ("gender", "female"); names without a group -> ("", "").
+
+    The trainer percent-encodes "/" and "%" inside attribute and group names (trainer/README.md),
+    so they are decoded here: a group called "N/A" is stored and queried as "N/A".
+    """
     parts = name.split("/")
     if len(parts) >= 3 and parts[0] in GROUP_FAMILIES:
-        return parts[1], parts[2]
+        return unquote(parts[1]), unquote(parts[2])
     return "", ""
+
+
+CONFUSION_CELLS = ("tp", "fn", "fp", "tn")
+
+
+@dataclass(frozen=True)
+class AttributeCounts:
+    groups: tuple[str, ...]
+    counts: list[tuple[int, int, int, int]]  # (tp, fn, fp, tn) per group, in ``groups`` order
+    unknown: int
+
+
+def confusion_counts(metrics: Mapping[str, float | None]) -> dict[str, AttributeCounts]:
+    """Per-attribute confusion counts out of one validation report's ``count/...`` metrics."""
+    cells: dict[str, dict[str, dict[str, float]]] = {}
+    unknown: dict[str, int] = {}
+    for name, value in metrics.items():
+        parts = name.split("/")
+        if parts[0] != "count" or value is None:
+            continue
+        if len(parts) == 3 and parts[2] == "unknown":
+            unknown[unquote(parts[1])] = int(value)
+        elif len(parts) == 4 and parts[3] in CONFUSION_CELLS:
+            cells.setdefault(unquote(parts[1]), {}).setdefault(unquote(parts[2]), {})[parts[3]] = value
+    result = {}
+    for attribute, by_group in cells.items():
+        groups = tuple(sorted(g for g, c in by_group.items() if all(cell in c for cell in CONFUSION_CELLS)))
+        result[attribute] = AttributeCounts(
+            groups=groups,
+            counts=[tuple(int(by_group[g][cell]) for cell in CONFUSION_CELLS) for g in groups],  # type: ignore[misc]
+            unknown=unknown.get(attribute, 0),
+        )
+    return result
 
 
 def parse_line(line: bytes) -> tuple[str, int, dict[str, float | None]] | None:

@@ -165,3 +165,43 @@ class MetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}@{self.step} = {self.value}"
+
+
+class Verdict(models.TextChoices):
+    PASS = "PASS", "Pass"
+    FAIL = "FAIL", "Fail"
+    INCONCLUSIVE = "INCONCLUSIVE", "Inconclusive"
+
+
+class TrialVerdict(models.Model):
+    """The sample-size-aware equal-opportunity verdict on one attribute at a trial's latest validation.
+
+    Recomputed whenever a newer validation arrives; ``report`` is the full attribute document of
+    docs/audit-json.md (every metric, group and comparison), ``verdict`` and the interval summarise
+    its recall (TPR) comparisons, the gap the trainer's ``eod`` measures.
+    """
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="verdicts")
+    attribute = models.CharField(max_length=511)
+    step = models.PositiveIntegerField()
+    tolerance = models.FloatField()
+    alpha = models.FloatField()
+    reference = models.CharField(max_length=511, blank=True)
+    # Blank when no recall comparison is defined (one group, or no positives anywhere).
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+    group = models.CharField(max_length=511, blank=True)
+    difference = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    positives_needed = models.BigIntegerField(null=True, blank=True)
+    report = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["trial", "attribute"]
+        constraints = [
+            models.UniqueConstraint(fields=["trial", "attribute"], name="experiments_trialverdict_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute}: {self.verdict or 'undecided'} (trial {self.trial_id}, step {self.step})"

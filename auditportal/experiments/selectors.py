@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
-from auditportal.experiments.models import Experiment, MetricPoint, Trial
+from auditportal.experiments.models import Experiment, MetricPoint, Trial, TrialVerdict
 
 
 def experiment_list(*, user: User) -> QuerySet[Experiment]:
@@ -23,7 +23,23 @@ def experiment_get(*, user: User, experiment_id: int) -> Experiment:
 
 
 def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
-    return experiment.trials.order_by("number")
+    return experiment.trials.order_by("number").prefetch_related("verdicts")
+
+
+def verdict_as_json(verdict: TrialVerdict) -> dict[str, Any]:
+    return {
+        "attribute": verdict.attribute,
+        "verdict": verdict.verdict or None,
+        "step": verdict.step,
+        "group": verdict.group or None,
+        "reference": verdict.reference or None,
+        "difference": verdict.difference,
+        "ci_low": verdict.ci_low,
+        "ci_high": verdict.ci_high,
+        "positives_needed": verdict.positives_needed,
+        "tolerance": verdict.tolerance,
+        "alpha": verdict.alpha,
+    }
 
 
 def trial_group_counts(*, trial: Trial, attribute: str, group: str | None = None) -> QuerySet[MetricPoint]:
@@ -51,6 +67,7 @@ def trial_as_json(trial: Trial) -> dict[str, Any]:
             "accuracy": trial.latest_accuracy,
             "step": trial.latest_step,
         },
+        "verdicts": [verdict_as_json(verdict) for verdict in trial.verdicts.all()],
         "checkpoint": trial.checkpoint,
         "error": trial.error,
         "log_tail": trial.log_tail,

@@ -91,6 +91,26 @@ def env_int(
     return number
 
 
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> float:
+    value = _raw(name, environ)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise EnvError(f"{name}={value!r} is not a number") from None
+    if number != number or (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise EnvError(f"{name}={value!r} must lie between {minimum} and {maximum}")
+    return number
+
+
 def env_size(name: str, default: int, *, environ: Mapping[str, str] | None = None) -> int:
     """A byte size such as ``2GiB``, ``500MB`` or ``1048576`` (units are binary)."""
     value = _raw(name, environ)

@@ -16,6 +16,7 @@ import django_stubs_ext
 from auditportal.lib.env import (
     EnvError,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_optional,
@@ -134,6 +135,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 DATASET_STORAGE_DIR = Path(env_str("DATASET_STORAGE_DIR", str(VAR_DIR / "datasets"))).resolve()
 DATASET_MAX_UPLOAD_BYTES = env_size("DATASET_MAX_UPLOAD_SIZE", 2 * 1024**3)
 DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
+# Fairness policy applied to every trial's latest validation counts (prediction audits take their
+# own tolerance and alpha per run): FAIL when a gap's familywise interval lies beyond +-tolerance.
+FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=1.0)
+FAIRNESS_ALPHA = env_float("FAIRNESS_ALPHA", 0.05, minimum=1e-6, maximum=0.5)
 SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 # The embedded default must start on a fresh clone: create its working folders on first use.

@@ -47,6 +47,9 @@
       td.setAttribute("data-field", name);
       row.appendChild(td);
     });
+    var verdicts = cell("td");
+    verdicts.setAttribute("data-field", "verdicts");
+    row.appendChild(verdicts);
     var hparams = cell("td");
     var small = cell("small");
     Object.keys(trial.hparams || {}).sort().forEach(function (name) {
@@ -58,7 +61,7 @@
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
-    td.colSpan = 7;
+    td.colSpan = 8;
     var error = cell("div", "", "error");
     error.setAttribute("data-field", "error");
     var log = cell("pre", "", "log");
@@ -73,6 +76,31 @@
     return row;
   }
 
+  function fixed3(value) { return Number(value).toFixed(3); }
+
+  // Same markup as templates/experiments/_verdict.html.
+  function renderVerdicts(target, verdicts) {
+    if (!target) { return; }
+    target.textContent = "";
+    if (!verdicts.length) { target.appendChild(cell("span", "\u2014", "muted")); return; }
+    verdicts.forEach(function (v) {
+      var box = cell("div", undefined, "verdict");
+      box.setAttribute("data-attribute", v.attribute);
+      box.appendChild(cell("code", v.attribute));
+      box.appendChild(document.createTextNode(" "));
+      box.appendChild(cell("span", v.verdict || "n/a", "badge verdict-" + (v.verdict || "none")));
+      if (v.difference !== null && v.difference !== undefined) {
+        var text = " " + v.group + " \u2212 " + v.reference + ": " + fixed3(v.difference) +
+          " [" + fixed3(v.ci_low) + ", " + fixed3(v.ci_high) + "]";
+        if (v.verdict === "INCONCLUSIVE" && v.positives_needed) {
+          text += "; ~" + v.positives_needed + " positives per group to decide";
+        }
+        box.appendChild(cell("small", text));
+      }
+      target.appendChild(box);
+    });
+  }
+
   function update(trial) {
     var row = table.querySelector('tr[data-trial="' + trial.id + '"]') || buildRows(trial);
     var badge = row.querySelector('[data-field="state"]');
@@ -83,6 +111,7 @@
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {
       row.querySelector('[data-field="' + name + '"]').textContent = fmt(trial.metrics[name]);
     });
+    renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || []);
     var errorRow = table.querySelector('tr[data-trial-error="' + trial.id + '"]');
     errorRow.hidden = !trial.error;
     errorRow.querySelector('[data-field="error"]').textContent = capfirst(trial.error);

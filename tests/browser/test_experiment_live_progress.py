@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
-from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState, TrialVerdict
 from tests.browser.conftest import ARTIFACTS
 from tests.factories import PASSWORD, make_user
 
@@ -59,7 +59,15 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
 
     # The worker ingests more metrics: the page must show them by itself.
     Trial.objects.filter(pk=trial.pk).update(steps_done=60, latest_eod=0.0512, latest_fair_objective=0.61)
+    TrialVerdict.objects.create(
+        trial=trial, attribute="gender", step=60, tolerance=0.05, alpha=0.05, reference="male", verdict="FAIL",
+        group="female", difference=-0.21, ci_low=-0.26, ci_high=-0.16,
+    )  # fmt: skip
     page.wait_for_function(SHOWS, arg=[trial.pk, "eod", "0.0512"])
+    badge = row.locator('[data-field="verdicts"] .verdict[data-attribute="gender"]')
+    badge.wait_for()
+    assert badge.locator(".badge").inner_text() == "FAIL"
+    assert "female − male: -0.210 [-0.260, -0.160]" in badge.inner_text()
     assert row.locator('[data-field="steps"]').inner_text() == "60 / 100"
     assert row.locator('[data-field="bar"]').evaluate("e => e.style.width") == "60%"
 

@@ -139,6 +139,13 @@ def test_a_small_search_on_the_demo_dataset_runs_to_completion_on_a_real_worker(
     assert {t.hparams["learning_rate"] for t in experiment.trials.all()} == {
         t["hparams"]["learning_rate"] for t in result["trials"]
     }
+    # Every trial was judged on its last validation, for every attribute and the intersection.
+    for trial in experiment.trials.all():
+        judged = {verdict.attribute: verdict for verdict in trial.verdicts.all()}
+        assert set(judged) == {"gender", "age_group", "gender&age_group"}
+        assert {verdict.step for verdict in judged.values()} == {trial.latest_step}
+        gender = judged["gender"].report["groups"]
+        assert set(gender) == {"female", "male", "nonbinary"}
 
 
 def test_a_worker_killed_while_ingesting_leaves_nothing_duplicated_or_missing_after_restart(

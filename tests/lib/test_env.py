@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from auditportal.lib.env import EnvError, env_bool, env_int, env_list, env_size, env_str, human_size
+from auditportal.lib.env import EnvError, env_bool, env_float, env_int, env_list, env_size, env_str, human_size
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("1", True), ("TRUE", True), ("on", True), ("0", False), ("No", False)])
@@ -73,3 +73,14 @@ def test_human_size_picks_a_readable_unit() -> None:
     assert human_size(512) == "512 bytes"
     assert human_size(3 * 1024**2) == "3.0 MiB"
     assert human_size(2 * 1024**3) == "2.0 GiB"
+
+
+def test_env_float_reads_numbers_within_bounds_and_names_the_variable_otherwise() -> None:
+    assert env_float("ALPHA", 0.05, minimum=0, maximum=1, environ={"ALPHA": "0.01"}) == 0.01
+    assert env_float("ALPHA", 0.05, environ={}) == 0.05
+    with pytest.raises(EnvError, match="ALPHA='five' is not a number"):
+        env_float("ALPHA", 0.05, environ={"ALPHA": "five"})
+    with pytest.raises(EnvError, match=r"ALPHA='1\.5' must lie between 0 and 1"):
+        env_float("ALPHA", 0.05, minimum=0, maximum=1, environ={"ALPHA": "1.5"})
+    with pytest.raises(EnvError, match="must lie between"):
+        env_float("ALPHA", 0.05, minimum=0, maximum=1, environ={"ALPHA": "nan"})

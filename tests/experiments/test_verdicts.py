@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Event
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments.backends import MetricReport
+from auditportal.experiments.ingest import trial_reports_ingest
+from auditportal.experiments.metricsfile import confusion_counts, metric_group
+from auditportal.experiments.models import Experiment, Trial, TrialVerdict
+from auditportal.experiments.verdicts import trial_verdicts_update
+
+
+def _counts(attribute: str, groups: dict[str, tuple[int, int, int, int]], unknown: int = 0) -> dict[str, float]:
+    metrics: dict[str, float] = {f"count/{attribute}/unknown": float(unknown)}
+    for group, cells in groups.items():
+        for cell, value in zip(("tp", "fn", "fp", "tn"), cells, strict=True):
+            metrics[f"count/{attribute}/{group}/{cell}"] = float(value)
+    return metrics
+
+
+@pytest.fixture
+def trial(demo_version: DatasetVersion, bob: User) -> Trial:
+    experiment = Experiment.objects.create(
+        dataset_version=demo_version,
+        name="verdicts",
+        template="single",
+        config_yaml="",
+        batches=10,
+        validation_period=5,
+        backend="local",
+        launched_by=bob,
+    )
+    return Trial.objects.create(experiment=experiment, number=1, steps_planned=10)
+
+
+def test_the_trainers_encoded_names_are_decoded() -> None:
+    assert metric_group("count/race/N%2FA/tp") == ("race", "N/A")
+    counts = confusion_counts(_counts("race", {"N%2FA": (1, 2, 3, 4), "b": (5, 6, 7, 8)}, unknown=9))
+    assert counts["race"].groups == ("N/A", "b")
+    assert counts["race"].counts == [(1, 2, 3, 4), (5, 6, 7, 8)]
+    assert counts["race"].unknown == 9
+
+
+def test_a_large_real_recall_gap_fails(trial: Trial) -> None:
+    # recall 0.60 vs 0.90 over thousands of positives: the gap is real and beyond 0.05
+    metrics = _counts("gender", {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)})
+    (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
+    assert (verdict.attribute, verdict.verdict, verdict.group, verdict.reference) == (
+        "gender",
+        "FAIL",
+        "female",
+        "male",
+    )
+    assert verdict.difference == pytest.approx(-0.30)
+    assert verdict.ci_high is not None
+    assert verdict.ci_high < -0.05
+    assert (verdict.tolerance, verdict.alpha) == (0.05, 0.05)
+
+
+def test_a_noisy_gap_in_a_small_group_is_inconclusive_with_the_positives_needed(trial: Trial) -> None:
+    # 9 positives with recall 0.78 against 0.92 in a large group: a raw gap of 0.14 that proves nothing
+    metrics = _counts("gender", {"nonbinary": (7, 2, 3, 30), "male": (9200, 800, 900, 9100)})
+    (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
+    assert verdict.verdict == "INCONCLUSIVE"
+    assert verdict.difference == pytest.approx(7 / 9 - 0.92)
+    assert verdict.positives_needed is not None
+    assert verdict.positives_needed > 9
+
+
+def test_a_small_group_cannot_hide_a_gap_far_beyond_the_tolerance(trial: Trial) -> None:
+    # 40 positives, recall 0.20 against 0.90: small, but the interval still lies beyond -0.05
+    metrics = _counts("gender", {"nonbinary": (8, 32, 5, 55), "male": (9000, 1000, 900, 9100)})
+    (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
+    assert verdict.verdict == "FAIL"
+
+
+def test_equal_recall_over_many_positives_passes(trial: Trial) -> None:
+    metrics = _counts("age_group", {"18-29": (4500, 500, 400, 4600), "30-44": (9000, 1000, 800, 9200)})
+    (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
+    assert verdict.verdict == "PASS"
+    assert verdict.ci_low is not None
+    assert verdict.ci_high is not None
+    assert -0.05 < verdict.ci_low < verdict.ci_high < 0.05
+
+
+def test_an_older_report_never_overwrites_a_newer_verdict_and_events_mark_changes_only(trial: Trial) -> None:
+    failing = _counts("gender", {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)})
+    passing = _counts("gender", {"female": (2700, 300, 300, 2700), "male": (2700, 300, 300, 2700)})
+    trial_verdicts_update(trial=trial, step=10, metrics=passing)
+    trial_verdicts_update(trial=trial, step=10, metrics=passing)
+    trial_verdicts_update(trial=trial, step=5, metrics=failing)
+    verdict = TrialVerdict.objects.get(trial=trial)
+    assert (verdict.step, verdict.verdict) == (10, "PASS")
+    changes = Event.objects.filter(verb="trial_verdict.changed", target_id=str(trial.pk))
+    assert [(e.data["from"], e.data["to"]) for e in changes] == [(None, "PASS")]
+
+
+def test_ingesting_a_validation_report_judges_the_trial(trial: Trial, dataset_storage: Path) -> None:
+    metrics: dict[str, float | None] = {"eod": 0.3, "fair_objective": 0.9, "accuracy": 0.8}
+    metrics.update(_counts("gender", {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)}))
+    trial_reports_ingest(
+        trial=trial,
+        reports=[
+            MetricReport(kind="training", step=3, metrics={"loss": 0.5}, end=10),
+            MetricReport(kind="validation", step=5, metrics=metrics, end=20),
+        ],
+    )
+    verdict = TrialVerdict.objects.get(trial=trial, attribute="gender")
+    assert (verdict.step, verdict.verdict) == (5, "FAIL")
+    assert verdict.report["groups"]["female"]["tpr"] == pytest.approx(0.6)
