@@ -41,15 +41,17 @@ def generate(path: Path, rows: int, seed: int = 20260101) -> None:
     repaid = (rng.random(rows) < 1 / (1 + np.exp(-logit))).astype(np.int8)
     table = pa.table(
         {
-            "income": income,
-            "age": age,
-            "credit_amount": amount,
-            "duration_months": duration,
-            "purpose": rng.choice(np.array(["car", "education", "furniture", "business", "repairs", "other"]), rows),
-            "housing": rng.choice(np.array(["own", "rent", "free"]), rows),
+            "income": pa.array(income),
+            "age": pa.array(age),
+            "credit_amount": pa.array(amount),
+            "duration_months": pa.array(duration),
+            "purpose": pa.array(
+                rng.choice(np.array(["car", "education", "furniture", "business", "repairs", "other"]), rows)
+            ),
+            "housing": pa.array(rng.choice(np.array(["own", "rent", "free"]), rows)),
             "gender": pa.array(gender, pa.string()),
             "age_group": pa.array(age_group, pa.string()),
-            "repaid": repaid,
+            "repaid": pa.array(repaid),
         }
     )
     pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))

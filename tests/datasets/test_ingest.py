@@ -402,7 +402,7 @@ def test_it_rejects_an_oversized_file_in_the_profile_step_too(tmp_path: Path) ->
     ],
 )
 def test_it_matches_the_positive_value_as_text_whatever_the_label_type(
-    tmp_path: Path, column: pa.Array, positive: str
+    tmp_path: Path, column: pa.Array[Any], positive: str
 ) -> None:
     table = pa.table({"gender": ["f", "m", "m", "f"], "label": column})
     spec = dataclasses.replace(SPEC, positive=positive)
@@ -545,15 +545,14 @@ def test_it_uses_only_the_declared_features_in_their_order(tmp_path: Path) -> No
 def test_load_normalized_returns_the_shard_writer_columns(tmp_path: Path) -> None:
     path = write(tmp_path, "credit.csv", CREDIT.replace("100.5,car", "nan,car"))
     table = load_normalized(path, CREDIT_SPEC, display_name="credit.csv")
-    assert table.schema == pa.schema(
-        [
-            pa.field("income", pa.float64()),
-            pa.field("purpose", pa.string()),
-            pa.field("_target", pa.int8()),
-            pa.field("_attr.gender", pa.string()),
-            pa.field("_attr.age_group", pa.string()),
-        ]
-    )
+    expected: list[pa.Field[Any]] = [
+        pa.field("income", pa.float64()),
+        pa.field("purpose", pa.string()),
+        pa.field("_target", pa.int8()),
+        pa.field("_attr.gender", pa.string()),
+        pa.field("_attr.age_group", pa.string()),
+    ]
+    assert table.schema == pa.schema(expected)
     assert table.column("income").null_count == 1
     assert table.column("_target").to_pylist() == [1, 0, 1, 0, 0, 1, 1, 0]
     assert table.column("_attr.gender").to_pylist() == ["female", "male", None, "female", None, "male", "female", None]
