@@ -67,19 +67,37 @@ def _upsert_postgresql(rows: list[Row], batch_size: int) -> None:
     # INSERT ... ON CONFLICT: COPY streams rows without building SQL per value, which is what
     # dominated the cost of multi-row INSERTs. The caller's transaction covers both steps.
     with connection.cursor() as cursor:
+        # Points are re-read from their source (the offset commits with them), so a commit lost in a
+        # server crash costs nothing but a re-read: no need to wait for the WAL flush.
+        cursor.execute("SET LOCAL synchronous_commit = off")
         cursor.execute(
             "CREATE TEMPORARY TABLE IF NOT EXISTS experiments_metricpoint_stage "
             "(trial_id bigint, kind varchar(10), step integer, name varchar(255), value double precision, "
             'attribute varchar(255), "group" varchar(255)) ON COMMIT DELETE ROWS'
         )
-        cursor.execute("TRUNCATE experiments_metricpoint_stage")
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper
         for start in range(0, len(rows), batch_size):
             with raw.copy(_COPY_SQL) as copy:
-                for row in rows[start : start + batch_size]:
-                    copy.write_row(row)
+                # One text block per batch: psycopg's per-row write_row costs more than the database.
+                copy.write("".join(_copy_line(row) for row in rows[start : start + batch_size]))
         cursor.execute(_MOVE_SQL)
-        cursor.execute("TRUNCATE experiments_metricpoint_stage")
+        # Emptied again at commit (ON COMMIT DELETE ROWS); DELETE keeps a second call in the same
+        # transaction from moving these rows twice. TRUNCATE would rewrite the table's files.
+        cursor.execute("DELETE FROM experiments_metricpoint_stage")
+
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+@functools.lru_cache(maxsize=65536)
+def _copy_text(text: str) -> str:
+    return text.translate(_COPY_ESCAPES)
+
+
+def _copy_line(row: Row) -> str:
+    trial_id, kind, step, name, value, attribute, group = row
+    shown = "\\N" if value is None else repr(value)
+    return f"{trial_id}\t{kind}\t{step}\t{_copy_text(name)}\t{shown}\t{_copy_text(attribute)}\t{_copy_text(group)}\n"
 
 
 def trial_reports_ingest(

@@ -42,7 +42,7 @@ EXPERIMENT_MODEL_DIR = Path(env_str("EXPERIMENT_MODEL_DIR", str(_BASE_DIR / "tra
 EXPERIMENT_MAX_TRIALS = env_int("EXPERIMENT_MAX_TRIALS", 32, minimum=1)
 EXPERIMENT_MAX_BATCHES = env_int("EXPERIMENT_MAX_BATCHES", 100_000, minimum=1)
 EXPERIMENT_LOG_TAIL_LINES = env_int("EXPERIMENT_LOG_TAIL_LINES", 40, minimum=1)
-EXPERIMENT_INGEST_BATCH_SIZE = env_int("EXPERIMENT_INGEST_BATCH_SIZE", 5000, minimum=1)
+EXPERIMENT_INGEST_BATCH_SIZE = env_int("EXPERIMENT_INGEST_BATCH_SIZE", 20000, minimum=1)
 
 # The periodic poll: how often, and how long one poller holds an experiment before another may take
 # it over (a killed worker's claim expires after this).

@@ -112,3 +112,18 @@ def test_ingesting_a_validation_report_judges_the_trial(trial: Trial, dataset_st
     verdict = TrialVerdict.objects.get(trial=trial, attribute="gender")
     assert (verdict.step, verdict.verdict) == (5, "FAIL")
     assert verdict.report["groups"]["female"]["tpr"] == pytest.approx(0.6)
+
+
+def test_metric_names_with_tabs_backslashes_and_newlines_survive_ingestion(trial: Trial) -> None:
+    from auditportal.experiments.ingest import points_upsert
+    from auditportal.experiments.models import MetricPoint
+
+    names = ["count/a\\b/g\tx/tp", "recall/line\nbreak/ü", "plain", "none"]
+    rows = [
+        (trial.pk, "validation", 5, name, None if name == "none" else 0.1 * index, "attr", "g")
+        for index, name in enumerate(names)
+    ]
+    points_upsert(rows)
+    points_upsert(rows)  # idempotent
+    stored = {p.name: p.value for p in MetricPoint.objects.filter(trial=trial)}
+    assert stored == {name: (None if name == "none" else pytest.approx(0.1 * i)) for i, name in enumerate(names)}
