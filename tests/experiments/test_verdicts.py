@@ -127,3 +127,16 @@ def test_metric_names_with_tabs_backslashes_and_newlines_survive_ingestion(trial
     points_upsert(rows)  # idempotent
     stored = {p.name: p.value for p in MetricPoint.objects.filter(trial=trial)}
     assert stored == {name: (None if name == "none" else pytest.approx(0.1 * i)) for i, name in enumerate(names)}
+
+
+def test_a_re_read_batch_mixing_stored_and_new_points_updates_and_adds_without_duplicates(trial: Trial) -> None:
+    from auditportal.experiments.ingest import points_upsert
+    from auditportal.experiments.models import MetricPoint
+
+    points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i), "", "") for i in range(10)])
+    points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i) + 0.5, "", "") for i in range(5, 15)])
+    stored = dict(MetricPoint.objects.filter(trial=trial).values_list("name", "value"))
+    assert len(stored) == 15
+    assert stored["m0"] == 0.0
+    assert stored["m7"] == 7.5
+    assert stored["m14"] == 14.5
