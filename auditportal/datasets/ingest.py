@@ -415,16 +415,29 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
         table = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(use_threads=True),
-            convert_options=pacsv.ConvertOptions(include_columns=include),
+            # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
+            # text columns, so _encode only unifies block dictionaries instead of hashing every row
+            # on one thread.
+            convert_options=pacsv.ConvertOptions(
+                include_columns=include, auto_dict_encode=bool(include), auto_dict_max_cardinality=_AUTO_DICT_LIMIT
+            ),
         )
     except pa.ArrowInvalid as exc:
         raise _explain_csv_error(str(exc), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
-    if any(pa.types.is_binary(field.type) for field in table.schema):
+    if any(_is_binary_text(field.type) for field in table.schema):
         raise _encoding_error(path, display_name, header)
     if table.num_rows == 0:
         raise DatasetError("the file has a header line but no data rows", file=display_name)
     return _Loaded("csv", table, tuple(header) if include else tuple(table.column_names), table.schema)
+
+
+def _is_binary_text(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or (pa.types.is_dictionary(kind) and pa.types.is_binary(kind.value_type))
+
+
+# Text columns with more distinct values per block than this are read as plain strings.
+_AUTO_DICT_LIMIT = 4096
 
 
 def _sniff_csv(path: Path, display_name: str) -> list[str]:
@@ -624,18 +637,23 @@ class _Coded:
 
 def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Coded:
     """Dictionary-encode a column once, then render and merge only its distinct values."""
-    if pa.types.is_dictionary(column.type):
+    already_encoded = pa.types.is_dictionary(column.type) and len(column) > 0
+    if pa.types.is_dictionary(column.type) and not already_encoded:
         column = column.cast(column.type.value_type)
     if pa.types.is_null(column.type) or len(column) == 0:
         return _Coded(np.full(len(column), -1, np.int32), np.full(1, -1, np.int32), pa.array([], pa.string()))
     try:
-        encoded = pc.dictionary_encode(column).unify_dictionaries()
+        encoded = column.unify_dictionaries() if already_encoded else pc.dictionary_encode(column).unify_dictionaries()
     except pa.ArrowNotImplementedError:
         raise _unusable_type(column.type, display_name, name) from None
     chunks = [cast("pa.DictionaryArray[Any, Any]", chunk) for chunk in encoded.chunks]
-    dictionary = chunks[0].dictionary if chunks else pa.array([], column.type)
+    value_type = column.type.value_type if already_encoded else column.type
+    dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
     # One concatenation instead of a conversion per CSV block (hundreds of them).
     raw = _indices(pa.chunked_array([chunk.indices for chunk in chunks], pa.int32()).combine_chunks())
+    if already_encoded:
+        # A dictionary that came with the data (a Parquet categorical) may list values no row uses.
+        raw, dictionary = _drop_unused(raw, dictionary)
     try:
         rendered = _render(dictionary)
     except _NotUtf8:
@@ -650,6 +668,16 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
     merged = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(rendered))
     to_text = np.append(_indices(merged.indices), np.int32(-1))
     return _Coded(raw, to_text, merged.dictionary.cast(pa.string()))
+
+
+def _drop_unused(raw: Codes, dictionary: pa.Array[Any]) -> tuple[Codes, pa.Array[Any]]:
+    used = np.bincount(raw[raw >= 0], minlength=len(dictionary)) > 0
+    if used.all():
+        return raw, dictionary
+    keep = np.flatnonzero(used)
+    remap = np.full(len(dictionary) + 1, -1, np.int32)  # the last slot maps the null code -1 to -1
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    return remap[raw], dictionary.take(pa.array(keep, pa.int64()))
 
 
 def _indices(indices: pa.Array[Any]) -> Codes:
@@ -813,7 +841,35 @@ def _feature_infos(loaded: _Loaded, spec: DatasetSpec, display_name: str) -> tup
     return tuple(infos)
 
 
+def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[np.int8] | None:
+    """The common case (a complete 0/1 integer label) without hashing every row; None otherwise.
+
+    Only a column whose values span at most two consecutive integers, one of them the positive
+    value, takes this path; anything else goes through the full checks and their messages.
+    """
+    if not pa.types.is_integer(column.type) or column.null_count or len(column) == 0:
+        return None
+    try:
+        number = float(positive.strip())
+    except ValueError:
+        return None
+    if not number.is_integer():
+        return None
+    extremes = pc.min_max(column)
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    if high - low > 1 or not low <= number <= high:
+        return None
+    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(int(number), column.type)))
+    flags = cast("pa.Array[Any]", equal.combine_chunks().cast(pa.int8()))
+    return np.frombuffer(
+        cast(memoryview, flags.buffers()[1]), dtype=np.int8, count=len(flags), offset=flags.offset
+    ).copy()
+
+
 def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) -> npt.NDArray[np.int8]:
+    fast = _integer_target(column, spec.positive)
+    if fast is not None:
+        return fast
     name = spec.label
     coded = _encode(column, display_name, name)
     missing_text = np.zeros(len(coded.texts), bool)

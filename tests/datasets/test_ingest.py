@@ -687,3 +687,26 @@ def test_the_group_counts_always_add_up(tmp_path: Path, data: list[tuple[str | N
     assert np.isclose(
         sum(g.share for g in inspection.groups if g.attribute == "gender" and g.group), 1 - unknown_gender / len(data)
     )
+
+
+def test_a_categorical_attribute_lists_only_the_groups_its_rows_use(tmp_path: Path) -> None:
+    # A Parquet categorical may carry dictionary entries that no row holds (pandas keeps unused categories).
+    gender = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, 1], pa.int32()), pa.array(["f", "m", "x", "unknown"]))
+    path = write_parquet(tmp_path, "cat.parquet", pa.table({"gender": gender, "label": [1, 0, 0, 1]}))
+    result = inspect_file(
+        path,
+        DatasetSpec(label="label", positive="1", attributes=("gender",)),
+        display_name="cat.parquet",
+        max_bytes=10**6,
+    )
+    (attribute,) = result.attributes
+    assert attribute.groups == ("f", "m")
+    assert attribute.unknown_count == 0
+
+
+def test_an_integer_label_spanning_two_values_that_are_not_0_and_1_still_works(tmp_path: Path) -> None:
+    path = write(tmp_path, "two.csv", "gender,label\nf,2\nm,1\nf,2\nm,2\n")
+    result = inspect_file(
+        path, DatasetSpec(label="label", positive="2", attributes=("gender",)), display_name="two.csv", max_bytes=10**6
+    )
+    assert (result.positives, result.negatives) == (3, 1)
