@@ -7,6 +7,8 @@ nothing for them, so detail routes answer 404. Members without the needed role g
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+from rest_framework.request import Request
 
 from auditportal.accounts.models import Role, User
 
@@ -21,3 +23,11 @@ class RoleRequired(PermissionDenied):
 def require_role(user: User, role: Role, *, action: str) -> None:
     if not user.is_authenticated or not user.has_role(role):
         raise RoleRequired(role, action)
+
+
+def request_user(request: HttpRequest | Request) -> User:
+    """The portal user behind a (login-required) request, typed for services and selectors."""
+    user = request.user
+    if not isinstance(user, User):
+        raise PermissionDenied("Log in first.")
+    return user

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from auditportal.accounts.models import User
+from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
 from auditportal.audits import selectors, services, stats
 from auditportal.audits.models import PredictionAudit
@@ -18,12 +18,6 @@ from auditportal.audits.predictions import AuditSpec
 from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
 from auditportal.datasets.uploads import RejectedUpload
 from auditportal.lib.env import human_size
-
-
-def _user(request: Request) -> User:
-    user = request.user
-    assert isinstance(user, User)
-    return user
 
 
 def _names(values: list[str]) -> tuple[str, ...]:
@@ -69,11 +63,13 @@ class PredictionAuditListCreateApi(APIView):
 
     def get(self, request: Request) -> Response:
         paginator = DefaultPagination()
-        page = paginator.paginate_queryset(selectors.prediction_audit_list(user=_user(request)), request, view=self)
+        page = paginator.paginate_queryset(
+            selectors.prediction_audit_list(user=request_user(request)), request, view=self
+        )
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         services.require_auditor(user)
         serializer = self.InputSerializer(data=request.data)
         rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
@@ -114,5 +110,5 @@ class PredictionAuditListCreateApi(APIView):
 
 class PredictionAuditDetailApi(APIView):
     def get(self, request: Request, audit_id: int) -> Response:
-        audit = selectors.prediction_audit_get(user=_user(request), audit_id=audit_id)
+        audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
         return Response(_document(audit))

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from auditportal.accounts.models import User
+from auditportal.accounts.permissions import request_user
 from auditportal.audits import presentation, selectors, services
 from auditportal.audits.forms import PredictionAuditForm
 from auditportal.datasets.ingest import DatasetError
@@ -17,15 +17,9 @@ from auditportal.datasets.uploads import RejectedUpload
 from auditportal.lib.env import human_size
 
 
-def _user(request: HttpRequest) -> User:
-    user = request.user
-    assert isinstance(user, User)
-    return user
-
-
 @login_required
 def prediction_audit_list(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     return render(
         request,
         "audits/list.html",
@@ -40,7 +34,7 @@ def prediction_audit_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def prediction_audit_new(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     services.require_auditor(user)
     form = PredictionAuditForm(request.POST or None, request.FILES or None)
     if request.method == "POST":
@@ -72,7 +66,7 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
     return render(
         request,

@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import Role
+from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, UploadForm
 from auditportal.datasets.ingest import DatasetError
@@ -18,15 +18,9 @@ from auditportal.datasets.uploads import RejectedUpload
 from auditportal.lib.env import human_size
 
 
-def _user(request: HttpRequest) -> User:
-    user = request.user
-    assert isinstance(user, User)
-    return user
-
-
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     return render(
         request,
         "datasets/home.html",
@@ -41,7 +35,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def dataset_upload(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST":
@@ -73,7 +67,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
     columns = [column["name"] for column in staged.profile["columns"]]
@@ -99,7 +93,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def dataset_discard(request: HttpRequest, staged_id: str) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
     services.staged_upload_discard(staged=staged)
     messages.info(request, f"Discarded the upload of {staged.original_name}.")
@@ -108,7 +102,7 @@ def dataset_discard(request: HttpRequest, staged_id: str) -> HttpResponse:
 
 @login_required
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     dataset = selectors.dataset_get(user=user, dataset_id=dataset_id)
     latest = selectors.dataset_version_list(user=user, dataset=dataset).first()
     if latest is None:
@@ -118,7 +112,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 @login_required
 def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
     return render(
         request,

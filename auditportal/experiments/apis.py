@@ -7,17 +7,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from auditportal.accounts.models import User
+from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
 from auditportal.datasets.selectors import dataset_version_get
 from auditportal.experiments import selectors, services
 from auditportal.experiments.models import Template
-
-
-def _user(request: Request) -> User:
-    user = request.user
-    assert isinstance(user, User)
-    return user
 
 
 class ExperimentListApi(APIView):
@@ -42,11 +36,11 @@ class ExperimentListApi(APIView):
 
     def get(self, request: Request) -> Response:
         paginator = DefaultPagination()
-        page = paginator.paginate_queryset(selectors.experiment_list(user=_user(request)), request, view=self)
+        page = paginator.paginate_queryset(selectors.experiment_list(user=request_user(request)), request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
     def post(self, request: Request) -> Response:
-        user = _user(request)
+        user = request_user(request)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -64,7 +58,7 @@ class ExperimentListApi(APIView):
 
 class ExperimentDetailApi(APIView):
     def get(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=_user(request), experiment_id=experiment_id)
+        experiment = selectors.experiment_get(user=request_user(request), experiment_id=experiment_id)
         data = selectors.experiment_as_json(experiment)
         data["config_yaml"] = experiment.config_yaml
         data["hparam_space"] = experiment.hparam_space
@@ -73,7 +67,7 @@ class ExperimentDetailApi(APIView):
 
 class ExperimentCancelApi(APIView):
     def post(self, request: Request, experiment_id: int) -> Response:
-        user = _user(request)
+        user = request_user(request)
         experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
         experiment = services.experiment_cancel(user=user, experiment=experiment)
         return Response(selectors.experiment_as_json(experiment))

@@ -7,22 +7,16 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import Role
+from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets.selectors import dataset_version_list
 from auditportal.experiments import selectors, services
 from auditportal.experiments.forms import LaunchForm
 
 
-def _user(request: HttpRequest) -> User:
-    user = request.user
-    assert isinstance(user, User)
-    return user
-
-
 @login_required
 def experiment_index(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     return render(
         request,
         "experiments/index.html",
@@ -37,7 +31,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def experiment_new(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
     initial = {"dataset_version": request.GET.get("dataset_version")}
     form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_list(user=user))
@@ -64,7 +58,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     return render(
         request,
@@ -79,7 +73,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
 
 @login_required
 def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonResponse:
-    user = _user(request)
+    user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     return JsonResponse(selectors.experiment_as_json(experiment))
 
@@ -87,7 +81,7 @@ def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonRespons
 @login_required
 @require_POST
 def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     try:
         services.experiment_cancel(user=user, experiment=experiment)
