@@ -22,7 +22,7 @@ from determined.common.api import bindings, errors
 from determined.common.api._session import Session, UnauthSession
 from determined.common.api._util import canonicalize_master_url
 from determined.common.api.authentication import salt_and_hash
-from determined.common.experimental.determined import Determined
+from determined.experimental import Determined
 from django.conf import settings
 
 from auditportal.experiments import configs
