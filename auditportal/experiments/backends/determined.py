@@ -59,8 +59,8 @@ _TRIAL_STATES = {
 _FINISHED_EXPERIMENT_STATES = frozenset({"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"})
 
 
-class _TimeoutSession(Session):  # type: ignore[misc]
-    """An SDK session whose every request has a timeout and no urllib3 retries (we retry)."""
+class _Timeouts:
+    """Gives every request of an SDK session a timeout; urllib3's retries are off (we retry)."""
 
     timeout: int = 15
 
@@ -75,42 +75,17 @@ class _TimeoutSession(Session):  # type: ignore[misc]
         timeout: int | None,
         stream: bool,
     ) -> requests.Response:
-        return super()._do_request(  # type: ignore[no-any-return]
-            method,
-            path,
-            params,
-            json,
-            data,
-            headers,
-            timeout or self.timeout,
-            stream,  # type: ignore[arg-type]
+        return super()._do_request(  # type: ignore[misc,no-any-return]
+            method, path, params, json, data, headers, timeout or self.timeout, stream
         )
 
 
-class _TimeoutUnauthSession(UnauthSession):  # type: ignore[misc]
-    timeout: int = 15
+class _TimeoutSession(_Timeouts, Session):  # type: ignore[misc]
+    pass
 
-    def _do_request(
-        self,
-        method: str,
-        path: str,
-        params: dict[str, Any] | None,
-        json: Any,
-        data: str | None,
-        headers: dict[str, Any] | None,
-        timeout: int | None,
-        stream: bool,
-    ) -> requests.Response:
-        return super()._do_request(  # type: ignore[no-any-return]
-            method,
-            path,
-            params,
-            json,
-            data,
-            headers,
-            timeout or self.timeout,
-            stream,  # type: ignore[arg-type]
-        )
+
+class _TimeoutUnauthSession(_Timeouts, UnauthSession):  # type: ignore[misc]
+    pass
 
 
 # One logged-in session per (master, user), shared by the polls of one worker process.
