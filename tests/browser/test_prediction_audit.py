@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from auditportal.accounts.models import Role
+from auditportal.audits.models import PredictionAudit
+from tests.browser.conftest import ARTIFACTS
+from tests.factories import PASSWORD, make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _predictions_csv(path: Path) -> None:
+    rng = np.random.default_rng(7)
+    lines = ["label,prediction,group"]
+    # recall 0.90 for "a" and 0.60 for "b" over thousands of positives; "c" is a handful of rows
+    for group, rows, recall in (("a", 4000, 0.9), ("b", 4000, 0.6), ("c", 24, 0.75)):
+        label = rng.random(rows) < 0.5
+        hit = rng.random(rows) < recall
+        false_alarm = rng.random(rows) < 0.1
+        prediction = np.where(label, hit, false_alarm)
+        lines += [f"{int(y)},{int(p)},{group}" for y, p in zip(label, prediction, strict=True)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_reviewer_audits_uploaded_predictions_and_sees_the_verdicts(
+    page: Any, live_server: Any, tmp_path: Path
+) -> None:
+    make_user("carol", [Role.REVIEWER])
+    csv_file = tmp_path / "scores.csv"
+    _predictions_csv(csv_file)
+
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "carol")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/audits/predictions/new/")
+    page.set_input_files("#id_file", str(csv_file))
+    page.fill("#id_label", "label")
+    page.fill("#id_prediction", "prediction")
+    page.fill("#id_attributes", "group")
+    page.click("#audit-form button[type=submit]")
+
+    page.wait_for_selector("section.audit-table[data-attribute=group]")
+    page.screenshot(path=str(ARTIFACTS / "prediction-audit.png"), full_page=True)
+    table = page.locator("section.audit-table[data-attribute=group]")
+    b_recall = table.locator('tr[data-metric="tpr"][data-group="b"]')
+    c_recall = table.locator('tr[data-metric="tpr"][data-group="c"]')
+    assert "FAIL" in b_recall.inner_text()
+    assert "INCONCLUSIVE" in c_recall.inner_text()
+    audit = PredictionAudit.objects.get()
+    assert audit.created_by.username == "carol"
+    assert audit.result["attributes"]["group"]["reference"] in {"a", "b"}
