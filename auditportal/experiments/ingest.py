@@ -68,7 +68,9 @@ _COPY_DIRECT_SQL = 'COPY experiments_metricpoint (trial_id, kind, step, name, va
 
 
 def _upsert_postgresql(rows: list[Row]) -> None:
-    with connection.cursor() as cursor:
+    # One transaction even when called outside one: the staging table empties at every commit, and
+    # SET LOCAL only lasts a transaction.
+    with transaction.atomic(), connection.cursor() as cursor:
         # Points are re-read from their source (the offset commits with them), so a commit lost in a
         # server crash costs nothing but a re-read: no need to wait for the WAL flush.
         cursor.execute("SET LOCAL synchronous_commit = off")

@@ -140,3 +140,19 @@ def test_a_re_read_batch_mixing_stored_and_new_points_updates_and_adds_without_d
     assert stored["m0"] == 0.0
     assert stored["m7"] == 7.5
     assert stored["m14"] == 14.5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upserting_outside_a_transaction_still_stores_every_point(demo_version: DatasetVersion, bob: User) -> None:
+    from auditportal.experiments.ingest import points_upsert
+    from auditportal.experiments.models import MetricPoint
+
+    experiment = Experiment.objects.create(
+        dataset_version=demo_version, name="autocommit", template="single", config_yaml="",
+        batches=10, validation_period=5, backend="local", launched_by=bob,
+    )  # fmt: skip
+    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=10)
+    points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i), "", "") for i in range(10)])
+    points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i) + 1, "", "") for i in range(10)])  # re-read path
+    stored = dict(MetricPoint.objects.filter(trial=trial).values_list("name", "value"))
+    assert stored == {f"m{i}": float(i) + 1 for i in range(10)}
