@@ -73,7 +73,13 @@ def test_register_dataset_names_a_missing_column(small_csv: Path, dataset_storag
 def test_register_dataset_exits_non_zero_with_the_message_on_stderr(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("a;b;c\n1;2;3\n", encoding="utf-8")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "auditportal.settings.test", "PORTAL_VAR_DIR": str(tmp_path / "var")}
+    # The subprocess gets a database of its own: it must never migrate or write the real one.
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
+        "PORTAL_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
+    }
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
     result = subprocess.run(
         [sys.executable, "manage.py", "register_dataset", str(bad), "--name", "bad", "--label", "a",
