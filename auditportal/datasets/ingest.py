@@ -204,14 +204,14 @@ def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes:
     _check_spec(spec, display_name)
     size = _check_size(path, display_name, max_bytes)
     stop = threading.Event()
-    # The hash runs beside the parse: hashlib and pyarrow both release the GIL, so on two or more
-    # cores it costs little extra wall time.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
-        digest = pool.submit(_sha256, path, stop)
         try:
             # Feature kinds come from the schema, so a Parquet file's feature data is never read here;
             # a CSV file is parsed whole regardless, which is what checks every row and column.
             loaded = _load(path, file_format, display_name, columns=[spec.label, *spec.attributes])
+            # Hashed beside the (mostly single-threaded) normalisation rather than the parse, which
+            # already keeps every core busy: measured, a third thread there cost more than the hash.
+            digest = pool.submit(_sha256, path, stop)
             prepared = _prepare(loaded, spec, display_name)
         except BaseException:
             stop.set()
@@ -286,10 +286,12 @@ def read_labelled_columns(
     size = _check_size(path, display_name, max_bytes)
     wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
     stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="labelled") as pool:
-        digest = pool.submit(_sha256, path, stop)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="labelled") as pool:
         try:
             loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
+            # Hashed after the parse, beside the single-threaded decoding below: during the parse
+            # pyarrow already keeps every core busy, and a third thread there costs more than it saves.
+            digest = pool.submit(_sha256, path, stop)
             declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
             _check_columns_present(loaded.columns, declared, display_name)
             table = loaded.table
@@ -599,6 +601,11 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> _
             raise DatasetError("the file has columns but no data rows", file=display_name)
         present = [name for name in columns if name in schema.names] if columns else None
         table = parquet.read(columns=present, use_threads=True)
+        # A categorical's dictionary may list values no row holds; decoded, only real values count.
+        table = pa.table(
+            [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns],
+            names=table.column_names,
+        )
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"cannot read the Parquet file ({exc}); export it again", file=display_name) from None
     return _Loaded("parquet", table, tuple(schema.names), schema)
@@ -651,9 +658,6 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
     dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
     # One concatenation instead of a conversion per CSV block (hundreds of them).
     raw = _indices(pa.chunked_array([chunk.indices for chunk in chunks], pa.int32()).combine_chunks())
-    if already_encoded:
-        # A dictionary that came with the data (a Parquet categorical) may list values no row uses.
-        raw, dictionary = _drop_unused(raw, dictionary)
     try:
         rendered = _render(dictionary)
     except _NotUtf8:
@@ -668,16 +672,6 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
     merged = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(rendered))
     to_text = np.append(_indices(merged.indices), np.int32(-1))
     return _Coded(raw, to_text, merged.dictionary.cast(pa.string()))
-
-
-def _drop_unused(raw: Codes, dictionary: pa.Array[Any]) -> tuple[Codes, pa.Array[Any]]:
-    used = np.bincount(raw[raw >= 0], minlength=len(dictionary)) > 0
-    if used.all():
-        return raw, dictionary
-    keep = np.flatnonzero(used)
-    remap = np.full(len(dictionary) + 1, -1, np.int32)  # the last slot maps the null code -1 to -1
-    remap[keep] = np.arange(len(keep), dtype=np.int32)
-    return remap[raw], dictionary.take(pa.array(keep, pa.int64()))
 
 
 def _indices(indices: pa.Array[Any]) -> Codes:
