@@ -111,7 +111,11 @@ def dataset_version_register(
         # The source already lives in our store (a staged upload): check it where it is, so a
         # rejected declaration leaves the staged file in place for the steward to try again.
         inspection = ingest.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes)
-        _place(source, stored, move=True)
+        try:
+            _place(source, stored, move=True)
+        except BaseException:
+            _remove_tree(directory)
+            raise
     else:
         try:
             _place(source, stored, move=False)
