@@ -58,7 +58,7 @@ class DeclarationForm(forms.Form):
         help_text="Leave all unticked to use every column that is neither the label nor an attribute.",
     )
     confirm_groups = forms.BooleanField(
-        label="I have checked the group values inferred for each sensitive attribute (table below).",
+        label="I have checked the group values inferred for each sensitive attribute (table above).",
     )
 
     def __init__(self, *args: Any, columns: list[str], **kwargs: Any) -> None:

@@ -38,6 +38,7 @@ def test_a_steward_uploads_a_csv_and_sees_the_per_group_table(
     # The page offers the label's values and guesses the positive one for a 0/1 label.
     assert page.input_value("#id_positive") == "1"
     assert page.locator("#positive-values option").count() == 2
+    page.screenshot(path=str(ARTIFACTS / "register-dataset-declare.png"), full_page=True)
     page.check("input[name=attributes][value=gender]")
     page.check("input[name=attributes][value=age_group]")
     page.check("#id_confirm_groups")
