@@ -13,8 +13,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.audits import presentation, selectors, services
 from auditportal.audits.forms import PredictionAuditForm
 from auditportal.datasets.ingest import DatasetError
-from auditportal.datasets.uploads import RejectedUpload
-from auditportal.lib.env import human_size
+from auditportal.datasets.uploads import report_rejected_uploads
 
 
 @login_required
@@ -37,30 +36,22 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
     services.require_auditor(user)
     form = PredictionAuditForm(request.POST or None, request.FILES or None)
-    if request.method == "POST":
-        rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
-        for item in rejected:
-            form.add_error(
-                "file",
-                f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-                f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
+    if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
+        uploaded = form.cleaned_data["file"]
+        try:
+            audit = services.prediction_audit_run(
+                user=user,
+                source=Path(uploaded.temporary_file_path()),
+                original_name=uploaded.name,
+                spec=form.spec(),
             )
-        if not rejected and form.is_valid():
-            uploaded = form.cleaned_data["file"]
-            try:
-                audit = services.prediction_audit_run(
-                    user=user,
-                    source=Path(uploaded.temporary_file_path()),
-                    original_name=uploaded.name,
-                    spec=form.spec(),
-                )
-            except DatasetError as exc:
-                form.add_error(None, str(exc))
-            except ValidationError as exc:
-                form.add_error(None, exc)
-            else:
-                messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
-                return redirect("audits:prediction", audit_id=audit.pk)
+        except DatasetError as exc:
+            form.add_error(None, str(exc))
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
+            return redirect("audits:prediction", audit_id=audit.pk)
     return render(request, "audits/new.html", {"form": form}, status=400 if form.errors else 200)
 
 

@@ -2,8 +2,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django import forms
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+from django.http import HttpRequest
+
+from auditportal.lib.env import human_size
 
 
 @dataclass(frozen=True)
@@ -45,3 +49,15 @@ class SizeLimitedUploadHandler(FileUploadHandler):
 
     def file_complete(self, file_size: int) -> None:
         return None
+
+
+def report_rejected_uploads(request: HttpRequest, form: forms.Form) -> bool:
+    """Put an error on ``form`` for every file the handler dropped; True when there was one."""
+    rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
+    for item in rejected:
+        form.add_error(
+            item.field_name if item.field_name in form.fields else None,
+            f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+            f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
+        )
+    return bool(rejected)

@@ -14,8 +14,7 @@ from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, UploadForm
 from auditportal.datasets.ingest import DatasetError
-from auditportal.datasets.uploads import RejectedUpload
-from auditportal.lib.env import human_size
+from auditportal.datasets.uploads import report_rejected_uploads
 
 
 @login_required
@@ -38,29 +37,21 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST":
-        rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
-        for item in rejected:
-            form.add_error(
-                "file" if item.field_name == "file" else None,
-                f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-                f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
+    if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
+        uploaded = form.cleaned_data["file"]
+        try:
+            staged = services.staged_upload_create(
+                user=user,
+                source=Path(uploaded.temporary_file_path()),
+                original_name=uploaded.name,
+                dataset_name=form.cleaned_data["name"],
             )
-        if not rejected and form.is_valid():
-            uploaded = form.cleaned_data["file"]
-            try:
-                staged = services.staged_upload_create(
-                    user=user,
-                    source=Path(uploaded.temporary_file_path()),
-                    original_name=uploaded.name,
-                    dataset_name=form.cleaned_data["name"],
-                )
-            except DatasetError as exc:
-                form.add_error("file", str(exc))
-            except ValidationError as exc:
-                form.add_error(None, exc)
-            else:
-                return redirect("datasets:declare", staged_id=staged.pk)
+        except DatasetError as exc:
+            form.add_error("file", str(exc))
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            return redirect("datasets:declare", staged_id=staged.pk)
     return render(request, "datasets/upload.html", {"form": form}, status=400 if form.errors else 200)
 
 
