@@ -32,6 +32,17 @@ def version(alice: User, small_csv: Path, dataset_storage: Path) -> DatasetVersi
     )
 
 
+@pytest.fixture
+def staged(alice: User, dataset_storage: Path) -> StagedUpload:
+    """Step 1 done: alice's upload of SMALL_CSV, waiting for its declaration."""
+    return services.staged_upload_create(
+        user=alice,
+        source=_write(dataset_storage.parent / "in.csv", SMALL_CSV),
+        original_name="loans.csv",
+        dataset_name="loans",
+    )
+
+
 def test_anonymous_visitors_are_sent_to_the_login_page(db: None) -> None:
     response = Client().get(reverse("home"))
     assert response.status_code == 302
@@ -108,13 +119,7 @@ def test_a_steward_registers_through_upload_and_declaration(alice: User, dataset
     assert not StagedUpload.objects.exists()
 
 
-def test_a_declaration_error_is_shown_on_the_form_and_keeps_the_upload(alice: User, dataset_storage: Path) -> None:
-    staged = services.staged_upload_create(
-        user=alice,
-        source=_write(dataset_storage.parent / "in.csv", SMALL_CSV),
-        original_name="loans.csv",
-        dataset_name="loans",
-    )
+def test_a_declaration_error_is_shown_on_the_form_and_keeps_the_upload(alice: User, staged: StagedUpload) -> None:
     response = _client(alice).post(
         reverse("datasets:declare", args=[staged.pk]),
         {"label": "approved", "positive": "maybe", "attributes": ["gender"], "confirm_groups": "on"},
@@ -126,13 +131,7 @@ def test_a_declaration_error_is_shown_on_the_form_and_keeps_the_upload(alice: Us
     assert not DatasetVersion.objects.exists()
 
 
-def test_the_label_cannot_also_be_an_attribute(alice: User, dataset_storage: Path) -> None:
-    staged = services.staged_upload_create(
-        user=alice,
-        source=_write(dataset_storage.parent / "in.csv", SMALL_CSV),
-        original_name="loans.csv",
-        dataset_name="loans",
-    )
+def test_the_label_cannot_also_be_an_attribute(alice: User, staged: StagedUpload) -> None:
     response = _client(alice).post(
         reverse("datasets:declare", args=[staged.pk]),
         {"label": "gender", "positive": "female", "attributes": ["gender"], "confirm_groups": "on"},
@@ -141,17 +140,11 @@ def test_the_label_cannot_also_be_an_attribute(alice: User, dataset_storage: Pat
     assert "cannot also be a sensitive attribute" in response.content.decode()
 
 
-def test_another_stewards_staged_upload_is_not_found(alice: User, dataset_storage: Path) -> None:
+def test_another_stewards_staged_upload_is_not_found(staged: StagedUpload) -> None:
     from auditportal.accounts.models import Role
     from tests.factories import make_user
 
     mallory = make_user("mallory", [Role.DATA_STEWARD])
-    staged = services.staged_upload_create(
-        user=alice,
-        source=_write(dataset_storage.parent / "in.csv", SMALL_CSV),
-        original_name="loans.csv",
-        dataset_name="loans",
-    )
     client = _client(mallory)
     assert client.get(reverse("datasets:declare", args=[staged.pk])).status_code == 404
     assert client.post(reverse("datasets:discard", args=[staged.pk])).status_code == 404
