@@ -30,6 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from auditportal.lib.env import human_size
+
 DEFAULT_UNKNOWN_TOKENS: tuple[str, ...] = ("", "nan", "-1", "unknown")
 SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq")
 MAX_FILE_NAME_LENGTH = 200
@@ -344,7 +346,7 @@ def _check_size(path: Path, display_name: str, max_bytes: int) -> int:
     size = path.stat().st_size
     if size > max_bytes:
         raise DatasetError(
-            f"the file is {_human_size(size)}, over the limit of {_human_size(max_bytes)}; "
+            f"the file is {human_size(size)}, over the limit of {human_size(max_bytes)}; "
             "upload a smaller file (Parquet is usually several times smaller than CSV)",
             file=display_name,
         )
@@ -1057,14 +1059,3 @@ def _q(text: str, limit: int = 80) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"'{_escape(text)}'"
-
-
-def _human_size(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    value = float(size)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"

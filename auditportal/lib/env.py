@@ -139,10 +139,11 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
 
 
 def human_size(size: int) -> str:
-    step = 1024.0
-    amount = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if amount < step or unit == "GiB":
-            return f"{int(amount)} bytes" if unit == "bytes" else f"{amount:.1f} {unit}"
-        amount /= step
-    raise AssertionError("unreachable")
+    if size < 1024:
+        return f"{size} bytes"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
