@@ -1,10 +1,12 @@
 """Audit an existing model's predictions: read a CSV/Parquet file, count, compare, report.
 
 Pure pyarrow/numpy (no Django). Reading reuses the dataset registry's ingestion
-(:func:`auditportal.datasets.ingest.read_labelled_columns`), so labels, groups and unknown values mean
-the same here as in a registered dataset, and errors carry the same file/row/column detail. Only the
-needed columns are parsed; the per-row work is a few vectorised passes and one ``bincount`` per
-attribute; everything after that is on the small count tables.
+(:func:`auditportal.datasets.ingest.read_columns`), so labels, groups and unknown values mean the
+same here as in a registered dataset, and errors carry the same file/row/column detail. Only the
+needed columns are parsed. The common file (integer label, numeric score or 0/1 prediction) is
+counted block by block straight from the parsed columns (:mod:`auditportal.audits.counting`);
+anything else, and every file with a problem, takes the general path, which decodes each column with
+registration's checks and finds the row to report. Everything after counting is on small tables.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.audits import report, stats
+from auditportal.audits.counting import Counted, GroupTable, count_blocks
 from auditportal.datasets.ingest import (
     DEFAULT_UNKNOWN_TOKENS,
     INTERSECTION_SEPARATOR,
     DatasetError,
     DatasetSpec,
-    read_labelled_columns,
+    RawColumns,
+    decode_labelled,
+    read_columns,
 )
 
 SCHEMA_VERSION = 1
@@ -128,68 +133,60 @@ def audit_predictions(path: Path, spec: AuditSpec, *, display_name: str, max_byt
     """Audit the predictions in ``path``; raise DatasetError (file problems) or AuditSpecError."""
     spec.check()
     output = cast(str, spec.prediction or spec.score)
-    columns = read_labelled_columns(
-        path,
-        DatasetSpec(
-            label=spec.label,
-            positive=spec.positive,
-            attributes=spec.attributes,
-            unknown_tokens=spec.unknown_tokens,
-            features=(),
-            max_groups=spec.max_groups,
-        ),
-        others=[(output, "prediction" if spec.prediction else "score")],
-        display_name=display_name,
-        max_bytes=max_bytes,
+    columns_spec = DatasetSpec(
+        label=spec.label,
+        positive=spec.positive,
+        attributes=spec.attributes,
+        unknown_tokens=spec.unknown_tokens,
+        features=(),
+        max_groups=spec.max_groups,
     )
-    if spec.prediction:
-        predicted = _predictions(columns.others[output], spec.positive, display_name, output)
-    else:
-        predicted = _scores_at_threshold(columns.others[output], cast(float, spec.threshold), display_name, output)
-    cells = stats.confusion_cells(columns.target, predicted)
+    others = [(output, "prediction" if spec.prediction else "score")]
+    raw = read_columns(path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes)
+    counted = count_blocks(
+        raw.table,
+        spec=columns_spec,
+        output=output,
+        threshold=spec.threshold if spec.score else None,
+        intersect=spec.intersect,
+        display_name=display_name,
+    ) or _count_decoded(raw, columns_spec, spec, display_name)
+    tables = counted.tables
 
-    tables: list[tuple[str, tuple[str, ...], stats.Counts, int]] = []
-    for info, codes in zip(columns.attributes, columns.codes, strict=True):
-        counts, unknown = stats.confusion_counts_from_cells(codes, cells, len(info.groups))
-        tables.append((info.name, info.groups, counts, int(unknown.sum())))
-    if spec.intersect:
-        tables.append(_intersection(columns.attributes, columns.codes, cells, display_name))
-
-    references = _references(spec.references, {name: groups for name, groups, _, _ in tables}, display_name)
+    references = _references(spec.references, {table.name: table.groups for table in tables}, display_name)
     attributes = {
-        name: report.attribute_report(
-            counts,
-            groups,
-            unknown=unknown,
-            reference=references.get(name),
+        table.name: report.attribute_report(
+            table.counts,
+            table.groups,
+            unknown=table.unknown,
+            reference=references.get(table.name),
             tolerance=spec.tolerance,
             alpha=spec.alpha,
             power=spec.power,
         )
-        for name, groups, counts, unknown in tables
+        for table in tables
     }
-    positives = int(np.count_nonzero(columns.target))
-    predicted_positives = int(np.count_nonzero(predicted))
+    num_rows = raw.table.num_rows
     document: JSON = {
         "schema_version": SCHEMA_VERSION,
         "file": {
             "name": display_name,
-            "format": columns.file_format,
-            "sha256": columns.sha256,
-            "size_bytes": columns.size_bytes,
+            "format": raw.file_format,
+            "sha256": raw.sha256,
+            "size_bytes": raw.size_bytes,
         },
-        "rows": columns.num_rows,
+        "rows": num_rows,
         "label": {
             "column": spec.label,
             "positive": spec.positive.strip(),
-            "positives": positives,
-            "negatives": columns.num_rows - positives,
+            "positives": counted.positives,
+            "negatives": num_rows - counted.positives,
         },
         "prediction": {
             "column": spec.prediction,
             "score": spec.score,
             "threshold": spec.threshold,
-            "predicted_positives": predicted_positives,
+            "predicted_positives": counted.predicted_positives,
         },
         "unknown_tokens": list(spec.unknown_tokens),
         "tolerance": spec.tolerance,
@@ -200,10 +197,34 @@ def audit_predictions(path: Path, spec: AuditSpec, *, display_name: str, max_byt
     }
     return AuditOutcome(
         document=document,
-        file_format=columns.file_format,
-        num_rows=columns.num_rows,
-        sha256=columns.sha256,
-        size_bytes=columns.size_bytes,
+        file_format=raw.file_format,
+        num_rows=num_rows,
+        sha256=raw.sha256,
+        size_bytes=raw.size_bytes,
+    )
+
+
+def _count_decoded(raw: RawColumns, columns_spec: DatasetSpec, spec: AuditSpec, display_name: str) -> Counted:
+    """The general path: every column decoded with registration's checks, then counted per row."""
+    output = cast(str, spec.prediction or spec.score)
+    columns = decode_labelled(
+        raw, columns_spec, others=[(output, "prediction" if spec.prediction else "score")], display_name=display_name
+    )
+    if spec.prediction:
+        predicted = _predictions(columns.others[output], spec.positive, display_name, output)
+    else:
+        predicted = _scores_at_threshold(columns.others[output], cast(float, spec.threshold), display_name, output)
+    cells = stats.confusion_cells(columns.target, predicted)
+    tables: list[GroupTable] = []
+    for info, codes in zip(columns.attributes, columns.codes, strict=True):
+        counts, unknown = stats.confusion_counts_from_cells(codes, cells, len(info.groups))
+        tables.append(GroupTable(info.name, info.groups, counts, int(unknown.sum())))
+    if spec.intersect:
+        tables.append(_intersection(columns.attributes, columns.codes, cells, display_name))
+    return Counted(
+        tables=tuple(tables),
+        positives=int(np.count_nonzero(columns.target)),
+        predicted_positives=int(np.count_nonzero(predicted)),
     )
 
 
@@ -336,7 +357,7 @@ def _listed(values: Sequence[str]) -> str:
 
 def _intersection(
     attributes: Sequence[Any], codes: Sequence[npt.NDArray[np.int32]], cells: npt.NDArray[np.int8], display_name: str
-) -> tuple[str, tuple[str, ...], stats.Counts, int]:
+) -> GroupTable:
     name = INTERSECTION_SEPARATOR.join(info.name for info in attributes)
     sizes = [len(info.groups) for info in attributes]
     if math.prod(sizes) > MAX_INTERSECTION_CELLS:
@@ -363,7 +384,7 @@ def _intersection(
             rest, index = divmod(rest, size)
             parts.append(info.groups[index])
         labels.append(INTERSECTION_SEPARATOR.join(reversed(parts)))
-    return name, tuple(labels), counts[present], int(unknown_cells.sum())
+    return GroupTable(name, tuple(labels), counts[present], int(unknown_cells.sum()))
 
 
 def _references(raw: Sequence[str], tables: dict[str, tuple[str, ...]], display_name: str) -> dict[str, int]:

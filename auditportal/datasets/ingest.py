@@ -13,6 +13,7 @@ import contextlib
 import csv
 import difflib
 import hashlib
+import mmap
 import re
 import threading
 import unicodedata
@@ -260,6 +261,17 @@ def load_normalized(path: Path, spec: DatasetSpec, *, display_name: str) -> pa.T
 
 
 @dataclass(frozen=True)
+class RawColumns:
+    """The requested columns of a file as parsed, before any interpretation."""
+
+    file_format: FileFormat
+    table: pa.Table  # the label, the sensitive attributes and the other requested columns
+    columns: tuple[str, ...]  # every column in the file
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
 class LabelledColumns:
     """The label and sensitive attributes of a file, normalised as for registration, plus raw columns."""
 
@@ -274,52 +286,69 @@ class LabelledColumns:
     size_bytes: int
 
 
-def read_labelled_columns(
+def read_columns(
     path: Path, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str, max_bytes: int
-) -> LabelledColumns:
-    """Read only the label, the sensitive attributes and ``others`` ((column, role) pairs).
+) -> RawColumns:
+    """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
 
-    The label and the attributes get registration's checks and messages (``spec.features`` is not
-    used); the other columns are returned as read, for the caller to interpret. Unlike registration,
-    a CSV file's unused columns are not parsed, so a large file costs only what is used.
+    Unlike registration, a CSV file's unused columns are not converted, so a large file costs only
+    what is used. The file is hashed beside the parse, from a memory map: the hash is the only work
+    that can overlap it, since everything after the parse needs the parsed columns.
     """
     file_format = _file_format(path, display_name)
     _check_spec(spec, display_name)
     size = _check_size(path, display_name, max_bytes)
     wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
     stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="labelled") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+        digest = pool.submit(_sha256, path, stop)
         try:
             loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
-            # Hashed after the parse, beside the single-threaded decoding below: during the parse
-            # pyarrow already keeps every core busy, and a third thread there costs more than it saves.
-            digest = pool.submit(_sha256, path, stop)
             declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
             _check_columns_present(loaded.columns, declared, display_name)
-            table = loaded.table
-            # The columns are decoded side by side (pyarrow and numpy release the GIL); results are
-            # taken in declaration order, so the first bad column is still the one reported.
-            target_job = pool.submit(_target, table.column(spec.label), spec, display_name)
-            attribute_jobs = [
-                pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
-            ]
-            target = target_job.result()
-            attributes = [job.result() for job in attribute_jobs]
         except BaseException:
             stop.set()
             raise
         sha256 = digest.result()
+    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size)
+
+
+def decode_labelled(
+    raw: RawColumns, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str
+) -> LabelledColumns:
+    """Registration's checks and messages for the label and the attributes, and their per-row codes.
+
+    ``spec.features`` is not used; the ``others`` columns are returned as read.
+    """
+    table = raw.table
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="labelled") as pool:
+        # The columns are decoded side by side (pyarrow and numpy release the GIL); results are
+        # taken in declaration order, so the first bad column is still the one reported.
+        target_job = pool.submit(_target, table.column(spec.label), spec, display_name)
+        attribute_jobs = [
+            pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
+        ]
+        target = target_job.result()
+        attributes = [job.result() for job in attribute_jobs]
     return LabelledColumns(
-        file_format=file_format,
+        file_format=raw.file_format,
         num_rows=table.num_rows,
-        columns=loaded.columns,
+        columns=raw.columns,
         target=target,
         attributes=tuple(attribute.info for attribute in attributes),
         codes=tuple(attribute.codes for attribute in attributes),
         others={name: table.column(name) for name, _ in others},
-        sha256=sha256,
-        size_bytes=size,
+        sha256=raw.sha256,
+        size_bytes=raw.size_bytes,
     )
+
+
+def read_labelled_columns(
+    path: Path, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str, max_bytes: int
+) -> LabelledColumns:
+    """:func:`read_columns`, then :func:`decode_labelled`."""
+    raw = read_columns(path, spec, others=others, display_name=display_name, max_bytes=max_bytes)
+    return decode_labelled(raw, spec, others=others, display_name=display_name)
 
 
 # --------------------------------------------------------------------------- file checks
@@ -416,16 +445,19 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
     # readers that use a few columns of a large file and check only those.
     include = [name for name in columns if name in header] if columns else []
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(use_threads=True),
-            # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
-            # text columns, so _encode only unifies block dictionaries instead of hashing every row
-            # on one thread.
-            convert_options=pacsv.ConvertOptions(
-                include_columns=include, auto_dict_encode=bool(include), auto_dict_max_cardinality=_AUTO_DICT_LIMIT
-            ),
-        )
+        # From a memory map, the reader's blocks are slices of the page cache rather than copies.
+        with pa.memory_map(str(path)) as source:
+            table = pacsv.read_csv(
+                cast(Any, source),  # the stubs leave out pyarrow's own file objects
+                read_options=pacsv.ReadOptions(use_threads=True),
+                # A subset read (a few columns of a large file) lets the parallel reader
+                # dictionary-encode text columns, so they are never hashed row by row on one thread.
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=include,
+                    auto_dict_encode=bool(include),
+                    auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
+                ),
+            )
     except pa.ArrowInvalid as exc:
         raise _explain_csv_error(str(exc), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
@@ -616,8 +648,15 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> _
 def _sha256(path: Path, stop: threading.Event) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while not stop.is_set() and (chunk := handle.read(_HASH_CHUNK_BYTES)):
-            digest.update(chunk)
+        if path.stat().st_size == 0:
+            return digest.hexdigest()
+        # From a memory map: no copy of the file through read() buffers, and no GIL held while hashing.
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            for start in range(0, len(view), _HASH_CHUNK_BYTES):
+                if stop.is_set():
+                    break
+                with view[start : start + _HASH_CHUNK_BYTES] as chunk:
+                    digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -660,20 +699,28 @@ def _encode(column: pa.ChunkedArray[Any], display_name: str, name: str) -> _Code
     dictionary = chunks[0].dictionary if chunks else pa.array([], value_type)
     # One concatenation instead of a conversion per CSV block (hundreds of them).
     raw = _indices(pa.chunked_array([chunk.indices for chunk in chunks], pa.int32()).combine_chunks())
+    texts, to_text = entry_texts(dictionary, display_name=display_name, column=name)
+    return _Coded(raw, np.append(to_text, np.int32(-1)), texts)
+
+
+def entry_texts(dictionary: pa.Array[Any], *, display_name: str, column: str) -> tuple[pa.Array[Any], Codes]:
+    """Render a dictionary's entries as text: the distinct texts, and each entry's index among them.
+
+    Rendering may merge entries (" a" and "a", 0.0 and -0.0) and turns NaN into null, whose index
+    is -1. Raises DatasetError for bytes that are not UTF-8 and for types that cannot be rendered.
+    """
     try:
         rendered = _render(dictionary)
     except _NotUtf8:
         raise DatasetError(
             "the column holds bytes that are not valid UTF-8 text; save the data as UTF-8",
             file=display_name,
-            column=name,
+            column=column,
         ) from None
     except TypeError:
-        raise _unusable_type(column.type, display_name, name) from None
-    # Rendering may merge raw values (" a" and "a", 0.0 and -0.0) and turn NaN into null.
+        raise _unusable_type(dictionary.type, display_name, column) from None
     merged = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(rendered))
-    to_text = np.append(_indices(merged.indices), np.int32(-1))
-    return _Coded(raw, to_text, merged.dictionary.cast(pa.string()))
+    return merged.dictionary.cast(pa.string()), _indices(merged.indices)
 
 
 def _indices(indices: pa.Array[Any]) -> Codes:
@@ -837,11 +884,11 @@ def _feature_infos(loaded: _Loaded, spec: DatasetSpec, display_name: str) -> tup
     return tuple(infos)
 
 
-def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[np.int8] | None:
-    """The common case (a complete 0/1 integer label) without hashing every row; None otherwise.
+def integer_label(column: pa.ChunkedArray[Any], positive: str) -> tuple[int, int] | None:
+    """``(lowest value, positive value)`` of a complete integer label of at most two consecutive
+    values, one of them the positive value (the common 0/1 case); None for any other label.
 
-    Only a column whose values span at most two consecutive integers, one of them the positive
-    value, takes this path; anything else goes through the full checks and their messages.
+    Such a label needs none of the full checks, so it can be used without hashing every row.
     """
     if not pa.types.is_integer(column.type) or column.null_count or len(column) == 0:
         return None
@@ -855,7 +902,15 @@ def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[
     low, high = extremes["min"].as_py(), extremes["max"].as_py()
     if high - low > 1 or not low <= number <= high:
         return None
-    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(int(number), column.type)))
+    return int(low), int(number)
+
+
+def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[np.int8] | None:
+    """The common case (a complete 0/1 integer label) without hashing every row; None otherwise."""
+    bounds = integer_label(column, positive)
+    if bounds is None:
+        return None
+    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(bounds[1], column.type)))
     flags = cast("pa.Array[Any]", equal.combine_chunks().cast(pa.int8()))
     return np.frombuffer(
         cast(memoryview, flags.buffers()[1]), dtype=np.int8, count=len(flags), offset=flags.offset
@@ -949,8 +1004,18 @@ def _match_positive(positive: str, texts: pa.Array[Any], kind: pa.DataType) -> i
 
 def _attribute(column: pa.ChunkedArray[Any], name: str, spec: DatasetSpec, display_name: str) -> _Attribute:
     coded = _encode(column, display_name, name)
+    groups, group_of_text = attribute_groups(coded.texts, name, spec, display_name)
+    codes = coded.per_row(group_of_text, -1)
+    unknown_count = int(np.count_nonzero(codes < 0))
+    return _Attribute(AttributeInfo(name, groups, unknown_count), codes)
+
+
+def attribute_groups(
+    texts: pa.Array[Any], name: str, spec: DatasetSpec, display_name: str
+) -> tuple[tuple[str, ...], Codes]:
+    """An attribute's known groups (sorted), and each distinct text's group index (-1 = unknown)."""
     tokens = pa.array(sorted({token.strip().lower() for token in spec.unknown_tokens}), pa.string())
-    unknown_values = pc.is_in(pc.utf8_lower(coded.texts), value_set=tokens)
+    unknown_values = pc.is_in(pc.utf8_lower(texts), value_set=tokens)
     unknown = _to_numpy(unknown_values).astype(bool)
     known = np.flatnonzero(~unknown)
     if len(known) > spec.max_groups:
@@ -961,14 +1026,12 @@ def _attribute(column: pa.ChunkedArray[Any], name: str, spec: DatasetSpec, displ
             file=display_name,
             column=name,
         )
-    known_texts = coded.texts.take(pa.array(known, pa.int64()))
+    known_texts = texts.take(pa.array(known, pa.int64()))
     order = _to_numpy(pc.array_sort_indices(known_texts))
     groups = tuple(_pylist(known_texts.take(pa.array(order, pa.int64()))))
-    group_of_text = np.full(len(coded.texts), -1, np.int32)
+    group_of_text = np.full(len(texts), -1, np.int32)
     group_of_text[known[order]] = np.arange(len(known), dtype=np.int32)
-    codes = coded.per_row(group_of_text, -1)
-    unknown_count = int(np.count_nonzero(codes < 0))
-    return _Attribute(AttributeInfo(name, groups, unknown_count), codes)
+    return groups, group_of_text
 
 
 def _group_stats(prepared: _Prepared) -> tuple[GroupStat, ...]:
