@@ -1,6 +1,6 @@
 """Time prediction audits against a bare pyarrow read, and the statistics against fairlearn.
 
-    .venv/bin/python bench/audit_predictions.py [--rows 10000000] [--repeat 2] [--runs 3] [--keep] [--dir DIR]
+    .venv/bin/python bench/audit_predictions.py [--rows 10000000] [--repeat 3] [--runs 3] [--keep] [--dir DIR]
 
 1. ``audit_predictions`` end to end on a generated CSV (label, score, group; 6 groups and some
    unknown values): in-process (Django set up, the database migrated, and one audit of a 2,000-row
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -95,18 +96,25 @@ def _measure(kind: str, path: str, var_dir: str, runs: int, queue: Any) -> None:
 
     timings = []
     for _ in range(runs):
+        cpu = _cpu_seconds()
         started = time.perf_counter()
         run()
-        timings.append(time.perf_counter() - started)
+        timings.append((time.perf_counter() - started, _cpu_seconds() - cpu))
     queue.put(timings)
 
 
-def measure(kind: str, path: Path, var_dir: str, runs: int) -> list[float]:
+def _cpu_seconds() -> float:
+    """User + system time of this process, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(kind: str, path: Path, var_dir: str, runs: int) -> list[tuple[float, float]]:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     child = context.Process(target=_measure, args=(kind, str(path), var_dir, runs, queue))
     child.start()
-    seconds: list[float] = queue.get()
+    seconds: list[tuple[float, float]] = queue.get()
     child.join()
     if child.exitcode != 0:
         raise SystemExit(f"{kind} measurement failed with exit code {child.exitcode}")
@@ -201,7 +209,7 @@ def measure_stats(path: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--repeat", type=int, default=2, help="fresh child processes per side")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh child processes per side")
     parser.add_argument("--runs", type=int, default=3, help="timed runs in each in-process child")
     parser.add_argument("--keep", action="store_true", help="keep the generated CSV file")
     parser.add_argument("--dir", type=Path, help="where to write the CSV (default: a temporary directory)")
@@ -227,14 +235,20 @@ def main() -> None:
 
         best: dict[str, float] = {}
         timings: dict[str, list[float]] = {"read": [], "audit": []}
+        cpu: dict[str, list[float]] = {"read": [], "audit": []}
         for attempt in range(args.repeat):
             # Alternate the order so neither side always gets the warmer page cache.
             kinds = ("read", "audit") if attempt % 2 == 0 else ("audit", "read")
             for kind in kinds:
                 runs = measure(kind, path, var_dir, args.runs)
-                print(f"  in-process {kind:5s} " + " ".join(f"{seconds:5.2f}" for seconds in runs) + " s")
-                timings[kind] += runs
-                best[kind] = min(best.get(kind, min(runs)), min(runs))
+                walls = [wall for wall, _ in runs]
+                print(
+                    f"  in-process {kind:5s} "
+                    + "  ".join(f"{wall:5.2f} s ({seconds:4.2f} s CPU)" for wall, seconds in runs)
+                )
+                timings[kind] += walls
+                cpu[kind] += [seconds for _, seconds in runs]
+                best[kind] = min(best.get(kind, min(walls)), min(walls))
             for kind in kinds:
                 seconds = measure_process(kind, path, var_dir)
                 print(f"  process    {kind:5s} {seconds:6.2f} s")
@@ -246,6 +260,11 @@ def main() -> None:
             f"audit/pyarrow-read ratio, in-process: {ratio:.2f}x "
             f"(audit {best['audit']:.2f} s, read {best['read']:.2f} s); medians: {median_ratio:.2f}x "
             f"(audit {statistics.median(timings['audit']):.2f} s, read {statistics.median(timings['read']):.2f} s)"
+        )
+        print(
+            f"CPU time ratio (less sensitive to other load), medians: "
+            f"{statistics.median(cpu['audit']) / statistics.median(cpu['read']):.2f}x "
+            f"(audit {statistics.median(cpu['audit']):.2f} s, read {statistics.median(cpu['read']):.2f} s)"
         )
         print(
             f"audit/pyarrow-read ratio, whole processes: {process_ratio:.2f}x "

@@ -13,7 +13,6 @@ import contextlib
 import csv
 import difflib
 import hashlib
-import mmap
 import re
 import threading
 import unicodedata
@@ -45,7 +44,7 @@ Codes = npt.NDArray[np.int32]
 
 _SNIFF_BYTES = 64 * 1024
 _MAX_HEADER_BYTES = 16 * 1024 * 1024
-_HASH_CHUNK_BYTES = 8 * 1024 * 1024
+_HASH_CHUNK_BYTES = 1024 * 1024
 _VALUES_SHOWN = 10
 _ENCODE_THREADS = 4
 # Floats whose magnitude is below this are exactly representable as int64 and render as integers.
@@ -292,8 +291,8 @@ def read_columns(
     """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
 
     Unlike registration, a CSV file's unused columns are not converted, so a large file costs only
-    what is used. The file is hashed beside the parse, from a memory map: the hash is the only work
-    that can overlap it, since everything after the parse needs the parsed columns.
+    what is used. The file is hashed beside the parse: the hash is the only work that can overlap it,
+    since everything after the parse needs the parsed columns.
     """
     file_format = _file_format(path, display_name)
     _check_spec(spec, display_name)
@@ -445,19 +444,15 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
     # readers that use a few columns of a large file and check only those.
     include = [name for name in columns if name in header] if columns else []
     try:
-        # From a memory map, the reader's blocks are slices of the page cache rather than copies.
-        with pa.memory_map(str(path)) as source:
-            table = pacsv.read_csv(
-                cast(Any, source),  # the stubs leave out pyarrow's own file objects
-                read_options=pacsv.ReadOptions(use_threads=True),
-                # A subset read (a few columns of a large file) lets the parallel reader
-                # dictionary-encode text columns, so they are never hashed row by row on one thread.
-                convert_options=pacsv.ConvertOptions(
-                    include_columns=include,
-                    auto_dict_encode=bool(include),
-                    auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
-                ),
-            )
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True),
+            # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
+            # text columns, so they are never hashed row by row on one thread.
+            convert_options=pacsv.ConvertOptions(
+                include_columns=include, auto_dict_encode=bool(include), auto_dict_max_cardinality=_AUTO_DICT_LIMIT
+            ),
+        )
     except pa.ArrowInvalid as exc:
         raise _explain_csv_error(str(exc), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
@@ -647,16 +642,11 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> _
 
 def _sha256(path: Path, stop: threading.Event) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        if path.stat().st_size == 0:
-            return digest.hexdigest()
-        # From a memory map: no copy of the file through read() buffers, and no GIL held while hashing.
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            for start in range(0, len(view), _HASH_CHUNK_BYTES):
-                if stop.is_set():
-                    break
-                with view[start : start + _HASH_CHUNK_BYTES] as chunk:
-                    digest.update(chunk)
+    # One reused buffer: a fresh multi-megabyte bytes object per read is fresh pages from the system each time.
+    buffer = bytearray(_HASH_CHUNK_BYTES)
+    with path.open("rb", buffering=0) as handle, memoryview(buffer) as view:
+        while not stop.is_set() and (count := handle.readinto(view)):
+            digest.update(view[:count])
     return digest.hexdigest()
 
 
