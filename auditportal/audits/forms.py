@@ -41,7 +41,7 @@ class PredictionAuditForm(forms.Form):
     attributes = forms.CharField(
         max_length=2000,
         label="Sensitive attribute columns",
-        help_text="Comma-separated, e.g. gender, age_group.",
+        help_text="Comma-separated, e.g. gender, age_group; with a CSV file chosen, tick its columns below.",
     )
     intersect = forms.BooleanField(
         required=False, label="Also audit the intersection of the attributes (e.g. gender&age_group)."

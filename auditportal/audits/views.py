@@ -5,6 +5,7 @@ from pathlib import Path
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -15,15 +16,20 @@ from auditportal.audits.forms import PredictionAuditForm
 from auditportal.datasets.ingest import DatasetError
 from auditportal.datasets.uploads import report_rejected_uploads
 
+AUDITS_PER_PAGE = 25
+
 
 @login_required
 def prediction_audit_list(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
+    # get_page: a page number that is not a number shows the first page, one past the end the last.
+    page = Paginator(selectors.prediction_audit_list(user=user), AUDITS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "audits/list.html",
         {
-            "audits": selectors.prediction_audit_list(user=user),
+            "audits": page,
+            "page": page,
             "can_run": services.can_run_audits(user),
             "is_member": user.is_member,
         },

@@ -168,6 +168,42 @@ def test_the_list_offers_the_form_only_to_those_who_may_run_audits(
     assert new in _client(bob).get(reverse("audits:predictions")).content
 
 
+def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> None:
+    from auditportal.audits.views import AUDITS_PER_PAGE
+
+    copies = [
+        PredictionAudit(
+            created_by=audit.created_by,
+            original_name=f"copy-{index}.csv",
+            file_format=audit.file_format,
+            sha256=audit.sha256,
+            size_bytes=audit.size_bytes,
+            num_rows=audit.num_rows,
+            parameters=audit.parameters,
+            result=audit.result,
+            verdict=audit.verdict,
+        )
+        for index in range(AUDITS_PER_PAGE)
+    ]
+    PredictionAudit.objects.bulk_create(copies)
+    client = _client(dave)
+    first = client.get(reverse("audits:predictions")).content.decode()
+    assert first.count('<td><a href="/audits/predictions/') == AUDITS_PER_PAGE
+    assert "copy-0.csv" in first  # the copies are newer than the fixture's audit
+    assert "scores.csv" not in first
+    assert first.index(f"copy-{AUDITS_PER_PAGE - 1}.csv") < first.index("copy-0.csv")  # newest first
+    assert f"Page 1 of 2 (1–{AUDITS_PER_PAGE} of {AUDITS_PER_PAGE + 1})" in first
+    last = client.get(reverse("audits:predictions"), {"page": 2}).content.decode()
+    assert last.count('<td><a href="/audits/predictions/') == 1
+    assert "copy-" not in last
+    assert "scores.csv" in last
+    assert 'rel="prev"' in last
+    assert 'rel="next"' not in last
+    # Out of range shows the last page; not a number, the first.
+    assert "scores.csv" in client.get(reverse("audits:predictions"), {"page": 99}).content.decode()
+    assert "Page 1 of 2" in client.get(reverse("audits:predictions"), {"page": "x"}).content.decode()
+
+
 # --------------------------------------------------------------------------- API
 
 

@@ -41,9 +41,23 @@ def test_a_reviewer_audits_uploaded_predictions_and_sees_the_verdicts(
     page.wait_for_url(f"{live_server.url}/")
     page.goto(f"{live_server.url}/audits/predictions/new/")
     page.set_input_files("#id_file", str(csv_file))
+    # The form reads the CSV header in the browser: the file's columns are offered for the label,
+    # prediction and score fields, and as one checkbox per column for the attributes.
+    page.wait_for_selector("#attribute-picker input[data-column=group]")
+    offered = page.eval_on_selector_all("#audit-columns option", "options => options.map(o => o.value)")
+    assert offered == ["label", "prediction", "group"]
+    assert page.get_attribute("#id_label", "list") == "audit-columns"
     page.fill("#id_label", "label")
+    page.dispatch_event("#id_label", "change")
+    values = page.eval_on_selector_all("#audit-label-values option", "options => options.map(o => o.value)")
+    assert values == ["0", "1"]
     page.fill("#id_prediction", "prediction")
-    page.fill("#id_attributes", "group")
+    page.dispatch_event("#id_prediction", "change")
+    assert page.is_disabled("#attribute-picker input[data-column=prediction]")  # taken as the output
+    assert page.is_disabled("#attribute-picker input[data-column=label]")
+    page.check("#attribute-picker input[data-column=group]")
+    assert page.input_value("#id_attributes") == "group"
+    page.screenshot(path=str(ARTIFACTS / "prediction-audit-form.png"), full_page=True)
     page.click("#audit-form button[type=submit]")
 
     page.wait_for_selector("section.audit-table[data-attribute=group]")
