@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.audits import predictions
+from auditportal.audits import counting, predictions
 from auditportal.audits.counting import Counted, count_blocks
 from auditportal.audits.predictions import AuditSpec, audit_predictions
 from auditportal.datasets.ingest import DatasetError, DatasetSpec, RawColumns
@@ -129,6 +129,16 @@ def test_the_fast_path_counts_what_the_general_path_counts(
         assert _both_fast(table, spec) is None
         return
     _same(fast, general)
+
+
+def test_both_threads_count_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counting, "_THREADED_ROWS", 1)
+    table = _blocks(5_000, 7, 9, dictionary=True, nulls=True)
+    for intersect in (False, True):
+        spec = AuditSpec(
+            label="label", attributes=("gender", "region"), score="score", threshold=0.5, intersect=intersect
+        )
+        _same(*_both(table, spec))
 
 
 def test_a_label_of_other_consecutive_integers_and_an_integer_score_are_counted() -> None:
