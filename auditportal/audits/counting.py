@@ -32,6 +32,8 @@ from auditportal.datasets.ingest import integer_label as integer_label_bounds
 
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
 MAX_BLOCK_SLOTS = 1 << 20
+# Labels are doubled in int64; beyond this the general path takes them.
+_LARGEST_LABEL = 2**61
 # Fewer rows than this are counted on one thread.
 _THREADED_ROWS = 1_000_000
 # Column j of a block's table is label_bit * 2 + predicted; these orders turn it into tp, fn, fp, tn.
@@ -78,6 +80,8 @@ def count_blocks(
     if bounds is None or not _usable_output(table.column(output), threshold):
         return None
     low, positive = bounds
+    if abs(low) > _LARGEST_LABEL:
+        return None
     encoded = []
     for name in spec.attributes:
         column = table.column(name)
@@ -201,7 +205,7 @@ def _count_part(
         # bits = (label - low) * 2 + predicted, in 0..3
         bits, key, predicted = bits_buffer[:rows], key_buffer[:rows], predicted_buffer[:rows]
         label = _values(block.column(0))
-        np.add(label, label, out=bits, casting="unsafe")
+        np.add(label, label, out=bits, dtype=np.int64, casting="unsafe")  # in int64: an int8 label may be 100
         if low:
             bits -= 2 * low
         output = _values(block.column(1))
