@@ -5,12 +5,12 @@
 1. ``audit_predictions`` end to end on a generated CSV (label, score, group; 6 groups and some
    unknown values): in-process (Django set up, the database migrated, and a 2,000-row file of the
    same shape and then the big file itself audited and read once before the clock starts, as in a
-   running portal worker) and as a whole ``manage.py`` process, against pyarrow reading the same file (in-process, and as a ``python -c`` process). In-process,
-   each of ``--repeat`` fresh children times ``--runs`` pairs (read, then audit, or the other way
-   round, alternating) after warming up, and the target, <= 1.5x, is checked on the median of the
-   per-pair ratios: the two halves of a pair run seconds apart, so the swings of this shared machine
-   (a factor of two between minutes) mostly cancel. The process figure adds interpreter, Django and
-   library imports.
+   running portal worker) and as a whole ``manage.py`` process, against pyarrow reading the same
+   file (in-process, and as a ``python -c`` process). In-process, each of ``--repeat`` fresh children
+   times ``--runs`` pairs (read, then audit, or the other way round, alternating) after warming up,
+   and the target, <= 1.5x, is checked on the median of the per-pair ratios: the two halves of a
+   pair run seconds apart, so the swings of this shared machine (a factor of two between minutes)
+   mostly cancel. The process figure adds interpreter, Django and library imports.
 2. The statistics on the same arrays (one bincount, rates with intervals, all comparisons with
    tests and sample sizes) against fairlearn's MetricFrame computing the per-group rates and
    their spreads. Target: >= 300x faster.
