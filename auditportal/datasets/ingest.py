@@ -642,7 +642,7 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> _
 
 def _sha256(path: Path, stop: threading.Event) -> str:
     digest = hashlib.sha256()
-    # One reused buffer: a fresh multi-megabyte bytes object per read is fresh pages from the system each time.
+    # One reused buffer rather than a new bytes object per read (large ones are fresh pages from the system).
     buffer = bytearray(_HASH_CHUNK_BYTES)
     with path.open("rb", buffering=0) as handle, memoryview(buffer) as view:
         while not stop.is_set() and (count := handle.readinto(view)):
