@@ -27,7 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.audits import stats
-from auditportal.datasets.ingest import INTERSECTION_SEPARATOR, DatasetError, DatasetSpec, attribute_groups, entry_texts
+from auditportal.datasets.ingest import (
+    INTERSECTION_SEPARATOR,
+    DatasetError,
+    DatasetSpec,
+    attribute_groups,
+    entry_texts,
+    numpy_view,
+)
 from auditportal.datasets.ingest import integer_label as integer_label_bounds
 
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
@@ -204,11 +211,11 @@ def _count_part(
         rows = len(block)
         # bits = (label - low) * 2 + predicted, in 0..3
         bits, key, predicted = bits_buffer[:rows], key_buffer[:rows], predicted_buffer[:rows]
-        label = _values(block.column(0))
+        label = numpy_view(block.column(0))
         np.add(label, label, out=bits, dtype=np.int64, casting="unsafe")  # in int64: an int8 label may be 100
         if low:
             bits -= 2 * low
-        output = _values(block.column(1))
+        output = numpy_view(block.column(1))
         if threshold is None:
             np.add(bits, output, out=bits, casting="unsafe")  # 0 or 1, checked
         else:
@@ -240,12 +247,6 @@ def _count_part(
     return totals
 
 
-def _values(array: Any) -> npt.NDArray[Any]:
-    """A null-free numeric array as a numpy view of its buffer."""
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
-
-
 def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
     """A dictionary block's indices (null as the entry after the dictionary), and the number of
     entries including that one."""
@@ -253,7 +254,7 @@ def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
     indices = array.indices
     if indices.null_count:
         indices = pc.fill_null(indices, pa.scalar(size, indices.type))
-    return _values(indices), size + 1
+    return numpy_view(indices), size + 1
 
 
 def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupTable:

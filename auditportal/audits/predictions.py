@@ -31,6 +31,7 @@ from auditportal.datasets.ingest import (
     DatasetSpec,
     RawColumns,
     decode_labelled,
+    numpy_view,
     read_columns,
 )
 
@@ -305,11 +306,12 @@ def _scores_at_threshold(column: Column, threshold: float, display_name: str, na
         )
     values = column.cast(pa.float64(), safe=False)
     array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    scores = np.frombuffer(cast(memoryview, array.buffers()[1]), np.float64, len(array), array.offset * 8)
+    scores = numpy_view(array)
     # The common case (no nulls, no NaN) costs one numpy pass; the error path finds the row.
     if array.null_count or np.isnan(scores).any():
         _reject_missing(pc.is_null(values, nan_is_null=True), display_name, name, "score")
-    return np.greater_equal(scores, threshold).view(np.int8)
+    predicted: npt.NDArray[np.int8] = np.greater_equal(scores, threshold).view(np.int8)
+    return predicted
 
 
 def _reject_missing(mask: Column, display_name: str, name: str, what: str) -> None:
@@ -328,9 +330,7 @@ def _int8(mask: Column) -> npt.NDArray[np.int8]:
     values = mask.cast(pa.int8())
     array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     assert array.null_count == 0
-    # A view of the buffer: to_numpy() would import pandas on first use.
-    buffer = cast(memoryview, array.buffers()[1])
-    return np.frombuffer(buffer, dtype=np.int8, count=len(array), offset=array.offset)
+    return cast(npt.NDArray[np.int8], numpy_view(array))
 
 
 def _values_seen(values: Column) -> str:

@@ -719,11 +719,23 @@ def _indices(indices: pa.Array[Any]) -> Codes:
 
 
 def _to_numpy(array: pa.Array[Any]) -> Codes:
-    # A view of the data buffer: Array.to_numpy() imports pandas on first use (about a second).
     values = array.cast(pa.int32())
     assert values.null_count == 0
-    buffer = cast(memoryview, values.buffers()[1])
-    return np.frombuffer(buffer, dtype=np.int32, count=len(values), offset=values.offset * 4)
+    return cast(Codes, numpy_view(values))
+
+
+def numpy_view(array: pa.Array[Any]) -> npt.NDArray[Any]:
+    """The data buffer of an integer or floating-point array as a numpy array, without a copy.
+
+    Array.to_numpy() would import pandas on first use (about a second). Values under nulls are
+    undefined: callers check ``null_count``.
+    """
+    kind = array.type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        raise TypeError(f"no numpy view of {kind} values")
+    dtype = np.dtype(kind.to_pandas_dtype())
+    buffer = cast(memoryview, array.buffers()[1])
+    return np.frombuffer(buffer, dtype, len(array), array.offset * dtype.itemsize)
 
 
 class _NotUtf8(Exception):
@@ -902,9 +914,7 @@ def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[
         return None
     equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(bounds[1], column.type)))
     flags = cast("pa.Array[Any]", equal.combine_chunks().cast(pa.int8()))
-    return np.frombuffer(
-        cast(memoryview, flags.buffers()[1]), dtype=np.int8, count=len(flags), offset=flags.offset
-    ).copy()
+    return cast(npt.NDArray[np.int8], numpy_view(flags).copy())
 
 
 def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) -> npt.NDArray[np.int8]:
