@@ -258,19 +258,24 @@ def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
 
 
 def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupTable:
-    """The combinations that have rows (an empty one has no rates), named ``a&b``; a row is unknown
-    when any of its attributes is."""
+    """The intersection from the joint table, whose index 0 on every attribute axis is unknown."""
     known = joint[(slice(1, None),) * len(attributes)]
-    flat = known.reshape(-1, 4)
-    present = np.flatnonzero(flat.sum(axis=1))
-    axes = np.unravel_index(present, [len(a.groups) for a in attributes])
+    return intersection_table(
+        [(a.name, a.groups) for a in attributes], known.reshape(-1, 4), int(joint.sum() - known.sum())
+    )
+
+
+def intersection_table(
+    attributes: Sequence[tuple[str, tuple[str, ...]]], counts: stats.Counts, unknown: int
+) -> GroupTable:
+    """The intersection of ``attributes`` ((name, groups) pairs), named ``a&b``, from the counts of
+    every combination of known groups (the first attribute's index varying slowest) and the number
+    of rows where any attribute is unknown. Combinations without rows are left out: with no rows
+    every rate is undefined."""
+    present = np.flatnonzero(counts.sum(axis=1))
+    axes = np.unravel_index(present, [len(groups) for _, groups in attributes])
     names = tuple(
-        INTERSECTION_SEPARATOR.join(a.groups[int(axis[k])] for a, axis in zip(attributes, axes, strict=True))
+        INTERSECTION_SEPARATOR.join(groups[int(axis[k])] for (_, groups), axis in zip(attributes, axes, strict=True))
         for k in range(len(present))
     )
-    return GroupTable(
-        INTERSECTION_SEPARATOR.join(a.name for a in attributes),
-        names,
-        flat[present],
-        int(joint.sum() - known.sum()),
-    )
+    return GroupTable(INTERSECTION_SEPARATOR.join(name for name, _ in attributes), names, counts[present], unknown)

@@ -23,10 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.audits import report, stats
-from auditportal.audits.counting import Counted, GroupTable, count_blocks
+from auditportal.audits.counting import Counted, GroupTable, count_blocks, intersection_table
 from auditportal.datasets.ingest import (
     DEFAULT_UNKNOWN_TOKENS,
-    INTERSECTION_SEPARATOR,
     DatasetError,
     DatasetSpec,
     RawColumns,
@@ -358,7 +357,6 @@ def _listed(values: Sequence[str]) -> str:
 def _intersection(
     attributes: Sequence[Any], codes: Sequence[npt.NDArray[np.int32]], cells: npt.NDArray[np.int8], display_name: str
 ) -> GroupTable:
-    name = INTERSECTION_SEPARATOR.join(info.name for info in attributes)
     sizes = [len(info.groups) for info in attributes]
     if math.prod(sizes) > MAX_INTERSECTION_CELLS:
         raise DatasetError(
@@ -374,17 +372,7 @@ def _intersection(
         unknown |= column < 0
     combined[unknown] = -1
     counts, unknown_cells = stats.confusion_counts_from_cells(combined, cells, math.prod(sizes))
-    # Empty combinations are left out: with no rows every rate is undefined.
-    present = np.flatnonzero(counts.sum(axis=1))
-    labels = []
-    for flat in present:
-        parts = []
-        rest = int(flat)
-        for info, size in zip(reversed(attributes), reversed(sizes), strict=True):
-            rest, index = divmod(rest, size)
-            parts.append(info.groups[index])
-        labels.append(INTERSECTION_SEPARATOR.join(reversed(parts)))
-    return GroupTable(name, tuple(labels), counts[present], int(unknown_cells.sum()))
+    return intersection_table([(info.name, info.groups) for info in attributes], counts, int(unknown_cells.sum()))
 
 
 def _references(raw: Sequence[str], tables: dict[str, tuple[str, ...]], display_name: str) -> dict[str, int]:
