@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,11 @@ def generate(path: Path, rows: int, seed: int = 20260502) -> None:
     names[unknown] = "unknown"
     table = pa.table({"label": pa.array(label), "score": pa.array(score), "group": pa.array(names, pa.string())})
     pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(quoting_style="needed"))
+
+
+def _generate(path: Path, rows: int, queue: Any) -> None:
+    generate(path, rows)
+    queue.put(None)
 
 
 def _django(var_dir: str) -> None:
@@ -150,15 +156,23 @@ def _cpu_seconds() -> float:
 Timing = tuple[float, float]  # wall seconds, CPU seconds
 
 
-def measure_pairs(path: Path, var_dir: str, runs: int) -> tuple[list[tuple[Timing, Timing]], dict[str, float]]:
+def in_child(what: str, target: Callable[..., None], *args: Any) -> Any:
+    """Run ``target(*args, queue)`` in a fresh (spawned) process and return what it put on the queue."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    child = context.Process(target=_measure_pairs, args=(str(path), var_dir, runs, queue))
+    child = context.Process(target=target, args=(*args, queue))
     child.start()
-    result: tuple[list[tuple[Timing, Timing]], dict[str, float]] = queue.get()
+    result = queue.get()
     child.join()
     if child.exitcode != 0:
-        raise SystemExit(f"the paired measurement failed with exit code {child.exitcode}")
+        raise SystemExit(f"{what} failed with exit code {child.exitcode}")
+    return result
+
+
+def measure_pairs(path: Path, var_dir: str, runs: int) -> tuple[list[tuple[Timing, Timing]], dict[str, float]]:
+    result: tuple[list[tuple[Timing, Timing]], dict[str, float]] = in_child(
+        "the paired measurement", _measure_pairs, str(path), var_dir, runs
+    )
     return result
 
 
@@ -236,14 +250,7 @@ def _stats(path: str, queue: Any) -> None:
 
 
 def measure_stats(path: Path) -> tuple[float, float]:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=_stats, args=(str(path), queue))
-    child.start()
-    result: tuple[float, float] = queue.get()
-    child.join()
-    if child.exitcode != 0:
-        raise SystemExit(f"statistics measurement failed with exit code {child.exitcode}")
+    result: tuple[float, float] = in_child("the statistics measurement", _stats, str(path))
     return result
 
 
@@ -264,11 +271,7 @@ def main() -> None:
     try:
         if not path.exists():
             started = time.perf_counter()
-            generator = multiprocessing.get_context("spawn").Process(target=generate, args=(path, args.rows))
-            generator.start()
-            generator.join()
-            if generator.exitcode != 0:
-                raise SystemExit("generating the CSV failed")
+            in_child("generating the CSV", _generate, path, args.rows)
             print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s: {path}")
         print(f"file: {path.stat().st_size / 2**20:.0f} MiB, {len(GROUPS)} groups")
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "auditportal.settings.test", "PORTAL_VAR_DIR": var_dir}
