@@ -16,7 +16,7 @@ from auditportal.audits import selectors, services, stats
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.predictions import AuditSpec
 from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
-from auditportal.datasets.uploads import RejectedUpload
+from auditportal.datasets.uploads import RejectedUpload, received_sha256
 from auditportal.lib.env import human_size
 
 
@@ -103,7 +103,11 @@ class PredictionAuditListCreateApi(APIView):
         )
         uploaded = data["file"]
         audit = services.prediction_audit_run(
-            user=user, source=Path(uploaded.temporary_file_path()), original_name=uploaded.name, spec=spec
+            user=user,
+            source=Path(uploaded.temporary_file_path()),
+            original_name=uploaded.name,
+            spec=spec,
+            sha256=received_sha256(uploaded),
         )
         return Response(_document(audit), status=201)
 

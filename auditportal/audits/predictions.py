@@ -129,8 +129,13 @@ class AuditOutcome:
     size_bytes: int
 
 
-def audit_predictions(path: Path, spec: AuditSpec, *, display_name: str, max_bytes: int) -> AuditOutcome:
-    """Audit the predictions in ``path``; raise DatasetError (file problems) or AuditSpecError."""
+def audit_predictions(
+    path: Path, spec: AuditSpec, *, display_name: str, max_bytes: int, sha256: str | None = None
+) -> AuditOutcome:
+    """Audit the predictions in ``path``; raise DatasetError (file problems) or AuditSpecError.
+
+    ``sha256``: the file's digest when the caller already has it (see ``ingest.read_columns``).
+    """
     spec.check()
     output = cast(str, spec.prediction or spec.score)
     columns_spec = DatasetSpec(
@@ -142,7 +147,7 @@ def audit_predictions(path: Path, spec: AuditSpec, *, display_name: str, max_byt
         max_groups=spec.max_groups,
     )
     others = [(output, "prediction" if spec.prediction else "score")]
-    raw = read_columns(path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes)
+    raw = read_columns(path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256)
     counted = count_blocks(
         raw.table,
         spec=columns_spec,

@@ -33,10 +33,14 @@ def require_auditor(user: User) -> None:
         raise AuditorRequired
 
 
-def prediction_audit_run(*, user: User, source: Path, original_name: str, spec: AuditSpec) -> PredictionAudit:
+def prediction_audit_run(
+    *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
+) -> PredictionAudit:
     """Audit the predictions in ``source`` and store the result; the file itself is not kept.
 
-    Raises DatasetError for problems with the file and ValidationError for impossible parameters.
+    ``sha256`` is the digest of ``source`` when it was taken as the file was received (uploads);
+    otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
+    ValidationError for impossible parameters.
     """
     require_auditor(user)
     try:
@@ -46,7 +50,9 @@ def prediction_audit_run(*, user: User, source: Path, original_name: str, spec: 
     ingest.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
-    outcome = audit_predictions(source, spec, display_name=original_name, max_bytes=settings.DATASET_MAX_UPLOAD_BYTES)
+    outcome = audit_predictions(
+        source, spec, display_name=original_name, max_bytes=settings.DATASET_MAX_UPLOAD_BYTES, sha256=sha256
+    )
     with transaction.atomic():
         audit = PredictionAudit.objects.create(
             created_by=user,

@@ -14,7 +14,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.audits import presentation, selectors, services
 from auditportal.audits.forms import PredictionAuditForm
 from auditportal.datasets.ingest import DatasetError
-from auditportal.datasets.uploads import report_rejected_uploads
+from auditportal.datasets.uploads import received_sha256, report_rejected_uploads
 
 AUDITS_PER_PAGE = 25
 
@@ -50,6 +50,7 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
                 source=Path(uploaded.temporary_file_path()),
                 original_name=uploaded.name,
                 spec=form.spec(),
+                sha256=received_sha256(uploaded),
             )
         except DatasetError as exc:
             form.add_error(None, str(exc))

@@ -286,29 +286,44 @@ class LabelledColumns:
 
 
 def read_columns(
-    path: Path, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str, max_bytes: int
+    path: Path,
+    spec: DatasetSpec,
+    *,
+    others: Sequence[tuple[str, str]],
+    display_name: str,
+    max_bytes: int,
+    sha256: str | None = None,
 ) -> RawColumns:
     """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
 
     Unlike registration, a CSV file's unused columns are not converted, so a large file costs only
     what is used. The file is hashed beside the parse: the hash is the only work that can overlap it,
-    since everything after the parse needs the parsed columns.
+    since everything after the parse needs the parsed columns. ``sha256``, when the caller already
+    has the file's digest (an upload hashed as it streamed in), saves that work.
     """
     file_format = _file_format(path, display_name)
     _check_spec(spec, display_name)
     size = _check_size(path, display_name, max_bytes)
     wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
-        digest = pool.submit(_sha256, path, stop)
-        try:
-            loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
-            declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
-            _check_columns_present(loaded.columns, declared, display_name)
-        except BaseException:
-            stop.set()
-            raise
-        sha256 = digest.result()
+    declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
+
+    def parse() -> _Loaded:
+        loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
+        _check_columns_present(loaded.columns, declared, display_name)
+        return loaded
+
+    if sha256 is not None:
+        loaded = parse()
+    else:
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+            digest = pool.submit(_sha256, path, stop)
+            try:
+                loaded = parse()
+            except BaseException:
+                stop.set()
+                raise
+            sha256 = digest.result()
     return RawColumns(file_format, loaded.table, loaded.columns, sha256, size)
 
 

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+from django.core.files.uploadedfile import TemporaryUploadedFile, UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile, TemporaryFileUploadHandler
 from django.http import HttpRequest
 
 from auditportal.lib.env import human_size
@@ -49,6 +52,34 @@ class SizeLimitedUploadHandler(FileUploadHandler):
 
     def file_complete(self, file_size: int) -> None:
         return None
+
+
+class HashingTemporaryFileUploadHandler(TemporaryFileUploadHandler):
+    """Django's temporary-file handler that also takes the SHA-256 of the bytes as they are written.
+
+    Each chunk is hashed on its way to disk, while the rest of the upload is still arriving, so
+    readers of the finished file take the digest from :func:`received_sha256` instead of reading the
+    whole file again to hash it.
+    """
+
+    def new_file(self, *args: object, **kwargs: object) -> None:
+        super().new_file(*args, **kwargs)  # type: ignore[arg-type]
+        self._digest = hashlib.sha256()
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
+        self._digest.update(raw_data)
+        super().receive_data_chunk(raw_data, start)
+
+    def file_complete(self, file_size: int) -> TemporaryUploadedFile:
+        super().file_complete(file_size)
+        self.file.sha256 = self._digest.hexdigest()  # type: ignore[attr-defined]
+        return self.file
+
+
+def received_sha256(uploaded: UploadedFile[Any]) -> str | None:
+    """The SHA-256 taken while ``uploaded`` streamed in; None when another handler stored it."""
+    digest = getattr(uploaded, "sha256", None)
+    return digest if isinstance(digest, str) else None
 
 
 def report_rejected_uploads(request: HttpRequest, form: forms.Form) -> bool:

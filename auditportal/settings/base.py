@@ -146,7 +146,7 @@ Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 FILE_UPLOAD_HANDLERS = [
     "auditportal.datasets.uploads.SizeLimitedUploadHandler",
-    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+    "auditportal.datasets.uploads.HashingTemporaryFileUploadHandler",
 ]
 FILE_UPLOAD_PERMISSIONS = 0o640
 

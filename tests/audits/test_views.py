@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from auditportal.activity.models import Event
 from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.predictions import AuditSpec
+from auditportal.datasets import ingest
 from tests.audits.conftest import PREDICTIONS_CSV
 
 
@@ -68,6 +70,44 @@ def test_an_audit_is_stored_with_its_hash_parameters_result_and_an_activity_even
     assert event.actor is not None
     assert event.actor.username == "bob"
     assert event.data["sha256"] == audit.sha256
+
+
+def test_a_file_given_by_path_is_hashed_as_it_is_read(bob: User, predictions_csv: Path, dataset_storage: Path) -> None:
+    audit = services.prediction_audit_run(
+        user=bob,
+        source=predictions_csv,
+        original_name="scores.csv",
+        spec=AuditSpec(label="label", prediction="pred", attributes=("gender",)),
+    )
+    assert audit.sha256 == hashlib.sha256(predictions_csv.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("route", ["form", "api"])
+def test_an_upload_is_hashed_as_it_streams_in_and_not_read_again_for_its_hash(
+    route: str, bob: User, dataset_storage: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Several of the upload handlers' 64 KiB chunks, so the digest must carry across chunks.
+    body = PREDICTIONS_CSV.splitlines(keepends=True)
+    content = "".join([body[0], *(body[1:] * 1500)])
+    assert len(content.encode()) > 4 * 64 * 1024
+
+    def no_second_read(*args: object) -> str:
+        raise AssertionError("an uploaded file was read again to hash it")
+
+    monkeypatch.setattr(ingest, "_sha256", no_second_read)
+    upload = _upload(content=content)
+    client = _client(bob)
+    if route == "form":
+        response = client.post(reverse("audits:prediction-new"), _form(file=upload, attributes="gender"))
+        assert response.status_code == 302, response.content.decode()
+    else:
+        data = {"file": upload, "label": "label", "prediction": "pred", "attributes": ["gender"]}
+        response = client.post("/api/v1/audits/predictions/", data)
+        assert response.status_code == 201, response.content.decode()
+    audit = PredictionAudit.objects.get()
+    assert audit.num_rows == 12 * 1500
+    assert audit.sha256 == hashlib.sha256(content.encode()).hexdigest()
+    assert audit.result["file"]["sha256"] == audit.sha256
 
 
 @pytest.mark.parametrize("fixture_name", ["alice", "dave", "erin", "oscar"])
