@@ -24,7 +24,6 @@ Each child process starts fresh, so none profits from another's warm-up.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import resource
 import shutil
@@ -33,9 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchkit import in_child, remove_generated
 
 REPO = Path(__file__).resolve().parents[1]
 READ_TARGET = 1.5
@@ -176,19 +176,6 @@ def _cpu_seconds() -> float:
 
 
 Timing = tuple[float, float]  # wall seconds, CPU seconds
-
-
-def in_child(what: str, target: Callable[..., None], *args: Any) -> Any:
-    """Run ``target(*args, queue)`` in a fresh (spawned) process and return what it put on the queue."""
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=target, args=(*args, queue))
-    child.start()
-    result = queue.get()
-    child.join()
-    if child.exitcode != 0:
-        raise SystemExit(f"{what} failed with exit code {child.exitcode}")
-    return result
 
 
 def measure_pairs(path: Path, var_dir: str, runs: int) -> tuple[list[tuple[Timing, Timing, Timing]], dict[str, float]]:
@@ -363,12 +350,7 @@ def main() -> None:
             print(f"target >= {STATS_TARGET:.0f}x: {'met' if speedup >= STATS_TARGET else 'MISSED'}")
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
-        if args.keep:
-            print(f"kept {path}")
-        elif args.dir:
-            path.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+        remove_generated(path, directory, keep=args.keep, directory_given=args.dir is not None)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,15 @@ Each measurement runs in a fresh child process so its peak RSS (ru_maxrss) is it
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchkit import in_child, remove_generated
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 2.0
@@ -86,15 +86,13 @@ Result = tuple[float, int, int, int, float]  # wall s, peak RSS KiB, RSS after i
 
 
 def measure(kind: str, path: Path) -> Result:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=_measure, args=(kind, str(path), queue))
-    child.start()
-    result: Result = queue.get()
-    child.join()
-    if child.exitcode != 0:
-        raise SystemExit(f"{kind} measurement failed with exit code {child.exitcode}")
+    result: Result = in_child(f"{kind} measurement", _measure, kind, str(path))
     return result
+
+
+def _generate(path: Path, rows: int, queue: Any) -> None:
+    generate(path, rows)
+    queue.put(None)
 
 
 def main() -> None:
@@ -112,11 +110,7 @@ def main() -> None:
         started = time.perf_counter()
         # In a child, so this process stays small: ru_maxrss survives fork and exec, and a large
         # parent would inflate every measurement's high-water mark.
-        generator = multiprocessing.get_context("spawn").Process(target=generate, args=(path, args.rows))
-        generator.start()
-        generator.join()
-        if generator.exitcode != 0:
-            raise SystemExit("generating the CSV failed")
+        in_child("generating the CSV", _generate, path, args.rows)
         size_mib = path.stat().st_size / 2**20
         print(f"generated {args.rows:,} rows, {size_mib:.0f} MiB in {time.perf_counter() - started:.1f} s: {path}")
         best: dict[str, Result] = {}
@@ -141,12 +135,7 @@ def main() -> None:
             )
         print(f"target <= {TARGET_RATIO:.1f}x: {'met' if ratio <= TARGET_RATIO else 'MISSED'}")
     finally:
-        if args.keep:
-            print(f"kept {path}")
-        elif args.dir:
-            path.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+        remove_generated(path, directory, keep=args.keep, directory_given=args.dir is not None)
 
 
 if __name__ == "__main__":
