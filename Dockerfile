@@ -16,6 +16,7 @@ RUN pip install --no-cache-dir -r requirements.lock
 COPY . .
 RUN useradd --system --home /app portal && mkdir -p /data && chown portal /data
 USER portal
-ENV PORTAL_VAR_DIR=/data
+# numba keeps the compiled audit kernel here (the code directories are not writable by this user).
+ENV PORTAL_VAR_DIR=/data NUMBA_CACHE_DIR=/data/numba-cache
 EXPOSE 8000
 CMD ["gunicorn", "auditportal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "300"]

@@ -1,16 +1,22 @@
 """Confusion cells per group, counted block by block straight from the parsed columns.
 
-Pure pyarrow/numpy (no Django). This is the audit's fast path for the common file: an integer 0/1
-label, a numeric score (or an integer 0/1 prediction) and dictionary-encoded attributes, which is
-what the CSV reader produces. Each block of rows (about 50k, the reader's own blocks) is counted
-with one ``bincount`` over ``(dictionary entry, label, prediction)``, while the block is in cache;
-only the small per-block tables are then mapped to groups. No per-row array of the whole file is
-built, no dictionary is unified, and the blocks are shared between two threads.
+Pure pyarrow/numpy/numba (no Django). This is the audit's fast path for the common file: an integer
+0/1 label, a numeric score (or an integer 0/1 prediction) and the attributes as the CSV reader hands
+them over. Each block of rows (about 50k, the reader's own blocks) is counted while it is in cache:
+its confusion cell per row (label, prediction) is computed with numpy, then, per attribute, either
+one ``bincount`` over ``(dictionary entry, cell)`` (the reader dictionary-encodes text as it
+parses; numbers are encoded here) or, in a process that has loaded the compiled pass (the web
+processes do, see :func:`load_compiled_pass`), the text attribute's rows, read as plain bytes, are
+coded and added to their cells in one compiled pass (:mod:`auditportal.audits.textcodes`), which
+costs less than the reader's encoding. Only the small per-value tables are then mapped to groups. No
+per-row array of the whole file is built, and the blocks are shared between two threads. An
+intersection needs per-row codes of every attribute, so there text attributes are
+dictionary-encoded first (by the same compiled pass, when loaded).
 
 :func:`count_blocks` answers None whenever the columns are anything else, or anything looks wrong
-(a missing value, a third label value, NaN scores, too many groups...): the caller then takes the
-general path, which decodes every column with registration's checks and reports the exact row and
-column. Both paths give the same tables; a test holds them to that.
+(a missing value, a third label value, NaN scores, too many groups or values, text that is not
+UTF-8...): the caller then takes the general path, which decodes every column with registration's
+checks and reports the exact row and column. Both paths give the same tables; a test holds them to that.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -37,12 +43,21 @@ from auditportal.datasets.ingest import (
 )
 from auditportal.datasets.ingest import integer_label as integer_label_bounds
 
+if TYPE_CHECKING:
+    from auditportal.audits.textcodes import TextCodes
+
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
 MAX_BLOCK_SLOTS = 1 << 20
 # Labels are doubled in int64; beyond this the general path takes them.
 _LARGEST_LABEL = 2**61
 # Fewer rows than this are counted on one thread.
 _THREADED_ROWS = 1_000_000
+# From this many rows, text attributes are coded by the compiled pass (:mod:`textcodes`), in a
+# process that has loaded it: the web processes do as they start (:func:`load_compiled_pass`).
+# Loading it (numba) costs about 0.4 s and saves about 5 ms per million rows, so a command-line
+# process does not; there the CSV reader dictionary-encodes the attributes as it parses.
+_COMPILED_ROWS = 1_000_000
+_compiled_pass_loaded = False
 # Column j of a block's table is label_bit * 2 + predicted; these orders turn it into tp, fn, fp, tn.
 _CELLS_WHEN_POSITIVE_BIT = {1: [3, 2, 1, 0], 0: [1, 0, 3, 2]}
 
@@ -89,34 +104,36 @@ def count_blocks(
     low, positive = bounds
     if abs(low) > _LARGEST_LABEL:
         return None
+    # With the compiled pass, text attributes are coded while they are counted, except in an
+    # intersection, which needs codes per row first.
+    compiled = _compiled_pass_loaded and table.num_rows >= _COMPILED_ROWS
+    as_text = [compiled and not intersect and _is_text(table.column(name).type) for name in spec.attributes]
     encoded = []
-    for name in spec.attributes:
-        column = table.column(name)
-        if not pa.types.is_dictionary(column.type):
-            if pa.types.is_null(column.type):
-                return None
-            try:
-                column = pc.dictionary_encode(column)
-            except pa.ArrowNotImplementedError:
-                return None
+    for name, text in zip(spec.attributes, as_text, strict=True):
+        column = table.column(name) if text else _dictionary_encoded(table.column(name), compiled=compiled)
+        if column is None:
+            return None
         encoded.append(column)
     arrays = [table.column(spec.label), table.column(output), *encoded]
     blocks = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
     try:
         attributes = [
-            _map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
-            for i, name in enumerate(spec.attributes)
+            None
+            if text
+            else _map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
+            for i, (name, text) in enumerate(zip(spec.attributes, as_text, strict=True))
         ]
     except DatasetError:
         return None  # the general path reports it, after any problem with the label
+    mapped = [attribute for attribute in attributes if attribute is not None]
     if intersect and (
-        math.prod(len(a.groups) + 1 for a in attributes) * 4 > MAX_BLOCK_SLOTS
-        or max(math.prod(len(m) for m in maps) for maps in zip(*(a.maps for a in attributes), strict=True)) * 4
+        math.prod(len(a.groups) + 1 for a in mapped) * 4 > MAX_BLOCK_SLOTS
+        or max(math.prod(len(m) for m in maps) for maps in zip(*(a.maps for a in mapped), strict=True)) * 4
         > MAX_BLOCK_SLOTS
     ):
         return None
 
-    shape = (*(len(a.groups) + 1 for a in attributes), 4) if intersect else None
+    shape = (*(len(a.groups) + 1 for a in mapped), 4) if intersect else None
     parts = _split(len(blocks), threads=2 if table.num_rows >= _THREADED_ROWS else 1)
     if len(parts) == 1:
         results = [_count_part(blocks, parts[0], attributes, low, threshold, shape)]
@@ -125,24 +142,32 @@ def count_blocks(
             jobs = [pool.submit(_count_part, blocks, part, attributes, low, threshold, shape) for part in parts]
             results = [job.result() for job in jobs]
     if any(result is None for result in results):
-        return None  # NaN scores
-    totals = [np.sum([cast(list[Ints], result)[i] for result in results], axis=0) for i in range(len(results[0] or ()))]
+        return None  # NaN scores, or a text attribute with too many values
+    per_thread = cast("list[list[Ints | TextCodes]]", results)
 
     order = _CELLS_WHEN_POSITIVE_BIT[positive - low]
     if intersect:
-        joint = totals[0]
-        axes = tuple(range(len(attributes)))
-        singles = [joint.sum(axis=tuple(a for a in axes if a != i)) for i in axes]
+        joint = np.sum([cast(Ints, part[0]) for part in per_thread], axis=0)
+        axes = tuple(range(len(mapped)))
+        singles = [(a.groups, joint.sum(axis=tuple(b for b in axes if b != i))) for i, a in enumerate(mapped)]
     else:
         joint = None
-        singles = totals
+        try:
+            singles = [
+                _text_totals(name, [cast("TextCodes", part[i]) for part in per_thread], spec, display_name)
+                if attribute is None
+                else (attribute.groups, np.sum([cast(Ints, part[i]) for part in per_thread], axis=0))
+                for i, (name, attribute) in enumerate(zip(spec.attributes, attributes, strict=True))
+            ]
+        except DatasetError:
+            return None  # as above
     tables = [
-        GroupTable(attribute.name, attribute.groups, counts[1:, order], int(counts[0].sum()))
-        for attribute, counts in zip(attributes, singles, strict=True)
+        GroupTable(name, groups, counts[1:, order], int(counts[0].sum()))
+        for name, (groups, counts) in zip(spec.attributes, singles, strict=True)
     ]
     if joint is not None:
-        tables.append(_intersection_table(attributes, joint[..., order]))
-    overall = singles[0].sum(axis=0)
+        tables.append(_intersection_table(mapped, joint[..., order]))
+    overall = singles[0][1].sum(axis=0)
     return Counted(
         tables=tuple(tables),
         positives=int(overall[2] + overall[3]) if positive - low == 1 else int(overall[0] + overall[1]),
@@ -160,6 +185,56 @@ def _usable_output(column: Any, threshold: float | None) -> bool:
         return False
     extremes = pc.min_max(column)
     return bool(extremes["min"].as_py() >= 0 and extremes["max"].as_py() <= 1)
+
+
+def load_compiled_pass() -> None:
+    """Load (or compile, the first time on this machine) the compiled pass, for a process that will
+    audit large files: from then on they are read with text attributes as bytes and counted by it."""
+    global _compiled_pass_loaded
+    from auditportal.audits import textcodes
+
+    textcodes.TextCodes().add(pa.array(["warm-up"]), bits=np.zeros(1, np.int64))
+    _compiled_pass_loaded = True
+
+
+def compiled_pass_loaded() -> bool:
+    return _compiled_pass_loaded
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    """What :mod:`textcodes` reads: string and binary (32-bit offsets)."""
+    return bool(pa.types.is_string(kind) or pa.types.is_binary(kind))
+
+
+def _dictionary_encoded(column: pa.ChunkedArray[Any], *, compiled: bool) -> pa.ChunkedArray[Any] | None:
+    """The column as dictionary chunks; None when it cannot be (all null, too many values, a nested type)."""
+    if pa.types.is_dictionary(column.type):
+        return column
+    if pa.types.is_null(column.type):
+        return None
+    if compiled and _is_text(column.type):
+        from auditportal.audits import textcodes  # loaded by load_compiled_pass()
+
+        return textcodes.dictionary_encode(column)
+    try:
+        return pc.dictionary_encode(column)
+    except pa.ArrowNotImplementedError:
+        return None
+
+
+def _text_totals(
+    name: str, parts: Sequence[TextCodes], spec: DatasetSpec, display_name: str
+) -> tuple[tuple[str, ...], Ints]:
+    """A text attribute's groups and its (groups + 1, 4) table, index 0 unknown, from each thread's
+    distinct values and their cells."""
+    values = pa.concat_arrays([part.values() for part in parts])
+    texts, text_of_entry = entry_texts(values, display_name=display_name, column=name)
+    groups, group_of_text = attribute_groups(texts, name, spec, display_name)
+    group_of_entry = np.append(group_of_text, np.int32(-1))[text_of_entry] + 1
+    totals = np.zeros((len(groups) + 1, 4), np.int64)
+    np.add.at(totals, group_of_entry, np.concatenate([part.counts[: len(part)] for part in parts]))
+    totals[0] += sum(part.counts[-1] for part in parts)  # null rows
+    return groups, totals
 
 
 def _map_entries(name: str, chunks: Sequence[Any], spec: DatasetSpec, display_name: str) -> _Attribute:
@@ -186,19 +261,24 @@ def _split(count: int, *, threads: int) -> list[range]:
 def _count_part(
     blocks: Sequence[pa.RecordBatch],
     part: range,
-    attributes: Sequence[_Attribute],
+    attributes: Sequence[_Attribute | None],
     low: int,
     threshold: float | None,
     shape: tuple[int, ...] | None,
-) -> list[Ints] | None:
-    """Per-group tables (or the joint table) of the blocks in ``part``; None when a score is NaN.
+) -> list[Ints | TextCodes] | None:
+    """Per attribute, the table of the blocks in ``part`` (or, when ``shape`` is given, the joint
+    table of all of them); for a text attribute (None) its ``TextCodes``. None when a score is NaN
+    or a text attribute has too many values.
 
     Work arrays are allocated once and reused for every block: fresh block-sized temporaries would
     each be new pages from the system (they are above malloc's mmap threshold), which costs more
     than the arithmetic.
     """
+    totals: list[Ints | TextCodes]
     if shape is None:
-        totals = [np.zeros((len(a.groups) + 1, 4), np.int64) for a in attributes]
+        if None in attributes:
+            from auditportal.audits.textcodes import TextCodes  # loaded by load_compiled_pass()
+        totals = [np.zeros((len(a.groups) + 1, 4), np.int64) if a else TextCodes() for a in attributes]
     else:
         totals = [np.zeros(shape, np.int64)]
     longest = max((len(blocks[index]) for index in part), default=0)
@@ -224,15 +304,21 @@ def _count_part(
             # Compared in float64, as the general path does (a float32 score must not round the threshold).
             np.greater_equal(output, np.float64(threshold), out=predicted)
             np.add(bits, predicted, out=bits)
-        entries = [_entries(cast(Any, block.column(2 + i))) for i in range(len(attributes))]
-        maps = [attribute.maps[index] for attribute in attributes]
         if shape is None:
-            for total, (indices, size), entry_map in zip(totals, entries, maps, strict=True):
+            for i, (total, attribute) in enumerate(zip(totals, attributes, strict=True)):
+                column = cast(Any, block.column(2 + i))
+                if attribute is None:
+                    if not cast("TextCodes", total).add(column, bits=bits):
+                        return None
+                    continue
+                indices, size = _entries(column)
                 np.left_shift(indices, 2, out=key, casting="unsafe")
                 key += bits
                 counts = np.bincount(key, minlength=size * 4).reshape(size, 4)
-                np.add.at(total, entry_map, counts)
+                np.add.at(cast(Ints, total), attribute.maps[index], counts)
         else:
+            mapped = cast(Sequence[_Attribute], attributes)
+            entries = [_entries(cast(Any, block.column(2 + i))) for i in range(len(mapped))]
             indices, size = entries[0]
             np.copyto(key, indices, casting="unsafe")
             sizes = [size]
@@ -243,7 +329,7 @@ def _count_part(
             key <<= 2
             key += bits
             counts = np.bincount(key, minlength=math.prod(sizes) * 4).reshape(*sizes, 4)
-            np.add.at(totals[0], np.ix_(*maps, cells), counts)
+            np.add.at(cast(Ints, totals[0]), np.ix_(*(a.maps[index] for a in mapped), cells), counts)
     return totals
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.audits import report, stats
-from auditportal.audits.counting import Counted, GroupTable, count_blocks, intersection_table
+from auditportal.audits.counting import Counted, GroupTable, compiled_pass_loaded, count_blocks, intersection_table
 from auditportal.datasets.ingest import (
     DEFAULT_UNKNOWN_TOKENS,
     DatasetError,
@@ -147,7 +147,15 @@ def audit_predictions(
         max_groups=spec.max_groups,
     )
     others = [(output, "prediction" if spec.prediction else "score")]
-    raw = read_columns(path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256)
+    raw = read_columns(
+        path,
+        columns_spec,
+        others=others,
+        display_name=display_name,
+        max_bytes=max_bytes,
+        sha256=sha256,
+        attributes_as_bytes=compiled_pass_loaded(),
+    )
     counted = count_blocks(
         raw.table,
         spec=columns_spec,

@@ -268,6 +268,7 @@ class RawColumns:
     columns: tuple[str, ...]  # every column in the file
     sha256: str
     size_bytes: int
+    path: Path | None = None  # to find the row of a CSV attribute's first byte that is not UTF-8
 
 
 @dataclass(frozen=True)
@@ -293,13 +294,17 @@ def read_columns(
     display_name: str,
     max_bytes: int,
     sha256: str | None = None,
+    attributes_as_bytes: bool = False,
 ) -> RawColumns:
     """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
 
     Unlike registration, a CSV file's unused columns are not converted, so a large file costs only
-    what is used. The file is hashed beside the parse: the hash is the only work that can overlap it,
-    since everything after the parse needs the parsed columns. ``sha256``, when the caller already
-    has the file's digest (an upload hashed as it streamed in), saves that work.
+    what is used. With ``attributes_as_bytes``, a CSV attribute that holds text comes as its bytes
+    (``pa.binary()``) rather than dictionary-encoded, for a caller that codes it itself; it is not
+    yet checked as UTF-8: :func:`decode_labelled`, or that caller, checks its distinct values.
+    The file is hashed beside the parse: the hash is the only work that can overlap it, since
+    everything after the parse needs the parsed columns. ``sha256``, when the caller already has the
+    file's digest (an upload hashed as it streamed in), saves that work.
     """
     file_format = _file_format(path, display_name)
     _check_spec(spec, display_name)
@@ -308,7 +313,8 @@ def read_columns(
     declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
 
     def parse() -> _Loaded:
-        loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True)
+        as_bytes = spec.attributes if attributes_as_bytes else ()
+        loaded = _load(path, file_format, display_name, columns=wanted, csv_subset=True, as_bytes=as_bytes)
         _check_columns_present(loaded.columns, declared, display_name)
         return loaded
 
@@ -324,7 +330,7 @@ def read_columns(
                 stop.set()
                 raise
             sha256 = digest.result()
-    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size)
+    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size, path)
 
 
 def decode_labelled(
@@ -334,7 +340,7 @@ def decode_labelled(
 
     ``spec.features`` is not used; the ``others`` columns are returned as read.
     """
-    table = raw.table
+    table = _as_text(raw, display_name)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="labelled") as pool:
         # The columns are decoded side by side (pyarrow and numpy release the GIL); results are
         # taken in declaration order, so the first bad column is still the one reported.
@@ -355,6 +361,20 @@ def decode_labelled(
         sha256=raw.sha256,
         size_bytes=raw.size_bytes,
     )
+
+
+def _as_text(raw: RawColumns, display_name: str) -> pa.Table:
+    """The table with a CSV's text attributes, read as bytes, checked and typed as UTF-8 text."""
+    table = raw.table
+    if raw.file_format != "csv" or raw.path is None:
+        return table
+    for index, field in enumerate(table.schema):
+        if pa.types.is_binary(field.type):
+            try:
+                table = table.set_column(index, field.name, table.column(index).cast(pa.string()))
+            except pa.ArrowInvalid:
+                raise _encoding_error(raw.path, display_name, list(raw.columns)) from None
+    return table
 
 
 def read_labelled_columns(
@@ -440,7 +460,13 @@ class _Loaded:
 
 
 def _load(
-    path: Path, file_format: FileFormat, display_name: str, *, columns: list[str] | None, csv_subset: bool = False
+    path: Path,
+    file_format: FileFormat,
+    display_name: str,
+    *,
+    columns: list[str] | None,
+    csv_subset: bool = False,
+    as_bytes: Sequence[str] = (),
 ) -> _Loaded:
     if path.stat().st_size == 0:
         raise DatasetError(
@@ -448,34 +474,60 @@ def _load(
             file=display_name,
         )
     if file_format == "csv":
-        return _load_csv(path, display_name, columns if csv_subset else None)
+        return _load_csv(path, display_name, columns if csv_subset else None, as_bytes if csv_subset else ())
     return _load_parquet(path, display_name, columns)
 
 
-def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -> _Loaded:
+def _load_csv(path: Path, display_name: str, columns: list[str] | None = None, as_bytes: Sequence[str] = ()) -> _Loaded:
     header = _sniff_csv(path, display_name)
     # By default all columns are converted even when only some are used, so that every column is
     # checked (an unused Latin-1 column still means the file is not UTF-8); ``columns`` is for
     # readers that use a few columns of a large file and check only those.
     include = [name for name in columns if name in header] if columns else []
+    # Of those, the ``as_bytes`` columns that hold text are read as bytes: the caller codes them
+    # itself, faster than the reader's dictionary encoding, and checks their distinct values as UTF-8.
+    raw_text = _text_columns(path, [name for name in as_bytes if name in include])
     try:
         table = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(use_threads=True),
             # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
-            # text columns, so they are never hashed row by row on one thread.
+            # its other text columns, so they are never hashed row by row on one thread.
             convert_options=pacsv.ConvertOptions(
-                include_columns=include, auto_dict_encode=bool(include), auto_dict_max_cardinality=_AUTO_DICT_LIMIT
+                include_columns=include,
+                column_types=dict.fromkeys(raw_text, pa.binary()),
+                auto_dict_encode=bool(include),
+                auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
             ),
         )
     except pa.ArrowInvalid as exc:
         raise _explain_csv_error(str(exc), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
-    if any(_is_binary_text(field.type) for field in table.schema):
+    if any(_is_binary_text(field.type) for field in table.schema if field.name not in raw_text):
         raise _encoding_error(path, display_name, header)
     if table.num_rows == 0:
         raise DatasetError("the file has a header line but no data rows", file=display_name)
     return _Loaded("csv", table, tuple(header) if include else tuple(table.column_names), table.schema)
+
+
+def _text_columns(path: Path, names: Sequence[str]) -> list[str]:
+    """Which of ``names`` hold text, as pyarrow infers it from the file's first block.
+
+    A column with text in its first block is text (or, with a byte that is not UTF-8, binary) in
+    the whole file, whatever its other values; one inferred as numbers there is left to the reader.
+    """
+    if not names:
+        return []
+    try:
+        with pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=False),
+            convert_options=pacsv.ConvertOptions(include_columns=list(names)),
+        ) as reader:
+            schema = reader.schema
+    except pa.ArrowInvalid:
+        return []  # the full read reports the problem
+    return [field.name for field in schema if pa.types.is_string(field.type)]
 
 
 def _is_binary_text(kind: pa.DataType) -> bool:

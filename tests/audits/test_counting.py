@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.audits import counting, predictions
+from auditportal.audits import counting, predictions, textcodes
 from auditportal.audits.counting import Counted, count_blocks
 from auditportal.audits.predictions import AuditSpec, audit_predictions
 from auditportal.datasets.ingest import DatasetError, DatasetSpec, RawColumns
@@ -25,6 +28,17 @@ REGIONS = ["north", "south", "NaN", "east"]
 
 def _raw(table: pa.Table) -> RawColumns:
     return RawColumns("csv", table, tuple(table.column_names), "0" * 64, 0)
+
+
+@contextlib.contextmanager
+def _compiled(on: bool) -> Iterator[None]:
+    """Text attributes coded by the compiled pass (from the first row) or dictionary-encoded."""
+    saved = counting._COMPILED_ROWS, counting._compiled_pass_loaded
+    counting._COMPILED_ROWS, counting._compiled_pass_loaded = 1, on
+    try:
+        yield
+    finally:
+        counting._COMPILED_ROWS, counting._compiled_pass_loaded = saved
 
 
 def _columns_spec(spec: AuditSpec) -> DatasetSpec:
@@ -64,13 +78,17 @@ def _same(fast: Counted | None, general: Counted) -> None:
         assert mine.unknown == theirs.unknown, mine.name
 
 
-def _blocks(rows: int, seed: int, blocks: int, *, dictionary: bool, nulls: bool = False) -> pa.Table:
-    """A table in ``blocks`` chunks, each with its own attribute dictionaries, like the CSV reader's."""
+def _blocks(rows: int, seed: int, blocks: int, *, text: str, nulls: bool = False) -> pa.Table:
+    """A table in ``blocks`` chunks, with text attributes as ``text``: "dictionary" (each chunk with
+    its own dictionary, as the CSV reader encodes them), "string" (as in Parquet) or "binary" (as
+    the audit's CSV read hands them over)."""
+    dictionary = text == "dictionary"
+    kind = pa.binary() if text == "binary" else pa.string()
     rng = np.random.default_rng(seed)
     parts = []
     for part in np.array_split(np.arange(rows), blocks):
         n = len(part)
-        gender = pa.array(rng.choice(GENDERS, n).tolist(), pa.string())
+        gender = pa.array(rng.choice(GENDERS, n).tolist(), kind)
         region = rng.choice(REGIONS, n).tolist()
         if nulls:
             region = [None if rng.random() < 0.1 else value for value in region]
@@ -79,9 +97,7 @@ def _blocks(rows: int, seed: int, blocks: int, *, dictionary: bool, nulls: bool 
             "score": pa.array(rng.random(n).round(2), pa.float64()),
             "pred": pa.array(rng.integers(0, 2, n), pa.int8()),
             "gender": pc.dictionary_encode(gender) if dictionary else gender,
-            "region": pc.dictionary_encode(pa.array(region, pa.string()))
-            if dictionary
-            else pa.array(region, pa.string()),
+            "region": pc.dictionary_encode(pa.array(region, kind)) if dictionary else pa.array(region, kind),
             "age": pa.array(rng.choice([-1, 20, 30, 40], n), pa.int64()),
         }
         parts.append(pa.table(columns))
@@ -93,7 +109,8 @@ def _blocks(rows: int, seed: int, blocks: int, *, dictionary: bool, nulls: bool 
     seed=st.integers(0, 2**32 - 1),
     rows=st.integers(1, 400),
     blocks=st.integers(1, 6),
-    dictionary=st.booleans(),
+    text=st.sampled_from(["dictionary", "string", "binary"]),
+    compiled=st.booleans(),
     nulls=st.booleans(),
     attributes=st.sampled_from([("gender",), ("gender", "region"), ("region", "age"), ("gender", "region", "age")]),
     intersect=st.booleans(),
@@ -105,7 +122,8 @@ def test_the_fast_path_counts_what_the_general_path_counts(
     seed: int,
     rows: int,
     blocks: int,
-    dictionary: bool,
+    text: str,
+    compiled: bool,
     nulls: bool,
     attributes: tuple[str, ...],
     intersect: bool,
@@ -113,7 +131,7 @@ def test_the_fast_path_counts_what_the_general_path_counts(
     threshold: float,
     positive: str,
 ) -> None:
-    table = _blocks(rows, seed, min(blocks, rows), dictionary=dictionary, nulls=nulls)
+    table = _blocks(rows, seed, min(blocks, rows), text=text, nulls=nulls)
     spec = AuditSpec(
         label="label",
         positive=positive,
@@ -123,22 +141,48 @@ def test_the_fast_path_counts_what_the_general_path_counts(
         score="score" if score else None,
         threshold=threshold if score else None,
     )
-    try:
-        fast, general = _both(table, spec)
-    except DatasetError:  # e.g. a tiny table without the positive value: the general path reports it
-        assert _both_fast(table, spec) is None
-        return
+    with _compiled(compiled):
+        try:
+            fast, general = _both(table, spec)
+        except DatasetError:  # e.g. a tiny table without the positive value: the general path reports it
+            assert _both_fast(table, spec) is None
+            return
     _same(fast, general)
 
 
-def test_both_threads_count_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("text", ["dictionary", "string", "binary"])
+def test_both_threads_count_their_share(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(counting, "_THREADED_ROWS", 1)
-    table = _blocks(5_000, 7, 9, dictionary=True, nulls=True)
+    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
+    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
+    table = _blocks(5_000, 7, 9, text=text, nulls=True)
     for intersect in (False, True):
         spec = AuditSpec(
             label="label", attributes=("gender", "region"), score="score", threshold=0.5, intersect=intersect
         )
         _same(*_both(table, spec))
+
+
+def test_a_text_attribute_with_too_many_values_is_left_to_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
+    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
+    rows = textcodes.MAX_VALUES + 10
+    # Distinct raw values that trim to two groups: the general path can count them, the compiled pass cannot.
+    names = [" " * (i % 50) + ("f" if i % 2 else "m") + " " * (i // 50) for i in range(rows)]
+    table = pa.table({"label": [i % 2 for i in range(rows)], "score": [0.5] * rows, "gender": pa.array(names)})
+    spec = AuditSpec(label="label", attributes=("gender",), score="score", threshold=0.5)
+    for intersect in (False, True):
+        fast, general = _both(table, dataclasses.replace(spec, intersect=intersect))
+        assert fast is None
+        assert general.tables[0].groups == ("f", "m")
+
+
+def test_a_text_attribute_that_is_not_utf8_is_left_to_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
+    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
+    table = pa.table({"label": [1, 0], "score": [0.1, 0.9], "gender": pa.array([b"f", b"\xf6"], pa.binary())})
+    spec = DatasetSpec(label="label", positive="1", attributes=("gender",), features=())
+    assert count_blocks(table, spec=spec, output="score", threshold=0.5, intersect=False, display_name="p") is None
 
 
 def test_a_label_of_other_consecutive_integers_and_an_integer_score_are_counted() -> None:

@@ -27,6 +27,7 @@ from auditportal.datasets.ingest import (
     inspect_file,
     load_normalized,
     profile_file,
+    read_columns,
     read_labelled_columns,
 )
 
@@ -710,3 +711,26 @@ def test_an_integer_label_spanning_two_values_that_are_not_0_and_1_still_works(t
         path, DatasetSpec(label="label", positive="2", attributes=("gender",)), display_name="two.csv", max_bytes=10**6
     )
     assert (result.positives, result.negatives) == (3, 1)
+
+
+def test_read_columns_hands_text_attributes_over_as_bytes_and_numbers_as_numbers(tmp_path: Path) -> None:
+    path = write(tmp_path, "credit.csv", CREDIT)
+    spec = DatasetSpec(label="label", positive="1", attributes=("gender", "age_group", "income"), features=())
+
+    def read_kinds(as_bytes: bool) -> dict[str, pa.DataType]:
+        raw = read_columns(
+            path,
+            spec,
+            others=[("purpose", "prediction")],
+            display_name="credit.csv",
+            max_bytes=MAX_BYTES,
+            attributes_as_bytes=as_bytes,
+        )
+        assert raw.path == path
+        return {name: raw.table.column(name).type for name in raw.table.column_names}
+
+    assert pa.types.is_dictionary(read_kinds(as_bytes=False)["gender"])
+    kinds = read_kinds(as_bytes=True)
+    assert kinds["gender"] == kinds["age_group"] == pa.binary()
+    assert kinds["income"] == pa.float64()
+    assert pa.types.is_dictionary(kinds["purpose"])  # not an attribute: dictionary-encoded by the reader
