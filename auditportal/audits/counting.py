@@ -21,6 +21,7 @@ checks and reports the exact row and column. Both paths give the same tables; a 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,8 @@ from auditportal.datasets.ingest import integer_label as integer_label_bounds
 
 if TYPE_CHECKING:
     from auditportal.audits.textcodes import TextCodes
+
+logger = logging.getLogger(__name__)
 
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
 MAX_BLOCK_SLOTS = 1 << 20
@@ -187,14 +190,23 @@ def _usable_output(column: Any, threshold: float | None) -> bool:
     return bool(extremes["min"].as_py() >= 0 and extremes["max"].as_py() <= 1)
 
 
-def load_compiled_pass() -> None:
+def load_compiled_pass() -> bool:
     """Load (or compile, the first time on this machine) the compiled pass, for a process that will
-    audit large files: from then on they are read with text attributes as bytes and counted by it."""
-    global _compiled_pass_loaded
-    from auditportal.audits import textcodes
+    audit large files: from then on they are read with text attributes as bytes and counted by it.
 
-    textcodes.TextCodes().add(pa.array(["warm-up"]), bits=np.zeros(1, np.int64))
+    It only makes audits faster: when it cannot be loaded (numba cannot compile here, say), the
+    failure is logged and audits keep pyarrow's encoding. Answers whether it is loaded.
+    """
+    global _compiled_pass_loaded
+    try:
+        from auditportal.audits import textcodes
+
+        textcodes.TextCodes().add(pa.array(["warm-up"]), bits=np.zeros(1, np.int64))
+    except Exception:
+        logger.exception("The compiled counting pass could not be loaded; audits use pyarrow's dictionary encoding")
+        return False
     _compiled_pass_loaded = True
+    return True
 
 
 def compiled_pass_loaded() -> bool:

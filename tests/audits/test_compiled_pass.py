@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from auditportal.audits import counting, textcodes
 from tests.audits.conftest import PREDICTIONS_CSV, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,3 +46,17 @@ def test_a_command_line_audit_does_not_load_numba(tmp_path: Path) -> None:
         "print('numba' in sys.modules)"
     )
     assert _python(code, tmp_path) == "False"
+
+
+def test_a_pass_that_cannot_be_loaded_leaves_audits_on_pyarrows_encoding(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("no LLVM target for this machine")
+
+    monkeypatch.setattr(counting, "_compiled_pass_loaded", False)
+    monkeypatch.setattr(textcodes.TextCodes, "add", broken)
+    assert counting.load_compiled_pass() is False
+    assert counting.compiled_pass_loaded() is False
+    assert "could not be loaded" in caplog.text
+    assert "no LLVM target" in caplog.text
