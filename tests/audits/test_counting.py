@@ -251,10 +251,15 @@ def test_predictions_other_than_0_and_1_and_too_many_groups_are_left_to_the_gene
     assert count_blocks(table, spec=few, output="pred", threshold=None, intersect=False, display_name="p") is None
 
 
+@pytest.mark.parametrize("intersect", [False, True])
+@pytest.mark.parametrize("compiled", [False, True], ids=["reader-encoded", "compiled"])
 def test_a_large_csv_file_gives_the_same_document_on_either_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool, intersect: bool
 ) -> None:
-    """End to end through the CSV reader (many blocks, block dictionaries): the documents are equal."""
+    """End to end through the CSV reader (many blocks; attributes dictionary-encoded by the reader,
+    or read as bytes and coded by the compiled pass): the documents are equal."""
+    monkeypatch.setattr(counting, "_compiled_pass_loaded", compiled)
+    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
     rng = np.random.default_rng(11)
     rows = 120_000
     table = pa.table(
@@ -267,11 +272,13 @@ def test_a_large_csv_file_gives_the_same_document_on_either_path(
     )
     path = tmp_path / "predictions.csv"
     pacsv.write_csv(table, path)
-    spec = AuditSpec(label="label", attributes=("gender", "region"), score="score", threshold=0.4, intersect=True)
+    spec = AuditSpec(label="label", attributes=("gender", "region"), score="score", threshold=0.4, intersect=intersect)
     calls: list[bool] = []
 
-    def spy(*args: Any, **kwargs: Any) -> Counted | None:
-        result = count_blocks(*args, **kwargs)
+    def spy(table: pa.Table, **kwargs: Any) -> Counted | None:
+        # With the compiled pass the attributes arrive as bytes; otherwise the reader encoded them.
+        assert (table.column("gender").type == pa.binary()) is compiled
+        result = count_blocks(table, **kwargs)
         calls.append(result is not None)
         return result
 
