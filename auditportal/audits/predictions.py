@@ -113,6 +113,17 @@ class AuditSpec:
         if not 0 < self.power < 1:
             raise AuditSpecError("power", f"the power must be between 0 and 1, not {self.power}")
 
+    def columns_spec(self) -> DatasetSpec:
+        """The label and attributes as the dataset registry reads them (no features)."""
+        return DatasetSpec(
+            label=self.label,
+            positive=self.positive,
+            attributes=self.attributes,
+            unknown_tokens=self.unknown_tokens,
+            features=(),
+            max_groups=self.max_groups,
+        )
+
     def parameters(self) -> JSON:
         values = asdict(self)
         for key in ("attributes", "references", "unknown_tokens"):
@@ -138,14 +149,7 @@ def audit_predictions(
     """
     spec.check()
     output = cast(str, spec.prediction or spec.score)
-    columns_spec = DatasetSpec(
-        label=spec.label,
-        positive=spec.positive,
-        attributes=spec.attributes,
-        unknown_tokens=spec.unknown_tokens,
-        features=(),
-        max_groups=spec.max_groups,
-    )
+    columns_spec = spec.columns_spec()
     others = [(output, "prediction" if spec.prediction else "score")]
     raw = read_columns(
         path,

@@ -41,21 +41,10 @@ def _compiled(on: bool) -> Iterator[None]:
         counting._COMPILED_ROWS, counting._compiled_pass_loaded = saved
 
 
-def _columns_spec(spec: AuditSpec) -> DatasetSpec:
-    return DatasetSpec(
-        label=spec.label,
-        positive=spec.positive,
-        attributes=spec.attributes,
-        unknown_tokens=spec.unknown_tokens,
-        features=(),
-        max_groups=spec.max_groups,
-    )
-
-
 def _both_fast(table: pa.Table, spec: AuditSpec) -> Counted | None:
     return count_blocks(
         table,
-        spec=_columns_spec(spec),
+        spec=spec.columns_spec(),
         output=spec.prediction or spec.score or "",
         threshold=spec.threshold if spec.score else None,
         intersect=spec.intersect,
@@ -64,7 +53,7 @@ def _both_fast(table: pa.Table, spec: AuditSpec) -> Counted | None:
 
 
 def _both(table: pa.Table, spec: AuditSpec) -> tuple[Counted | None, Counted]:
-    general = predictions._count_decoded(_raw(table), _columns_spec(spec), spec, "p.csv")
+    general = predictions._count_decoded(_raw(table), spec.columns_spec(), spec, "p.csv")
     return _both_fast(table, spec), general
 
 
