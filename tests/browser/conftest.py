@@ -4,8 +4,11 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.factories import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -56,3 +59,12 @@ def page(live_server: object) -> Iterator[object]:
         finally:
             context.close()
             browser.close()
+
+
+def log_in(page: Any, base_url: str, username: str) -> None:
+    """Sign in through the login form (as a user made with the factories' password) and land on the home page."""
+    page.goto(f"{base_url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState, TrialVerdict
-from tests.browser.conftest import ARTIFACTS
-from tests.factories import PASSWORD, make_user
+from tests.browser.conftest import ARTIFACTS, log_in
+from tests.factories import make_user
 
 SHOWS = """([trial, field, text]) =>
     document.querySelector(`tr[data-trial="${trial}"] [data-field="${field}"]`).textContent === text"""
@@ -47,11 +47,7 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
         latest_accuracy=0.7,
     )
 
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "bob")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "bob")
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
     row = page.locator(f'tr[data-trial="{trial.pk}"]')
     assert row.locator('[data-field="eod"]').inner_text() == "0.2000"

@@ -8,8 +8,8 @@ import pytest
 
 from auditportal.accounts.models import Role
 from auditportal.audits.models import PredictionAudit
-from tests.browser.conftest import ARTIFACTS
-from tests.factories import PASSWORD, make_user
+from tests.browser.conftest import ARTIFACTS, log_in
+from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,11 +34,7 @@ def test_a_reviewer_audits_uploaded_predictions_and_sees_the_verdicts(
     csv_file = tmp_path / "scores.csv"
     _predictions_csv(csv_file)
 
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "carol")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "carol")
     page.goto(f"{live_server.url}/audits/predictions/new/")
     page.set_input_files("#id_file", str(csv_file))
     # The form reads the CSV header in the browser: the file's columns are offered for the label,

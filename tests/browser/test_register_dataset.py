@@ -7,9 +7,9 @@ import pytest
 
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, log_in
 from tests.datasets.conftest import SMALL_CSV
-from tests.factories import PASSWORD, make_user
+from tests.factories import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,11 +21,7 @@ def test_a_steward_uploads_a_csv_and_sees_the_per_group_table(
     csv_file = tmp_path / "loans.csv"
     csv_file.write_text(SMALL_CSV, encoding="utf-8")
 
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "alice")
     page.click("text=Register a dataset")
 
     page.fill("#id_name", "loans")
