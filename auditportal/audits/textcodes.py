@@ -92,6 +92,8 @@ def _run(
         size = offsets[i + 1] - start
         # The first and last (up to) eight bytes as integers, zero-padded; an unaligned load is
         # two aligned words shifted together, and the file's last bytes are taken one by one.
+        # Written out for both rather than in a helper: a numba function taking the arrays, even
+        # with inline="always", made this pass about 7x slower (230 ms against 33 ms on 10M rows).
         head = np.uint64(0)
         tail = np.uint64(0)
         if size > 0:
