@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast lint typecheck check migrations-check bench clean
+.PHONY: install run test test-fast lint imports typecheck check migrations-check bench clean
 
 install: $(VENV)/.installed
 
@@ -25,13 +25,17 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The dependency rule (pyproject.toml [tool.importlinter], docs/architecture.md).
+imports: install
+	$(VENV)/bin/lint-imports --no-cache
+
 typecheck: install
 	$(VENV)/bin/mypy auditportal trainer tests bench
 
 migrations-check: install
 	$(PY) manage.py makemigrations --check --dry-run --settings=auditportal.settings.test
 
-check: lint typecheck migrations-check
+check: lint imports typecheck migrations-check
 
 bench: install
 	$(PY) bench/register_dataset.py

@@ -3,17 +3,14 @@
     .venv/bin/python bench/audit_predictions.py [--rows 10000000] [--repeat 3] [--runs 4] [--keep] [--dir DIR]
 
 1. ``audit_predictions`` end to end on a generated CSV (label, score, group; 6 groups and some
-   unknown values): in-process (Django set up, the database migrated, the compiled counting pass
-   loaded as the portal's web processes load it at start, and a 2,000-row file of the same shape
+   unknown values): in-process (Django set up, the database migrated, and a 2,000-row file of the same shape
    and then the big file itself audited and read once before the clock starts, as in a running
    portal worker) and as a whole ``manage.py`` process, against pyarrow reading the same
    file (in-process, and as a ``python -c`` process). In-process, each of ``--repeat`` fresh children
    times ``--runs`` pairs (read, then audit, or the other way round, alternating) after warming up,
    and the target, <= 1.5x, is checked on the median of the per-pair ratios: the two halves of a
    pair run seconds apart, so the swings of this shared machine (a factor of two between minutes)
-   mostly cancel. The process figure adds interpreter, Django and library imports (a command-line
-   process does not load the compiled pass for a file this size: it would cost more than it saves,
-   see ``auditportal.audits.counting``). Each pair also
+   mostly cancel. The process figure adds interpreter, Django and library imports. Each pair also
    times, for information, the audit as the web form and the API run it once an upload is in: the
    service with the file's SHA-256 already taken while the upload streamed in (``--format json``
    output and the stored row alike), so it does not hash the file again.
@@ -93,16 +90,12 @@ def _measure_pairs(path: str, var_dir: str, runs: int, queue: Any) -> None:
     import hashlib
     import json
 
-    from auditportal.audits.counting import load_compiled_pass
-
-    load_compiled_pass()  # as the portal's web processes do when they start (auditportal/wsgi.py)
-
     from django.core.management import call_command
 
     from auditportal.accounts.cli import cli_user
     from auditportal.accounts.models import Role
     from auditportal.audits import services
-    from auditportal.audits.predictions import AuditSpec
+    from auditportal.fairness.audit import AuditSpec
 
     sink = open(os.devnull, "w")  # noqa: SIM115
     user = cli_user(None, role=Role.ML_ENGINEER)
@@ -145,10 +138,9 @@ def _breakdown(path: str, runs: int) -> dict[str, float]:
     counting (which codes the text attributes as it counts)."""
     import hashlib
 
-    from auditportal.audits import counting
-    from auditportal.datasets import ingest
+    from auditportal.fairness import counting, tabular
 
-    spec = ingest.DatasetSpec(label="label", positive="1", attributes=("group",), features=())
+    spec = tabular.DatasetSpec(label="label", positive="1", attributes=("group",), features=())
     others = [("score", "score")]
 
     def sha256() -> None:
@@ -159,13 +151,12 @@ def _breakdown(path: str, runs: int) -> dict[str, float]:
                 digest.update(view[:count])
 
     def parse_and_hash() -> Any:
-        return ingest.read_columns(
+        return tabular.read_columns(
             Path(path),
             spec,
             others=others,
             display_name="p.csv",
             max_bytes=1 << 40,
-            attributes_as_bytes=counting.compiled_pass_loaded(),
         )
 
     table = parse_and_hash().table
@@ -220,7 +211,7 @@ def _stats(path: str, queue: Any) -> None:
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    from auditportal.audits import report, stats
+    from auditportal.fairness import judge, stats
 
     table = pacsv.read_csv(path)
     y_true = np.asarray(table.column("label").to_numpy(), dtype=np.int8)
@@ -233,7 +224,7 @@ def _stats(path: str, queue: Any) -> None:
 
     def ours() -> dict[str, Any]:
         counts, unknown = stats.confusion_counts(codes, y_true, y_pred, len(GROUPS))
-        return report.attribute_report(counts, GROUPS, unknown=int(unknown.sum()))
+        return judge.judge_attribute(counts, GROUPS, unknown=int(unknown.sum()))
 
     ours()  # warm-up: first calls into scipy/statsmodels import and compile lazily
     timings = []

@@ -3,7 +3,7 @@
     .venv/bin/python bench/ingest.py [--points 1000000] [--naive-sample 5000]
         [--database-url postgres://postgres@127.0.0.1:5432/bench_ingest]
 
-The fast path is ``trial_reports_ingest`` (bulk upsert on (trial, kind, step, name), batches of
+The fast path is ``trial_metrics_ingest`` (bulk upsert on (trial, kind, step, name), batches of
 EXPERIMENT_INGEST_BATCH_SIZE, one transaction per batch). The naive loop saves one row per
 ``update_or_create`` call (what an idempotent per-row ingest would do); it runs on a sample and is
 extrapolated. Both run in the same process against the same database, which is created (and
@@ -60,9 +60,9 @@ def main() -> int:
 
     call_command("migrate", verbosity=0)
 
-    from auditportal.experiments.backends import MetricReport
-    from auditportal.experiments.ingest import trial_reports_ingest
+    from auditportal.experiments.ingest import trial_metrics_ingest
     from auditportal.experiments.models import MetricPoint, Trial
+    from auditportal.fairness.metricsfile import MetricRecord
 
     trial = _make_trial()
     names = [f"count/attr{i % 5}/group{i // 5}/tp" for i in range(NAMES_PER_REPORT - 3)] + [
@@ -72,9 +72,9 @@ def main() -> int:
     ]
     reports_needed = -(-args.points // NAMES_PER_REPORT)
 
-    def reports() -> list[MetricReport]:
+    def reports() -> list[MetricRecord]:
         return [
-            MetricReport(
+            MetricRecord(
                 kind="validation" if step % 2 else "training",
                 step=step,
                 metrics={name: float(step) + index / 1000 for index, name in enumerate(names)},
@@ -93,7 +93,7 @@ def main() -> int:
     reset()
     batch = reports()
     started = time.perf_counter()
-    result = trial_reports_ingest(trial=trial, reports=batch)
+    result = trial_metrics_ingest(trial=trial, records=batch)
     fast_seconds = time.perf_counter() - started
     stored = MetricPoint.objects.filter(trial=trial).count()
     assert stored == result.points == reports_needed * NAMES_PER_REPORT, (stored, result.points)
@@ -101,7 +101,7 @@ def main() -> int:
 
     # The same reports again: an idempotent re-run (after a crash) adds nothing.
     started = time.perf_counter()
-    trial_reports_ingest(trial=trial, reports=batch)
+    trial_metrics_ingest(trial=trial, records=batch)
     rerun_seconds = time.perf_counter() - started
     assert MetricPoint.objects.filter(trial=trial).count() == stored
 

@@ -8,7 +8,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from auditportal.datasets.ingest import DatasetError
+from auditportal.fairness.tabular import DatasetError
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -12,12 +12,13 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
-from auditportal.audits import selectors, services, stats
+from auditportal.audits import selectors, services
 from auditportal.audits.models import PredictionAudit
-from auditportal.audits.predictions import AuditSpec
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
-from auditportal.datasets.uploads import RejectedUpload, received_sha256
+from auditportal.fairness import stats
+from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
 from auditportal.lib.env import human_size
+from auditportal.lib.uploads import RejectedUpload, received_sha256
 
 
 def _names(values: list[str]) -> tuple[str, ...]:

@@ -5,10 +5,9 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.audits import stats
-from auditportal.audits.predictions import AuditSpec
-from auditportal.datasets.forms import parse_unknown_tokens
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS
+from auditportal.fairness import stats
+from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, parse_unknown_tokens
 from auditportal.lib.env import human_size
 
 

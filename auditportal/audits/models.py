@@ -3,11 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-
-class Verdict(models.TextChoices):
-    PASS = "PASS", "Pass"
-    INCONCLUSIVE = "INCONCLUSIVE", "Inconclusive"
-    FAIL = "FAIL", "Fail"
+from auditportal.fairness.stats import Verdict
 
 
 class PredictionAudit(models.Model):
@@ -25,14 +21,15 @@ class PredictionAudit(models.Model):
     # The full audit document (docs/audit-json.md), exactly as the API and the CLI return it.
     result = models.JSONField(default=dict)
     # Worst verdict over all attributes; blank when nothing could be compared (a single group).
-    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices(), blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="audits_prediction_rows_positive"),
             models.CheckConstraint(
-                condition=models.Q(verdict__in=["", *Verdict.values]), name="audits_prediction_verdict_valid"
+                condition=models.Q(verdict__in=["", *(verdict.value for verdict in Verdict)]),
+                name="audits_prediction_verdict_valid",
             ),
         ]
 

@@ -10,9 +10,9 @@ from django.db import transaction
 from auditportal.accounts.models import Role, User
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
-from auditportal.audits.predictions import AuditSpec, AuditSpecError, audit_predictions
-from auditportal.datasets import ingest
-from auditportal.datasets.ingest import DatasetError
+from auditportal.fairness import tabular
+from auditportal.fairness.audit import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def prediction_audit_run(
         spec.check()
     except AuditSpecError as exc:
         raise ValidationError({exc.field: exc.message}) from None
-    ingest.check_file_name(original_name)
+    tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
     outcome = audit_predictions(

@@ -11,10 +11,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from auditportal.accounts.permissions import request_user
-from auditportal.audits import presentation, selectors, services
+from auditportal.audits import selectors, services
 from auditportal.audits.forms import PredictionAuditForm
-from auditportal.datasets.ingest import DatasetError
-from auditportal.datasets.uploads import received_sha256, report_rejected_uploads
+from auditportal.fairness import presentation
+from auditportal.fairness.tabular import DatasetError
+from auditportal.lib.uploads import received_sha256, report_rejected_uploads
 
 AUDITS_PER_PAGE = 25
 

@@ -5,14 +5,8 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec, parse_unknown_tokens
 from auditportal.lib.env import human_size
-
-
-def parse_unknown_tokens(text: str) -> tuple[str, ...]:
-    # Empty values are always unknown; the steward lists the other tokens.
-    tokens = [token.strip() for token in text.split(",")]
-    return ("", *sorted({token for token in tokens if token}, key=str.lower))
 
 
 class UploadForm(forms.Form):

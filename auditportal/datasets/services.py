@@ -17,8 +17,6 @@ from django.utils import timezone
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
 from auditportal.activity.services import event_record
-from auditportal.datasets import ingest, sharding
-from auditportal.datasets.ingest import DatasetError, DatasetSpec, Inspection
 from auditportal.datasets.models import (
     Dataset,
     DatasetVersion,
@@ -26,6 +24,8 @@ from auditportal.datasets.models import (
     SensitiveAttribute,
     StagedUpload,
 )
+from auditportal.fairness import sharding, tabular
+from auditportal.fairness.tabular import DatasetError, DatasetSpec, Inspection
 from auditportal.lib.env import human_size
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def dataset_version_register(
     """
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     clean_name = dataset_name_check(name)
-    ingest.check_file_name(original_name)
+    tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
     _check_size(source, original_name)
@@ -110,7 +110,7 @@ def dataset_version_register(
     if move_source:
         # The source already lives in our store (a staged upload): check it where it is, so a
         # rejected declaration leaves the staged file in place for the steward to try again.
-        inspection = ingest.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes)
+        inspection = tabular.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes)
         try:
             _place(source, stored, move=True)
         except BaseException:
@@ -119,7 +119,7 @@ def dataset_version_register(
     else:
         try:
             _place(source, stored, move=False)
-            inspection = ingest.inspect_file(stored, spec, display_name=original_name, max_bytes=max_bytes)
+            inspection = tabular.inspect_file(stored, spec, display_name=original_name, max_bytes=max_bytes)
         except BaseException:
             _remove_tree(directory)
             raise
@@ -232,13 +232,13 @@ def staged_upload_create(*, user: User, source: Path, original_name: str, datase
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     staged_uploads_expire()
     clean_name = dataset_name_check(dataset_name)
-    ingest.check_file_name(original_name)
+    tabular.check_file_name(original_name)
     size = _check_size(source, original_name)
     directory = _storage_root() / "staging" / uuid.uuid4().hex
     stored = directory / original_name
     try:
         _place(source, stored, move=True)
-        profile = ingest.profile_file(
+        profile = tabular.profile_file(
             stored,
             display_name=original_name,
             max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
@@ -257,7 +257,7 @@ def staged_upload_create(*, user: User, source: Path, original_name: str, datase
         raise
 
 
-def _profile_as_json(profile: ingest.Profile) -> dict[str, object]:
+def _profile_as_json(profile: tabular.Profile) -> dict[str, object]:
     return {
         "file_format": profile.file_format,
         "num_rows": profile.num_rows,
@@ -304,7 +304,7 @@ def dataset_version_shard(
     overwrite: bool = False,
 ) -> tuple[Path, dict[str, object]]:
     spec = dataset_spec_for(version)
-    table = ingest.load_normalized(version.path, spec, display_name=version.original_name)
+    table = tabular.load_normalized(version.path, spec, display_name=version.original_name)
     target = out_dir or shard_dir_default(version=version, parts=parts, seed=seed)
     shard_spec = sharding.ShardSpec(
         label_column=version.label_column,

@@ -13,8 +13,8 @@ from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, UploadForm
-from auditportal.datasets.ingest import DatasetError
-from auditportal.datasets.uploads import report_rejected_uploads
+from auditportal.fairness.tabular import DatasetError
+from auditportal.lib.uploads import report_rejected_uploads
 
 
 @login_required

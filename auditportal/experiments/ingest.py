@@ -1,6 +1,6 @@
-"""Bulk, idempotent ingestion of metric reports into MetricPoint rows.
+"""Bulk, idempotent ingestion of metric records into MetricPoint rows.
 
-Rows are upserted on (trial, kind, step, name), so re-reading a report after a crash or a second
+Rows are upserted on (trial, kind, step, name), so re-reading a record after a crash or a second
 poll of the same snapshot adds nothing and loses nothing. For the local backend the file offset is
 advanced in the same transaction as the rows it covers.
 """
@@ -16,17 +16,16 @@ import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 
-from auditportal.experiments.backends import MetricReport
-from auditportal.experiments.metricsfile import metric_group
 from auditportal.experiments.models import MetricKind, MetricPoint, Trial
 from auditportal.experiments.verdicts import trial_verdicts_update
+from auditportal.fairness.metricsfile import MetricRecord, metric_group
 
 SUMMARY_METRICS = {"eod": "latest_eod", "fair_objective": "latest_fair_objective", "accuracy": "latest_accuracy"}
 
 
 @dataclass
 class IngestResult:
-    reports: int = 0
+    records: int = 0
     points: int = 0
     max_step: int | None = None
 
@@ -122,26 +121,26 @@ def _copy_line(row: Row) -> str:
     return f"{trial_id}\t{kind}\t{step}\t{_copy_text(name)}\t{shown}\t{_copy_text(attribute)}\t{_copy_text(group)}\n"
 
 
-def trial_reports_ingest(
-    *, trial: Trial, reports: Iterable[MetricReport], batch_points: int | None = None
+def trial_metrics_ingest(
+    *, trial: Trial, records: Iterable[MetricRecord], batch_points: int | None = None
 ) -> IngestResult:
-    """Write ``reports`` for ``trial`` in transactions of about ``batch_points`` points each."""
+    """Write ``records`` for ``trial`` in transactions of about ``batch_points`` points each."""
     limit = batch_points or settings.EXPERIMENT_INGEST_BATCH_SIZE
     result = IngestResult()
     pending: list[Row] = []
-    pending_reports: list[MetricReport] = []
-    for report in reports:
-        pending_reports.append(report)
-        if report.kind in MetricKind.values:
+    pending_records: list[MetricRecord] = []
+    for record in records:
+        pending_records.append(record)
+        if record.kind in MetricKind.values:
             pending.extend(
-                (trial.pk, report.kind, report.step, name, value, *_group_of(name))
-                for name, value in report.metrics.items()
+                (trial.pk, record.kind, record.step, name, value, *_group_of(name))
+                for name, value in record.metrics.items()
             )
         if len(pending) >= limit:
-            _flush(trial, pending, pending_reports, result)
-            pending, pending_reports = [], []
-    if pending_reports:
-        _flush(trial, pending, pending_reports, result)
+            _flush(trial, pending, pending_records, result)
+            pending, pending_records = [], []
+    if pending_records:
+        _flush(trial, pending, pending_records, result)
     return result
 
 
@@ -150,20 +149,20 @@ def _group_of(name: str) -> tuple[str, str]:
     return metric_group(name)
 
 
-def _flush(trial: Trial, points: list[Row], reports: list[MetricReport], result: IngestResult) -> None:
+def _flush(trial: Trial, points: list[Row], records: list[MetricRecord], result: IngestResult) -> None:
     updates: dict[str, object] = {}
-    ends = [report.end for report in reports if report.end is not None]
+    ends = [record.end for record in records if record.end is not None]
     if ends:
         updates["metrics_offset"] = max(ends)
-    steps = [report.step for report in reports if report.kind in MetricKind.values]
+    steps = [record.step for record in records if record.kind in MetricKind.values]
     if steps:
         top = max(steps)
         result.max_step = top if result.max_step is None else max(result.max_step, top)
         if top > trial.steps_done:
             updates["steps_done"] = min(top, trial.steps_planned) if trial.steps_planned else top
-    validations = [report for report in reports if report.kind == MetricKind.VALIDATION]
+    validations = [record for record in records if record.kind == MetricKind.VALIDATION]
     if validations:
-        latest = max(validations, key=lambda report: report.step)
+        latest = max(validations, key=lambda record: record.step)
         if trial.latest_step is None or latest.step >= trial.latest_step:
             updates["latest_step"] = latest.step
             for metric, column in SUMMARY_METRICS.items():
@@ -177,5 +176,5 @@ def _flush(trial: Trial, points: list[Row], reports: list[MetricReport], result:
             trial_verdicts_update(trial=trial, step=latest.step, metrics=latest.metrics)
     for column, value in updates.items():
         setattr(trial, column, value)
-    result.reports += len(reports)
+    result.records += len(records)
     result.points += len(points)

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from auditportal.datasets.models import DatasetVersion
+from auditportal.fairness.stats import Verdict
 
 
 class Template(models.TextChoices):
@@ -163,16 +164,10 @@ class MetricPoint(models.Model):
         return f"{self.kind} {self.name}@{self.step} = {self.value}"
 
 
-class Verdict(models.TextChoices):
-    PASS = "PASS", "Pass"
-    FAIL = "FAIL", "Fail"
-    INCONCLUSIVE = "INCONCLUSIVE", "Inconclusive"
-
-
 class TrialVerdict(models.Model):
     """The sample-size-aware equal-opportunity verdict on one attribute at a trial's latest validation.
 
-    Recomputed whenever a newer validation arrives; ``report`` is the full attribute document of
+    Recomputed whenever a newer validation arrives; ``document`` is the judged attribute section of
     docs/audit-json.md (every metric, group and comparison), ``verdict`` and the interval summarise
     its recall (TPR) comparisons, the gap the trainer's ``eod`` measures.
     """
@@ -184,13 +179,13 @@ class TrialVerdict(models.Model):
     alpha = models.FloatField()
     reference = models.CharField(max_length=511, blank=True)
     # Blank when no recall comparison is defined (one group, or no positives anywhere).
-    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices(), blank=True)
     group = models.CharField(max_length=511, blank=True)
     difference = models.FloatField(null=True, blank=True)
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     positives_needed = models.BigIntegerField(null=True, blank=True)
-    report = models.JSONField(default=dict)
+    document = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

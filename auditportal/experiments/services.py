@@ -15,10 +15,8 @@ from django.utils import timezone
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
 from auditportal.activity.services import event_record
-from auditportal.datasets.ingest import DatasetError
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard
-from auditportal.datasets.sharding import MANIFEST_NAME, ShardingError
 from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
@@ -26,7 +24,7 @@ from auditportal.experiments.backends import (
     TrialSnapshot,
     backend_for,
 )
-from auditportal.experiments.ingest import trial_reports_ingest
+from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import (
     TERMINAL_TRIAL_STATES,
     Backend,
@@ -35,6 +33,8 @@ from auditportal.experiments.models import (
     Trial,
     TrialState,
 )
+from auditportal.fairness.sharding import MANIFEST_NAME, ShardingError
+from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
         trial = _trial_for(experiment, trial_snapshot)
         if trial is None:
             continue
-        trial_reports_ingest(trial=trial, reports=trial_snapshot.reports)
+        trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
         _trial_update(trial, trial_snapshot)
     _finish_if_done(experiment, snapshot)
 

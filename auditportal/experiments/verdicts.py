@@ -14,10 +14,9 @@ import numpy as np
 from django.conf import settings
 
 from auditportal.activity.services import event_record
-from auditportal.audits import report as audit_report
-from auditportal.audits import stats
-from auditportal.experiments.metricsfile import confusion_counts
 from auditportal.experiments.models import Trial, TrialVerdict
+from auditportal.fairness import judge, stats
+from auditportal.fairness.metricsfile import confusion_counts
 
 HEADLINE_METRIC = "tpr"  # equal opportunity: the gap the trainer's eod measures
 
@@ -31,7 +30,7 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
         current = existing.get(attribute)
         if current is not None and current.step > step:
             continue  # an older report read late (after a crash) never overwrites a newer verdict
-        document = audit_report.attribute_report(
+        document = judge.judge_attribute(
             np.asarray(counts.counts, dtype=np.int64).reshape(len(counts.groups), 4),
             counts.groups,
             unknown=counts.unknown,
@@ -51,7 +50,7 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
             "ci_low": None if headline is None else headline["ci_low"],
             "ci_high": None if headline is None else headline["ci_high"],
             "positives_needed": None if headline is None else headline["positives_needed"],
-            "report": document,
+            "document": document,
         }
         saved, _ = TrialVerdict.objects.update_or_create(trial=trial, attribute=attribute, defaults=values)
         previous = current.verdict if current is not None else None

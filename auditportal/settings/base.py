@@ -145,8 +145,8 @@ FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 FILE_UPLOAD_HANDLERS = [
-    "auditportal.datasets.uploads.SizeLimitedUploadHandler",
-    "auditportal.datasets.uploads.HashingTemporaryFileUploadHandler",
+    "auditportal.lib.uploads.SizeLimitedUploadHandler",
+    "auditportal.lib.uploads.HashingTemporaryFileUploadHandler",
 ]
 FILE_UPLOAD_PERMISSIONS = 0o640
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.audits import counting, predictions, textcodes
-from auditportal.audits.counting import Counted, count_blocks
-from auditportal.audits.predictions import AuditSpec, audit_predictions
-from auditportal.datasets.ingest import DatasetError, DatasetSpec, RawColumns
+from auditportal.fairness import audit, counting
+from auditportal.fairness.audit import AuditSpec, audit_predictions
+from auditportal.fairness.counting import Counted, count_blocks
+from auditportal.fairness.tabular import DatasetError, DatasetSpec, RawColumns
 
 GENDERS = ["f", "m", " f", "unknown", "", "x"]
 REGIONS = ["north", "south", "NaN", "east"]
@@ -28,17 +25,6 @@ REGIONS = ["north", "south", "NaN", "east"]
 
 def _raw(table: pa.Table) -> RawColumns:
     return RawColumns("csv", table, tuple(table.column_names), "0" * 64, 0)
-
-
-@contextlib.contextmanager
-def _compiled(on: bool) -> Iterator[None]:
-    """Text attributes coded by the compiled pass (from the first row) or dictionary-encoded."""
-    saved = counting._COMPILED_ROWS, counting._compiled_pass_loaded
-    counting._COMPILED_ROWS, counting._compiled_pass_loaded = 1, on
-    try:
-        yield
-    finally:
-        counting._COMPILED_ROWS, counting._compiled_pass_loaded = saved
 
 
 def _both_fast(table: pa.Table, spec: AuditSpec) -> Counted | None:
@@ -53,7 +39,7 @@ def _both_fast(table: pa.Table, spec: AuditSpec) -> Counted | None:
 
 
 def _both(table: pa.Table, spec: AuditSpec) -> tuple[Counted | None, Counted]:
-    general = predictions._count_decoded(_raw(table), spec.columns_spec(), spec, "p.csv")
+    general = audit._count_decoded(_raw(table), spec.columns_spec(), spec, "p.csv")
     return _both_fast(table, spec), general
 
 
@@ -99,7 +85,6 @@ def _blocks(rows: int, seed: int, blocks: int, *, text: str, nulls: bool = False
     rows=st.integers(1, 400),
     blocks=st.integers(1, 6),
     text=st.sampled_from(["dictionary", "string", "binary"]),
-    compiled=st.booleans(),
     nulls=st.booleans(),
     attributes=st.sampled_from([("gender",), ("gender", "region"), ("region", "age"), ("gender", "region", "age")]),
     intersect=st.booleans(),
@@ -112,7 +97,6 @@ def test_the_fast_path_counts_what_the_general_path_counts(
     rows: int,
     blocks: int,
     text: str,
-    compiled: bool,
     nulls: bool,
     attributes: tuple[str, ...],
     intersect: bool,
@@ -130,20 +114,17 @@ def test_the_fast_path_counts_what_the_general_path_counts(
         score="score" if score else None,
         threshold=threshold if score else None,
     )
-    with _compiled(compiled):
-        try:
-            fast, general = _both(table, spec)
-        except DatasetError:  # e.g. a tiny table without the positive value: the general path reports it
-            assert _both_fast(table, spec) is None
-            return
+    try:
+        fast, general = _both(table, spec)
+    except DatasetError:  # e.g. a tiny table without the positive value: the general path reports it
+        assert _both_fast(table, spec) is None
+        return
     _same(fast, general)
 
 
 @pytest.mark.parametrize("text", ["dictionary", "string", "binary"])
 def test_both_threads_count_their_share(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(counting, "_THREADED_ROWS", 1)
-    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
-    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
     table = _blocks(5_000, 7, 9, text=text, nulls=True)
     for intersect in (False, True):
         spec = AuditSpec(
@@ -152,23 +133,7 @@ def test_both_threads_count_their_share(text: str, monkeypatch: pytest.MonkeyPat
         _same(*_both(table, spec))
 
 
-def test_a_text_attribute_with_too_many_values_is_left_to_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
-    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
-    rows = textcodes.MAX_VALUES + 10
-    # Distinct raw values that trim to two groups: the general path can count them, the compiled pass cannot.
-    names = [" " * (i % 50) + ("f" if i % 2 else "m") + " " * (i // 50) for i in range(rows)]
-    table = pa.table({"label": [i % 2 for i in range(rows)], "score": [0.5] * rows, "gender": pa.array(names)})
-    spec = AuditSpec(label="label", attributes=("gender",), score="score", threshold=0.5)
-    for intersect in (False, True):
-        fast, general = _both(table, dataclasses.replace(spec, intersect=intersect))
-        assert fast is None
-        assert general.tables[0].groups == ("f", "m")
-
-
-def test_a_text_attribute_that_is_not_utf8_is_left_to_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
-    monkeypatch.setattr(counting, "_compiled_pass_loaded", True)
+def test_a_text_attribute_that_is_not_utf8_is_left_to_the_general_path() -> None:
     table = pa.table({"label": [1, 0], "score": [0.1, 0.9], "gender": pa.array([b"f", b"\xf6"], pa.binary())})
     spec = DatasetSpec(label="label", positive="1", attributes=("gender",), features=())
     assert count_blocks(table, spec=spec, output="score", threshold=0.5, intersect=False, display_name="p") is None
@@ -241,14 +206,11 @@ def test_predictions_other_than_0_and_1_and_too_many_groups_are_left_to_the_gene
 
 
 @pytest.mark.parametrize("intersect", [False, True])
-@pytest.mark.parametrize("compiled", [False, True], ids=["reader-encoded", "compiled"])
 def test_a_large_csv_file_gives_the_same_document_on_either_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool, intersect: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, intersect: bool
 ) -> None:
-    """End to end through the CSV reader (many blocks; attributes dictionary-encoded by the reader,
-    or read as bytes and coded by the compiled pass): the documents are equal."""
-    monkeypatch.setattr(counting, "_compiled_pass_loaded", compiled)
-    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
+    """End to end through the CSV reader (many blocks; attributes dictionary-encoded by the reader):
+    the documents are equal."""
     rng = np.random.default_rng(11)
     rows = 120_000
     table = pa.table(
@@ -265,15 +227,14 @@ def test_a_large_csv_file_gives_the_same_document_on_either_path(
     calls: list[bool] = []
 
     def spy(table: pa.Table, **kwargs: Any) -> Counted | None:
-        # With the compiled pass the attributes arrive as bytes; otherwise the reader encoded them.
-        assert (table.column("gender").type == pa.binary()) is compiled
+        assert pa.types.is_dictionary(table.column("gender").type)  # the reader encoded it
         result = count_blocks(table, **kwargs)
         calls.append(result is not None)
         return result
 
-    monkeypatch.setattr(predictions, "count_blocks", spy)
+    monkeypatch.setattr(audit, "count_blocks", spy)
     fast = audit_predictions(path, spec, display_name="predictions.csv", max_bytes=1 << 30).document
-    monkeypatch.setattr(predictions, "count_blocks", lambda *args, **kwargs: None)
+    monkeypatch.setattr(audit, "count_blocks", lambda *args, **kwargs: None)
     general = audit_predictions(path, spec, display_name="predictions.csv", max_bytes=1 << 30).document
     assert calls == [True]
     assert json.dumps(fast, sort_keys=True) == json.dumps(general, sort_keys=True)

@@ -10,9 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from auditportal.audits import counting
-from auditportal.audits.predictions import AuditSpec, AuditSpecError, audit_predictions
-from auditportal.datasets.ingest import DatasetError
+from auditportal.fairness.audit import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.fairness.tabular import DatasetError
 from tests.audits.conftest import PREDICTIONS_CSV, write
 
 MAX = 1 << 30
@@ -194,14 +193,8 @@ def test_the_csv_fixture_is_what_the_tests_assume() -> None:
     assert PREDICTIONS_CSV.count("\n") == 13
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["dictionary-encoded", "compiled"])
-def test_a_byte_that_is_not_utf8_in_an_attribute_is_reported_with_its_row(
-    tmp_path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # With the compiled pass the attribute is read as bytes (its first block is text) and checked by
-    # its distinct values; either way the file's first bad byte is found and named, as registration names it.
-    monkeypatch.setattr(counting, "_COMPILED_ROWS", 1)
-    monkeypatch.setattr(counting, "_compiled_pass_loaded", compiled)
+def test_a_byte_that_is_not_utf8_in_an_attribute_is_reported_with_its_row(tmp_path: Path) -> None:
+    # The file's first bad byte is found and named, as registration names it.
     rows = 100_000  # 1.2 MB: past the first block (1 MiB), from which the reader infers types
     content = b"label,pred,gender\n" + b"1,1,f\n0,0,m\n" * rows + "1,0,Jürgen\n".encode("latin-1")
     path = tmp_path / "scores.csv"
@@ -212,7 +205,7 @@ def test_a_byte_that_is_not_utf8_in_an_attribute_is_reported_with_its_row(
 
 
 def test_an_attribute_of_numbers_is_grouped_by_the_numbers(tmp_path: Path) -> None:
-    # Inferred as numbers, the column is not read as bytes: "01" and "1" are one group, as in registration.
+    # Inferred as numbers: "01" and "1" are one group, as in registration.
     path = write(tmp_path / "scores.csv", "label,pred,band\n1,1,01\n0,0,1\n1,0,2\n0,1,2.0\n")
     document = _audit(path, attributes=("band",))
     assert document["attributes"]["band"]["groups"]["1"]["n"] == 2

@@ -15,7 +15,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from auditportal.audits import report, stats
+from auditportal.fairness import judge, stats
 
 FAIRLEARN_TOLERANCE = 1e-12
 
@@ -232,7 +232,7 @@ def test_group_rates_and_differences_equal_fairlearns_metricframe(audit: tuple[s
     )
     rates = stats.group_rates(counted)
     spreads = stats.spreads(rates)
-    reference = report.default_reference(counted)
+    reference = judge.default_reference(counted)
     assert reference is not None
     compared = stats.compare(counted, reference=reference)
     by_group = frame.by_group
@@ -293,7 +293,7 @@ def test_familywise_intervals_cover_the_true_differences_in_small_sample_simulat
 
 
 def _report(counts: stats.Counts, groups: list[str], unknown: int = 0, reference: int | None = None) -> dict[str, Any]:
-    document = report.attribute_report(counts, groups, unknown=unknown, reference=reference)
+    document = judge.judge_attribute(counts, groups, unknown=unknown, reference=reference)
     json.dumps(document, allow_nan=False)  # undefined values are null, never NaN
     return document
 

@@ -14,8 +14,8 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
-from auditportal.audits.predictions import AuditSpec
-from auditportal.datasets import ingest
+from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.tabular import read
 from tests.audits.conftest import PREDICTIONS_CSV
 
 
@@ -94,7 +94,7 @@ def test_an_upload_is_hashed_as_it_streams_in_and_not_read_again_for_its_hash(
     def no_second_read(*args: object) -> str:
         raise AssertionError("an uploaded file was read again to hash it")
 
-    monkeypatch.setattr(ingest, "_sha256", no_second_read)
+    monkeypatch.setattr(read, "sha256_of", no_second_read)
     upload = _upload(content=content)
     client = _client(bob)
     if route == "form":

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditportal.datasets.ingest import (
+from auditportal.fairness.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
     AttributeInfo,
     DatasetError,
@@ -713,24 +713,12 @@ def test_an_integer_label_spanning_two_values_that_are_not_0_and_1_still_works(t
     assert (result.positives, result.negatives) == (3, 1)
 
 
-def test_read_columns_hands_text_attributes_over_as_bytes_and_numbers_as_numbers(tmp_path: Path) -> None:
+def test_read_columns_dictionary_encodes_text_attributes_and_keeps_numbers_as_numbers(tmp_path: Path) -> None:
     path = write(tmp_path, "credit.csv", CREDIT)
     spec = DatasetSpec(label="label", positive="1", attributes=("gender", "age_group", "income"), features=())
-
-    def read_kinds(as_bytes: bool) -> dict[str, pa.DataType]:
-        raw = read_columns(
-            path,
-            spec,
-            others=[("purpose", "prediction")],
-            display_name="credit.csv",
-            max_bytes=MAX_BYTES,
-            attributes_as_bytes=as_bytes,
-        )
-        assert raw.path == path
-        return {name: raw.table.column(name).type for name in raw.table.column_names}
-
-    assert pa.types.is_dictionary(read_kinds(as_bytes=False)["gender"])
-    kinds = read_kinds(as_bytes=True)
-    assert kinds["gender"] == kinds["age_group"] == pa.binary()
+    raw = read_columns(path, spec, others=[("purpose", "prediction")], display_name="credit.csv", max_bytes=MAX_BYTES)
+    kinds = {name: raw.table.column(name).type for name in raw.table.column_names}
+    assert pa.types.is_dictionary(kinds["gender"])
+    assert pa.types.is_dictionary(kinds["age_group"])
     assert kinds["income"] == pa.float64()
-    assert pa.types.is_dictionary(kinds["purpose"])  # not an attribute: dictionary-encoded by the reader
+    assert pa.types.is_dictionary(kinds["purpose"])

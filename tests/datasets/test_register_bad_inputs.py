@@ -15,8 +15,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets import services
-from auditportal.datasets.ingest import DatasetError, DatasetSpec
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
+from auditportal.fairness.tabular import DatasetError, DatasetSpec
 
 GOOD_HEADER = "income,gender,approved\n"
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender",))

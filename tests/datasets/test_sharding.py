@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.datasets.sharding import (
+from auditportal.fairness.sharding import (
     AttributeSpec,
     FeatureSpec,
     ShardingError,

@@ -10,8 +10,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.datasets import services
-from auditportal.datasets.ingest import DatasetSpec
 from auditportal.datasets.models import DatasetVersion, StagedUpload
+from auditportal.fairness.tabular import DatasetSpec
 from tests.datasets.conftest import SMALL_CSV
 
 

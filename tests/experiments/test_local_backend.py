@@ -10,12 +10,13 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard
-from auditportal.experiments import metricsfile, services
-from auditportal.experiments.backends import MetricReport
+from auditportal.experiments import services
 from auditportal.experiments.backends.local import run_dir
-from auditportal.experiments.ingest import trial_reports_ingest
+from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import ExperimentStatus, MetricPoint, Trial, TrialState
 from auditportal.experiments.tasks import experiment_launch_task
+from auditportal.fairness import metricsfile
+from auditportal.fairness.metricsfile import MetricRecord
 from tests.experiments.conftest import metrics_in_file, poll_until_done
 
 
@@ -94,12 +95,12 @@ def test_ingesting_the_same_reports_again_adds_nothing(
     before = _stored(trial)
 
     reports = [
-        MetricReport(kind=r.kind, step=r.step, metrics=r.metrics, end=r.end)
-        for r in metricsfile.read_reports(run_dir(trial) / "metrics.jsonl", 0)
+        MetricRecord(kind=r.kind, step=r.step, metrics=r.metrics, end=r.end)
+        for r in metricsfile.read_records(run_dir(trial) / "metrics.jsonl", 0)
     ]
-    result = trial_reports_ingest(trial=trial, reports=reports + reports, batch_points=7)
+    result = trial_metrics_ingest(trial=trial, records=reports + reports, batch_points=7)
 
-    assert result.reports == 2 * len(reports)
+    assert result.records == 2 * len(reports)
     assert _stored(trial) == before
     assert MetricPoint.objects.filter(trial=trial).count() == len(before)
 
@@ -109,11 +110,13 @@ def test_only_complete_lines_are_read_and_the_offset_resumes_after_them(tmp_path
     first = b'{"schema": 1, "trial": 1, "kind": "validation", "step": 5, "metrics": {"eod": 0.1}}\n'
     partial = b'{"schema": 1, "trial": 1, "kind": "valid'
     path.write_bytes(first + partial)
-    reports = list(metricsfile.read_reports(path, 0))
+    reports = list(metricsfile.read_records(path, 0))
     assert [(r.kind, r.step, r.metrics, r.end) for r in reports] == [("validation", 5, {"eod": 0.1}, len(first))]
     with path.open("ab") as handle:
         handle.write(b'ation", "step": 10, "metrics": {"eod": NaN, "x": "text"}}\n')
-    again = list(metricsfile.read_reports(path, reports[0].end))
+    end = reports[0].end
+    assert end is not None
+    again = list(metricsfile.read_records(path, end))
     assert [(r.step, r.metrics) for r in again] == [(10, {"eod": None})]
 
 

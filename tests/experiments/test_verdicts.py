@@ -7,11 +7,10 @@ import pytest
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
-from auditportal.experiments.backends import MetricReport
-from auditportal.experiments.ingest import trial_reports_ingest
-from auditportal.experiments.metricsfile import confusion_counts, metric_group
+from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
+from auditportal.fairness.metricsfile import MetricRecord, confusion_counts, metric_group
 
 
 def _counts(attribute: str, groups: dict[str, tuple[int, int, int, int]], unknown: int = 0) -> dict[str, float]:
@@ -102,16 +101,16 @@ def test_an_older_report_never_overwrites_a_newer_verdict_and_events_mark_change
 def test_ingesting_a_validation_report_judges_the_trial(trial: Trial, dataset_storage: Path) -> None:
     metrics: dict[str, float | None] = {"eod": 0.3, "fair_objective": 0.9, "accuracy": 0.8}
     metrics.update(_counts("gender", {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)}))
-    trial_reports_ingest(
+    trial_metrics_ingest(
         trial=trial,
-        reports=[
-            MetricReport(kind="training", step=3, metrics={"loss": 0.5}, end=10),
-            MetricReport(kind="validation", step=5, metrics=metrics, end=20),
+        records=[
+            MetricRecord(kind="training", step=3, metrics={"loss": 0.5}, end=10),
+            MetricRecord(kind="validation", step=5, metrics=metrics, end=20),
         ],
     )
     verdict = TrialVerdict.objects.get(trial=trial, attribute="gender")
     assert (verdict.step, verdict.verdict) == (5, "FAIL")
-    assert verdict.report["groups"]["female"]["tpr"] == pytest.approx(0.6)
+    assert verdict.document["groups"]["female"]["tpr"] == pytest.approx(0.6)
 
 
 def test_metric_names_with_tabs_backslashes_and_newlines_survive_ingestion(trial: Trial) -> None:

@@ -144,7 +144,7 @@ def test_a_small_search_on_the_demo_dataset_runs_to_completion_on_a_real_worker(
         judged = {verdict.attribute: verdict for verdict in trial.verdicts.all()}
         assert set(judged) == {"gender", "age_group", "gender&age_group"}
         assert {verdict.step for verdict in judged.values()} == {trial.latest_step}
-        gender = judged["gender"].report["groups"]
+        gender = judged["gender"].document["groups"]
         assert set(gender) == {"female", "male", "nonbinary"}
 
 

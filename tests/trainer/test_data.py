@@ -128,7 +128,7 @@ def test_sampler_epochs_differ_but_depend_only_on_seed_and_epoch() -> None:
 
 
 def test_shards_written_by_the_portal_writer_are_readable(tmp_path: Path, demo_frame) -> None:
-    sharding = pytest.importorskip("auditportal.datasets.sharding")
+    sharding = pytest.importorskip("auditportal.fairness.sharding")
     table = pa.Table.from_pandas(demo_frame, preserve_index=False)
     spec = sharding.ShardSpec(
         label_column="label",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
+from auditportal.fairness.metricsfile import MetricRecord
+
 if TYPE_CHECKING:
     from auditportal.experiments.models import Experiment
 
@@ -33,15 +35,6 @@ class BackendUnavailable(BackendError):
 
 class BackendAuthError(BackendError):
     pass
-
-
-@dataclass(frozen=True)
-class MetricReport:
-    kind: str
-    step: int
-    metrics: dict[str, float | None]
-    # Local backend: the byte offset just after this report's line in the metrics file.
-    end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ class TrialSnapshot:
     checkpoint: str | None = None
     error: str | None = None
     log_tail: str | None = None
-    reports: Iterable[MetricReport] = field(default_factory=list)
+    records: Iterable[MetricRecord] = field(default_factory=list)
 
 
 @dataclass

@@ -31,11 +31,11 @@ from auditportal.experiments.backends import (
     BackendError,
     BackendUnavailable,
     ExperimentSnapshot,
-    MetricReport,
     Submission,
     TrialSnapshot,
 )
 from auditportal.experiments.models import Experiment, MetricPoint, TrialState
+from auditportal.fairness.metricsfile import MetricRecord
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class DeterminedBackend:
                 error="trial errored on the cluster; see its logs in Determined"
                 if _enum_value(trial.state) == "STATE_ERROR"
                 else None,
-                reports=[],
+                records=[],
             )
         if snapshots:
             ids = sorted(snapshots)
@@ -190,7 +190,7 @@ class DeterminedBackend:
                     if key in seen or key in known or trial_id not in snapshots:
                         continue
                     seen.add(key)
-                    reports_list = snapshots[trial_id].reports
+                    reports_list = snapshots[trial_id].records
                     assert isinstance(reports_list, list)
                     reports_list.append(report)
         return ExperimentSnapshot(
@@ -297,14 +297,14 @@ def _iter_trials(session: Session, experiment_id: int) -> Iterator[Any]:
         offset = end
 
 
-def _metrics_reader(trial_ids: list[int], group: str) -> Callable[[Session], list[tuple[int, MetricReport]]]:
-    def read(session: Session) -> list[tuple[int, MetricReport]]:
+def _metrics_reader(trial_ids: list[int], group: str) -> Callable[[Session], list[tuple[int, MetricRecord]]]:
+    def read(session: Session) -> list[tuple[int, MetricRecord]]:
         return list(_iter_metrics(session, trial_ids, group))
 
     return read
 
 
-def _iter_metrics(session: Session, trial_ids: list[int], group: str) -> Iterator[tuple[int, MetricReport]]:
+def _iter_metrics(session: Session, trial_ids: list[int], group: str) -> Iterator[tuple[int, MetricRecord]]:
     for page in bindings.get_GetMetrics(session, trialIds=trial_ids, group=group):
         for report in page.metrics:
             # The SDK's own parser (TrialMetrics._from_bindings) reads these keys.
@@ -314,4 +314,4 @@ def _iter_metrics(session: Session, trial_ids: list[int], group: str) -> Iterato
             for name, value in values.items():
                 if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
                     metrics[str(name)] = None if value is None else float(value)
-            yield report.trialId, MetricReport(kind=group, step=int(report.totalBatches), metrics=metrics)
+            yield report.trialId, MetricRecord(kind=group, step=int(report.totalBatches), metrics=metrics)

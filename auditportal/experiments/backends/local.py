@@ -23,16 +23,16 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from auditportal.experiments import configs, metricsfile
+from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
     ExperimentSnapshot,
-    MetricReport,
     Submission,
     TrialPlan,
     TrialSnapshot,
 )
 from auditportal.experiments.models import Backend, Experiment, Trial, TrialState
+from auditportal.fairness import metricsfile
 
 logger = logging.getLogger(__name__)
 
@@ -190,10 +190,7 @@ class LocalBackend:
             snapshot.log_tail = metricsfile.log_tail(directory / "trial.log", settings.EXPERIMENT_LOG_TAIL_LINES)
         snapshot.checkpoint = _latest_checkpoint(directory / "xdg" / "determined")
         # Read after the exit status: once the trainer has exited its file is complete.
-        snapshot.reports = (
-            MetricReport(kind=report.kind, step=report.step, metrics=report.metrics, end=report.end)
-            for report in metricsfile.read_reports(directory / "metrics.jsonl", trial.metrics_offset)
-        )
+        snapshot.records = metricsfile.read_records(directory / "metrics.jsonl", trial.metrics_offset)
         return snapshot
 
 

@@ -10,10 +10,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role, User
-from auditportal.audits import presentation, services, stats
+from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
-from auditportal.audits.predictions import AuditSpec
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError
+from auditportal.fairness import presentation, stats
+from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError
 
 FLAGS = {
     "label": "--label",

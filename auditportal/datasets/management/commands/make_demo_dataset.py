@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets import demo, services
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 from auditportal.datasets.models import DatasetVersion
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
 
 class Command(BaseCommand):

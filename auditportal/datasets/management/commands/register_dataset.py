@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets import services
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
 
 class Command(BaseCommand):

@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from auditportal.datasets import sharding
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard, shard_dir_default
+from auditportal.fairness import sharding
 
 
 class Command(BaseCommand):

@@ -24,11 +24,14 @@ GROUP_FAMILIES = frozenset({"count", "recall", "fpr", "tpr", "precision", "posit
 
 
 @dataclass(frozen=True)
-class Report:
-    kind: str
+class MetricRecord:
+    """One line of the metrics file (or one metrics report read from a Determined master)."""
+
+    kind: str  # "training", "validation", or "" for a line that does not follow the schema
     step: int
     metrics: dict[str, float | None]
-    end: int  # byte offset just after this line
+    # The byte offset just after this line in the metrics file; None when not read from a file.
+    end: int | None = None
 
 
 def metric_group(name: str) -> tuple[str, str]:
@@ -98,7 +101,7 @@ def parse_line(line: bytes) -> tuple[str, int, dict[str, float | None]] | None:
     return str(kind), step, values
 
 
-def read_reports(path: Path, offset: int, *, max_bytes: int = 16 * 1024 * 1024) -> Iterator[Report]:
+def read_records(path: Path, offset: int, *, max_bytes: int = 16 * 1024 * 1024) -> Iterator[MetricRecord]:
     """Complete lines from ``offset`` on (at most about ``max_bytes``), each with its end offset."""
     try:
         handle = path.open("rb")
@@ -118,10 +121,10 @@ def read_reports(path: Path, offset: int, *, max_bytes: int = 16 * 1024 * 1024) 
         parsed = parse_line(raw)
         if parsed is None:
             logger.warning("%s: skipped a line that does not follow the metrics schema at byte %d", path, position)
-            yield Report(kind="", step=0, metrics={}, end=position)
+            yield MetricRecord(kind="", step=0, metrics={}, end=position)
             continue
         kind, step, metrics = parsed
-        yield Report(kind=kind, step=step, metrics=metrics, end=position)
+        yield MetricRecord(kind=kind, step=step, metrics=metrics, end=position)
 
 
 def log_tail(path: Path, lines: int) -> str:

@@ -1,17 +1,12 @@
 """Confusion cells per group, counted block by block straight from the parsed columns.
 
-Pure pyarrow/numpy/numba (no Django). This is the audit's fast path for the common file: an integer
+Pure pyarrow/numpy (no Django). This is the audit's fast path for the common file: an integer
 0/1 label, a numeric score (or an integer 0/1 prediction) and the attributes as the CSV reader hands
 them over. Each block of rows (about 50k, the reader's own blocks) is counted while it is in cache:
-its confusion cell per row (label, prediction) is computed with numpy, then, per attribute, either
-one ``bincount`` over ``(dictionary entry, cell)`` (the reader dictionary-encodes text as it
-parses; numbers are encoded here) or, in a process that has loaded the compiled pass (the web
-processes do, see :func:`load_compiled_pass`), the text attribute's rows, read as plain bytes, are
-coded and added to their cells in one compiled pass (:mod:`auditportal.audits.textcodes`), which
-costs less than the reader's encoding. Only the small per-value tables are then mapped to groups. No
-per-row array of the whole file is built, and the blocks are shared between two threads. An
-intersection needs per-row codes of every attribute, so there text attributes are
-dictionary-encoded first (by the same compiled pass, when loaded).
+its confusion cell per row (label, prediction) is computed with numpy, then, per attribute, one
+``bincount`` over ``(dictionary entry, cell)`` (the reader dictionary-encodes text as it parses;
+numbers are encoded here). Only the small per-value tables are then mapped to groups. No per-row
+array of the whole file is built, and the blocks are shared between two threads.
 
 :func:`count_blocks` answers None whenever the columns are anything else, or anything looks wrong
 (a missing value, a third label value, NaN scores, too many groups or values, text that is not
@@ -21,20 +16,19 @@ checks and reports the exact row and column. Both paths give the same tables; a 
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.audits import stats
-from auditportal.datasets.ingest import (
+from auditportal.fairness import stats
+from auditportal.fairness.tabular import (
     INTERSECTION_SEPARATOR,
     DatasetError,
     DatasetSpec,
@@ -42,12 +36,7 @@ from auditportal.datasets.ingest import (
     entry_texts,
     numpy_view,
 )
-from auditportal.datasets.ingest import integer_label as integer_label_bounds
-
-if TYPE_CHECKING:
-    from auditportal.audits.textcodes import TextCodes
-
-logger = logging.getLogger(__name__)
+from auditportal.fairness.tabular import integer_label as integer_label_bounds
 
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
 MAX_BLOCK_SLOTS = 1 << 20
@@ -55,12 +44,6 @@ MAX_BLOCK_SLOTS = 1 << 20
 _LARGEST_LABEL = 2**61
 # Fewer rows than this are counted on one thread.
 _THREADED_ROWS = 1_000_000
-# From this many rows, text attributes are coded by the compiled pass (:mod:`textcodes`), in a
-# process that has loaded it: the web processes do as they start (:func:`load_compiled_pass`).
-# Loading it (numba) costs about 0.4 s and saves about 5 ms per million rows, so a command-line
-# process does not; there the CSV reader dictionary-encodes the attributes as it parses.
-_COMPILED_ROWS = 1_000_000
-_compiled_pass_loaded = False
 # Column j of a block's table is label_bit * 2 + predicted; these orders turn it into tp, fn, fp, tn.
 _CELLS_WHEN_POSITIVE_BIT = {1: [3, 2, 1, 0], 0: [1, 0, 3, 2]}
 
@@ -68,7 +51,7 @@ Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class GroupTable:
+class GroupCounts:
     name: str
     groups: tuple[str, ...]
     counts: stats.Counts  # (groups, 4): tp, fn, fp, tn
@@ -77,7 +60,7 @@ class GroupTable:
 
 @dataclass(frozen=True)
 class Counted:
-    tables: tuple[GroupTable, ...]  # one per attribute, then the intersection when asked for
+    tables: tuple[GroupCounts, ...]  # one per attribute, then the intersection when asked for
     positives: int
     predicted_positives: int
 
@@ -107,13 +90,9 @@ def count_blocks(
     low, positive = bounds
     if abs(low) > _LARGEST_LABEL:
         return None
-    # With the compiled pass, text attributes are coded while they are counted, except in an
-    # intersection, which needs codes per row first.
-    compiled = _compiled_pass_loaded and table.num_rows >= _COMPILED_ROWS
-    as_text = [compiled and not intersect and _is_text(table.column(name).type) for name in spec.attributes]
     encoded = []
-    for name, text in zip(spec.attributes, as_text, strict=True):
-        column = table.column(name) if text else _dictionary_encoded(table.column(name), compiled=compiled)
+    for name in spec.attributes:
+        column = _dictionary_encoded(table.column(name))
         if column is None:
             return None
         encoded.append(column)
@@ -121,14 +100,12 @@ def count_blocks(
     blocks = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
     try:
         attributes = [
-            None
-            if text
-            else _map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
-            for i, (name, text) in enumerate(zip(spec.attributes, as_text, strict=True))
+            _map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
+            for i, name in enumerate(spec.attributes)
         ]
     except DatasetError:
         return None  # the general path reports it, after any problem with the label
-    mapped = [attribute for attribute in attributes if attribute is not None]
+    mapped = attributes
     if intersect and (
         math.prod(len(a.groups) + 1 for a in mapped) * 4 > MAX_BLOCK_SLOTS
         or max(math.prod(len(m) for m in maps) for maps in zip(*(a.maps for a in mapped), strict=True)) * 4
@@ -145,27 +122,22 @@ def count_blocks(
             jobs = [pool.submit(_count_part, blocks, part, attributes, low, threshold, shape) for part in parts]
             results = [job.result() for job in jobs]
     if any(result is None for result in results):
-        return None  # NaN scores, or a text attribute with too many values
-    per_thread = cast("list[list[Ints | TextCodes]]", results)
+        return None  # NaN scores
+    per_thread = cast("list[list[Ints]]", results)
 
     order = _CELLS_WHEN_POSITIVE_BIT[positive - low]
     if intersect:
-        joint = np.sum([cast(Ints, part[0]) for part in per_thread], axis=0)
+        joint = np.sum([part[0] for part in per_thread], axis=0)
         axes = tuple(range(len(mapped)))
         singles = [(a.groups, joint.sum(axis=tuple(b for b in axes if b != i))) for i, a in enumerate(mapped)]
     else:
         joint = None
-        try:
-            singles = [
-                _text_totals(name, [cast("TextCodes", part[i]) for part in per_thread], spec, display_name)
-                if attribute is None
-                else (attribute.groups, np.sum([cast(Ints, part[i]) for part in per_thread], axis=0))
-                for i, (name, attribute) in enumerate(zip(spec.attributes, attributes, strict=True))
-            ]
-        except DatasetError:
-            return None  # as above
+        singles = [
+            (attribute.groups, np.sum([part[i] for part in per_thread], axis=0))
+            for i, attribute in enumerate(attributes)
+        ]
     tables = [
-        GroupTable(name, groups, counts[1:, order], int(counts[0].sum()))
+        GroupCounts(name, groups, counts[1:, order], int(counts[0].sum()))
         for name, (groups, counts) in zip(spec.attributes, singles, strict=True)
     ]
     if joint is not None:
@@ -190,63 +162,16 @@ def _usable_output(column: Any, threshold: float | None) -> bool:
     return bool(extremes["min"].as_py() >= 0 and extremes["max"].as_py() <= 1)
 
 
-def load_compiled_pass() -> bool:
-    """Load (or compile, the first time on this machine) the compiled pass, for a process that will
-    audit large files: from then on they are read with text attributes as bytes and counted by it.
-
-    It only makes audits faster: when it cannot be loaded (numba cannot compile here, say), the
-    failure is logged and audits keep pyarrow's encoding. Answers whether it is loaded.
-    """
-    global _compiled_pass_loaded
-    try:
-        from auditportal.audits import textcodes
-
-        textcodes.TextCodes().add(pa.array(["warm-up"]), bits=np.zeros(1, np.int64))
-    except Exception:
-        logger.exception("The compiled counting pass could not be loaded; audits use pyarrow's dictionary encoding")
-        return False
-    _compiled_pass_loaded = True
-    return True
-
-
-def compiled_pass_loaded() -> bool:
-    return _compiled_pass_loaded
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    """What :mod:`textcodes` reads: string and binary (32-bit offsets)."""
-    return bool(pa.types.is_string(kind) or pa.types.is_binary(kind))
-
-
-def _dictionary_encoded(column: pa.ChunkedArray[Any], *, compiled: bool) -> pa.ChunkedArray[Any] | None:
+def _dictionary_encoded(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any] | None:
     """The column as dictionary chunks; None when it cannot be (all null, too many values, a nested type)."""
     if pa.types.is_dictionary(column.type):
         return column
     if pa.types.is_null(column.type):
         return None
-    if compiled and _is_text(column.type):
-        from auditportal.audits import textcodes  # loaded by load_compiled_pass()
-
-        return textcodes.dictionary_encode(column)
     try:
         return pc.dictionary_encode(column)
     except pa.ArrowNotImplementedError:
         return None
-
-
-def _text_totals(
-    name: str, parts: Sequence[TextCodes], spec: DatasetSpec, display_name: str
-) -> tuple[tuple[str, ...], Ints]:
-    """A text attribute's groups and its (groups + 1, 4) table, index 0 unknown, from each thread's
-    distinct values and their cells."""
-    values = pa.concat_arrays([part.values() for part in parts])
-    texts, text_of_entry = entry_texts(values, display_name=display_name, column=name)
-    groups, group_of_text = attribute_groups(texts, name, spec, display_name)
-    group_of_entry = np.append(group_of_text, np.int32(-1))[text_of_entry] + 1
-    totals = np.zeros((len(groups) + 1, 4), np.int64)
-    np.add.at(totals, group_of_entry, np.concatenate([part.counts[: len(part)] for part in parts]))
-    totals[0] += sum(part.counts[-1] for part in parts)  # null rows
-    return groups, totals
 
 
 def _map_entries(name: str, chunks: Sequence[Any], spec: DatasetSpec, display_name: str) -> _Attribute:
@@ -273,24 +198,20 @@ def _split(count: int, *, threads: int) -> list[range]:
 def _count_part(
     blocks: Sequence[pa.RecordBatch],
     part: range,
-    attributes: Sequence[_Attribute | None],
+    attributes: Sequence[_Attribute],
     low: int,
     threshold: float | None,
     shape: tuple[int, ...] | None,
-) -> list[Ints | TextCodes] | None:
+) -> list[Ints] | None:
     """Per attribute, the table of the blocks in ``part`` (or, when ``shape`` is given, the joint
-    table of all of them); for a text attribute (None) its ``TextCodes``. None when a score is NaN
-    or a text attribute has too many values.
+    table of all of them). None when a score is NaN.
 
     Work arrays are allocated once and reused for every block: fresh block-sized temporaries would
     each be new pages from the system (they are above malloc's mmap threshold), which costs more
     than the arithmetic.
     """
-    totals: list[Ints | TextCodes]
     if shape is None:
-        if None in attributes:
-            from auditportal.audits.textcodes import TextCodes  # loaded by load_compiled_pass()
-        totals = [np.zeros((len(a.groups) + 1, 4), np.int64) if a else TextCodes() for a in attributes]
+        totals = [np.zeros((len(a.groups) + 1, 4), np.int64) for a in attributes]
     else:
         totals = [np.zeros(shape, np.int64)]
     longest = max((len(blocks[index]) for index in part), default=0)
@@ -319,17 +240,13 @@ def _count_part(
         if shape is None:
             for i, (total, attribute) in enumerate(zip(totals, attributes, strict=True)):
                 column = cast(Any, block.column(2 + i))
-                if attribute is None:
-                    if not cast("TextCodes", total).add(column, bits=bits):
-                        return None
-                    continue
                 indices, size = _entries(column)
                 np.left_shift(indices, 2, out=key, casting="unsafe")
                 key += bits
                 counts = np.bincount(key, minlength=size * 4).reshape(size, 4)
-                np.add.at(cast(Ints, total), attribute.maps[index], counts)
+                np.add.at(total, attribute.maps[index], counts)
         else:
-            mapped = cast(Sequence[_Attribute], attributes)
+            mapped = attributes
             entries = [_entries(cast(Any, block.column(2 + i))) for i in range(len(mapped))]
             indices, size = entries[0]
             np.copyto(key, indices, casting="unsafe")
@@ -341,7 +258,7 @@ def _count_part(
             key <<= 2
             key += bits
             counts = np.bincount(key, minlength=math.prod(sizes) * 4).reshape(*sizes, 4)
-            np.add.at(cast(Ints, totals[0]), np.ix_(*(a.maps[index] for a in mapped), cells), counts)
+            np.add.at(totals[0], np.ix_(*(a.maps[index] for a in mapped), cells), counts)
     return totals
 
 
@@ -355,7 +272,7 @@ def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
     return numpy_view(indices), size + 1
 
 
-def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupTable:
+def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupCounts:
     """The intersection from the joint table, whose index 0 on every attribute axis is unknown."""
     known = joint[(slice(1, None),) * len(attributes)]
     return intersection_table(
@@ -365,7 +282,7 @@ def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupT
 
 def intersection_table(
     attributes: Sequence[tuple[str, tuple[str, ...]]], counts: stats.Counts, unknown: int
-) -> GroupTable:
+) -> GroupCounts:
     """The intersection of ``attributes`` ((name, groups) pairs), named ``a&b``, from the counts of
     every combination of known groups (the first attribute's index varying slowest) and the number
     of rows where any attribute is unknown. Combinations without rows are left out: with no rows
@@ -376,4 +293,4 @@ def intersection_table(
         INTERSECTION_SEPARATOR.join(groups[int(axis[k])] for (_, groups), axis in zip(attributes, axes, strict=True))
         for k in range(len(present))
     )
-    return GroupTable(INTERSECTION_SEPARATOR.join(name for name, _ in attributes), names, counts[present], unknown)
+    return GroupCounts(INTERSECTION_SEPARATOR.join(name for name, _ in attributes), names, counts[present], unknown)

@@ -36,6 +36,7 @@ Methods, per metric and attribute (a "family" of k comparisons of every group ag
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar, cast
@@ -61,7 +62,26 @@ DENOMINATOR: Final = {
 PASS: Final = 0
 INCONCLUSIVE: Final = 1
 FAIL: Final = 2
-VERDICTS: Final = ("PASS", "INCONCLUSIVE", "FAIL")
+
+
+class Verdict(enum.StrEnum):
+    """A comparison's verdict, from best to worst. The one vocabulary of verdicts: prediction audits
+    and trial verdicts store these values, and their models take ``choices()``."""
+
+    PASS = "PASS"  # noqa: S105 - a verdict, not a password
+    INCONCLUSIVE = "INCONCLUSIVE"
+    FAIL = "FAIL"
+
+    @property
+    def label(self) -> str:
+        return self.value.title()
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        return [(verdict.value, verdict.label) for verdict in cls]
+
+
+VERDICTS: Final = tuple(verdict.value for verdict in Verdict)
 FISHER_BELOW: Final = 5
 FOUR_FIFTHS: Final = 0.8
 DEFAULT_ALPHA: Final = 0.05

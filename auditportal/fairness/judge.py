@@ -1,6 +1,7 @@
-"""Turn per-group confusion counts of one attribute into the audit JSON (docs/audit-json.md).
+"""Judge one attribute: per-group confusion counts in, its section of the audit document out
+(rates, comparisons with the reference group, verdicts; docs/audit-json.md).
 
-Pure (no Django): the prediction audit uses it now, per-trial verdicts can use it on a trial's counts.
+The prediction audit and the per-trial verdicts both judge with it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from auditportal.audits import stats
+from auditportal.fairness import stats
 
 JSON = dict[str, Any]
 
@@ -36,7 +37,7 @@ def default_reference(counts: stats.Counts) -> int | None:
     return int(np.argmax(np.asarray(counts).sum(axis=1)))
 
 
-def attribute_report(
+def judge_attribute(
     counts: stats.Counts,
     groups: Sequence[str],
     *,
@@ -132,9 +133,8 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
         ratio = entry["ratio"]
         entry["disparate_impact"] = ratio
         # Symmetric: neither rate may fall below four fifths of the other.
-        entry["four_fifths"] = (
-            None if ratio is None else ("PASS" if stats.FOUR_FIFTHS <= ratio <= 1 / stats.FOUR_FIFTHS else "FAIL")
-        )
+        within = ratio is not None and stats.FOUR_FIFTHS <= ratio <= 1 / stats.FOUR_FIFTHS
+        entry["four_fifths"] = None if ratio is None else stats.Verdict.PASS if within else stats.Verdict.FAIL
     return entry
 
 

@@ -1,12 +1,12 @@
-"""Audit an existing model's predictions: read a CSV/Parquet file, count, compare, report.
+"""Audit an existing model's predictions: read a CSV/Parquet file, count, compare, document.
 
 Pure pyarrow/numpy (no Django). Reading reuses the dataset registry's ingestion
 (:func:`auditportal.datasets.ingest.read_columns`), so labels, groups and unknown values mean the
 same here as in a registered dataset, and errors carry the same file/row/column detail. Only the
 needed columns are parsed. The common file (integer label, numeric score or 0/1 prediction) is
-counted block by block straight from the parsed columns (:mod:`auditportal.audits.counting`);
+counted block by block straight from the parsed columns (:mod:`auditportal.fairness.counting`);
 anything else, and every file with a problem, takes the general path, which decodes each column with
-registration's checks and finds the row to report. Everything after counting is on small tables.
+registration's checks and finds the row to document. Everything after counting is on small tables.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.audits import report, stats
-from auditportal.audits.counting import Counted, GroupTable, compiled_pass_loaded, count_blocks, intersection_table
-from auditportal.datasets.ingest import (
+from auditportal.fairness import judge, stats
+from auditportal.fairness.counting import Counted, GroupCounts, count_blocks, intersection_table
+from auditportal.fairness.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
     DatasetError,
     DatasetSpec,
@@ -158,7 +158,6 @@ def audit_predictions(
         display_name=display_name,
         max_bytes=max_bytes,
         sha256=sha256,
-        attributes_as_bytes=compiled_pass_loaded(),
     )
     counted = count_blocks(
         raw.table,
@@ -172,7 +171,7 @@ def audit_predictions(
 
     references = _references(spec.references, {table.name: table.groups for table in tables}, display_name)
     attributes = {
-        table.name: report.attribute_report(
+        table.name: judge.judge_attribute(
             table.counts,
             table.groups,
             unknown=table.unknown,
@@ -209,7 +208,7 @@ def audit_predictions(
         "tolerance": spec.tolerance,
         "alpha": spec.alpha,
         "power": spec.power,
-        "verdict": report.worst([item["verdict"] for item in attributes.values()]),
+        "verdict": judge.worst([item["verdict"] for item in attributes.values()]),
         "attributes": attributes,
     }
     return AuditOutcome(
@@ -232,10 +231,10 @@ def _count_decoded(raw: RawColumns, columns_spec: DatasetSpec, spec: AuditSpec, 
     else:
         predicted = _scores_at_threshold(columns.others[output], cast(float, spec.threshold), display_name, output)
     cells = stats.confusion_cells(columns.target, predicted)
-    tables: list[GroupTable] = []
+    tables: list[GroupCounts] = []
     for info, codes in zip(columns.attributes, columns.codes, strict=True):
         counts, unknown = stats.confusion_counts_from_cells(codes, cells, len(info.groups))
-        tables.append(GroupTable(info.name, info.groups, counts, int(unknown.sum())))
+        tables.append(GroupCounts(info.name, info.groups, counts, int(unknown.sum())))
     if spec.intersect:
         tables.append(_intersection(columns.attributes, columns.codes, cells, display_name))
     return Counted(
@@ -373,7 +372,7 @@ def _listed(values: Sequence[str]) -> str:
 
 def _intersection(
     attributes: Sequence[Any], codes: Sequence[npt.NDArray[np.int32]], cells: npt.NDArray[np.int8], display_name: str
-) -> GroupTable:
+) -> GroupCounts:
     sizes = [len(info.groups) for info in attributes]
     if math.prod(sizes) > MAX_INTERSECTION_CELLS:
         raise DatasetError(

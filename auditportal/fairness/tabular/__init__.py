@@ -1,0 +1,76 @@
+"""Read, check and summarise a tabular (CSV or Parquet) file with its declared label and sensitive
+attributes. Pure pyarrow/numpy, so registration, the shard writer, prediction audits and tests
+share one implementation of parsing and normalisation. Work is vectorised: each column is
+dictionary-encoded once, the few distinct values are rendered and classified, and the per-row work
+is integer codes counted with ``numpy.bincount``.
+
+Modules: ``spec`` (what is declared), ``read`` (parse and hash), ``encode`` (distinct values as
+text), ``validate`` (label and attributes), ``profile`` (summaries), ``errors``. Callers outside the
+package import the names below from it.
+"""
+
+from auditportal.fairness.tabular.encode import entry_texts, numpy_view
+from auditportal.fairness.tabular.errors import DatasetError
+from auditportal.fairness.tabular.profile import (
+    ColumnProfile,
+    GroupStat,
+    Inspection,
+    Profile,
+    inspect_file,
+    load_normalized,
+    profile_file,
+)
+from auditportal.fairness.tabular.read import RawColumns, read_columns
+from auditportal.fairness.tabular.spec import (
+    ATTRIBUTE_PREFIX,
+    DEFAULT_UNKNOWN_TOKENS,
+    INTERSECTION_SEPARATOR,
+    SUPPORTED_SUFFIXES,
+    TARGET_COLUMN,
+    AttributeInfo,
+    Codes,
+    DatasetSpec,
+    FeatureInfo,
+    FileFormat,
+    check_file_name,
+    parse_unknown_tokens,
+)
+from auditportal.fairness.tabular.validate import (
+    LabelledColumns,
+    attribute_groups,
+    decode_labelled,
+    integer_label,
+    read_labelled_columns,
+)
+
+__all__ = [
+    "ATTRIBUTE_PREFIX",
+    "DEFAULT_UNKNOWN_TOKENS",
+    "INTERSECTION_SEPARATOR",
+    "SUPPORTED_SUFFIXES",
+    "TARGET_COLUMN",
+    "AttributeInfo",
+    "Codes",
+    "ColumnProfile",
+    "DatasetError",
+    "DatasetSpec",
+    "FeatureInfo",
+    "FileFormat",
+    "GroupStat",
+    "Inspection",
+    "LabelledColumns",
+    "Profile",
+    "RawColumns",
+    "attribute_groups",
+    "check_file_name",
+    "decode_labelled",
+    "entry_texts",
+    "inspect_file",
+    "integer_label",
+    "load_normalized",
+    "numpy_view",
+    "parse_unknown_tokens",
+    "profile_file",
+    "read_columns",
+    "read_labelled_columns",
+]

@@ -1,0 +1,366 @@
+"""Parse a CSV or Parquet file with pyarrow, hash it beside the parse, and explain every parse
+failure with the file, row and column at fault."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import csv
+import difflib
+import hashlib
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from auditportal.fairness.tabular.errors import DatasetError, quote
+from auditportal.fairness.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
+from auditportal.lib.env import human_size
+
+_SNIFF_BYTES = 64 * 1024
+_MAX_HEADER_BYTES = 16 * 1024 * 1024
+_HASH_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RawColumns:
+    """The requested columns of a file as parsed, before any interpretation."""
+
+    file_format: FileFormat
+    table: pa.Table  # the label, the sensitive attributes and the other requested columns
+    columns: tuple[str, ...]  # every column in the file
+    sha256: str
+    size_bytes: int
+
+
+def read_columns(
+    path: Path,
+    spec: DatasetSpec,
+    *,
+    others: Sequence[tuple[str, str]],
+    display_name: str,
+    max_bytes: int,
+    sha256: str | None = None,
+) -> RawColumns:
+    """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
+
+    Unlike registration, a CSV file's unused columns are not converted, so a large file costs only
+    what is used. The file is hashed beside the parse: the hash is the only work that can overlap it, since
+    everything after the parse needs the parsed columns. ``sha256``, when the caller already has the
+    file's digest (an upload hashed as it streamed in), saves that work.
+    """
+    file_format = file_format_of(path, display_name)
+    check_spec(spec, display_name)
+    size = check_size(path, display_name, max_bytes)
+    wanted = list(dict.fromkeys([spec.label, *spec.attributes, *(name for name, _ in others)]))
+    declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
+
+    def parse() -> Loaded:
+        loaded = load(path, file_format, display_name, columns=wanted, csv_subset=True)
+        check_columns_present(loaded.columns, declared, display_name)
+        return loaded
+
+    if sha256 is not None:
+        loaded = parse()
+    else:
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+            digest = pool.submit(sha256_of, path, stop)
+            try:
+                loaded = parse()
+            except BaseException:
+                stop.set()
+                raise
+            sha256 = digest.result()
+    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size)
+
+
+def file_format_of(path: Path, display_name: str) -> FileFormat:
+    # The user's name decides; the storage path is a fallback for callers that pass a bare label.
+    for candidate in (display_name, path.name):
+        suffix = candidate.lower().rsplit(".", 1)[-1] if "." in candidate else ""
+        if suffix == "csv":
+            return "csv"
+        if suffix in ("parquet", "pq"):
+            return "parquet"
+    raise DatasetError(unsupported_suffix_message(display_name), file=display_name)
+
+
+def check_size(path: Path, display_name: str, max_bytes: int) -> int:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DatasetError(
+            f"the file is {human_size(size)}, over the limit of {human_size(max_bytes)}; "
+            "upload a smaller file (Parquet is usually several times smaller than CSV)",
+            file=display_name,
+        )
+    return size
+
+
+@dataclass(frozen=True)
+class Loaded:
+    file_format: FileFormat
+    table: pa.Table  # the requested columns (all columns for CSV)
+    columns: tuple[str, ...]  # every column in the file
+    schema: pa.Schema  # of every column in the file
+
+
+def load(
+    path: Path,
+    file_format: FileFormat,
+    display_name: str,
+    *,
+    columns: list[str] | None,
+    csv_subset: bool = False,
+) -> Loaded:
+    if path.stat().st_size == 0:
+        raise DatasetError(
+            "the file is empty (0 bytes); upload a file with a header line and data rows",
+            file=display_name,
+        )
+    if file_format == "csv":
+        return _load_csv(path, display_name, columns if csv_subset else None)
+    return _load_parquet(path, display_name, columns)
+
+
+def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -> Loaded:
+    header = _sniff_csv(path, display_name)
+    # By default all columns are converted even when only some are used, so that every column is
+    # checked (an unused Latin-1 column still means the file is not UTF-8); ``columns`` is for
+    # readers that use a few columns of a large file and check only those.
+    include = [name for name in columns if name in header] if columns else []
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True),
+            # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
+            # its other text columns, so they are never hashed row by row on one thread.
+            convert_options=pacsv.ConvertOptions(
+                include_columns=include,
+                auto_dict_encode=bool(include),
+                auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
+            ),
+        )
+    except pa.ArrowInvalid as exc:
+        raise _explain_csv_error(str(exc), path, display_name, header) from None
+    # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
+    if any(_is_binary_text(field.type) for field in table.schema):
+        raise _encoding_error(path, display_name, header)
+    if table.num_rows == 0:
+        raise DatasetError("the file has a header line but no data rows", file=display_name)
+    return Loaded("csv", table, tuple(header) if include else tuple(table.column_names), table.schema)
+
+
+def _is_binary_text(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or (pa.types.is_dictionary(kind) and pa.types.is_binary(kind.value_type))
+
+
+# Text columns with more distinct values per block than this are read as plain strings.
+_AUTO_DICT_LIMIT = 4096
+
+
+def _sniff_csv(path: Path, display_name: str) -> list[str]:
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+        handle.seek(0)
+        line = handle.readline(_MAX_HEADER_BYTES)
+        while line and not line.strip():
+            line = handle.readline(_MAX_HEADER_BYTES)
+
+    def reject(message: str) -> DatasetError:
+        return DatasetError(message, file=display_name)
+
+    if head.startswith(b"PAR1"):
+        raise reject("this is a Parquet file, not CSV text; rename it to end in .parquet")
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"\xd0\xcf\x11\xe0"):
+        raise reject(
+            "this is an Excel workbook or a ZIP archive, not CSV text; export the sheet as CSV (comma-separated, UTF-8)"
+        )
+    if head.startswith(b"\x1f\x8b"):
+        raise reject("this file is gzip-compressed; decompress it and upload the CSV inside")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise reject("the file is UTF-16 encoded, not UTF-8; save it as UTF-8")
+    if b"\x00" in head:
+        raise reject(
+            "this is not CSV text: it contains binary data (NUL bytes); export the data as a "
+            "comma-separated UTF-8 CSV file"
+        )
+    if not line.strip():
+        raise reject("the file contains only blank lines; it needs a header line and data rows")
+    line = line.removeprefix(codecs.BOM_UTF8)
+    try:
+        text = line.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise _encoding_error(path, display_name, []) from None
+    header = next(csv.reader([text]))
+    if len(header) == 1:
+        for delimiter, described in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if delimiter in text:
+                raise reject(
+                    f"the file looks {described}-separated ({delimiter!r}), but the portal "
+                    "accepts comma-separated CSV only; export it again with ',' as the separator"
+                )
+    _check_unique_names(header, display_name)
+    return header
+
+
+def _check_unique_names(names: Sequence[str], display_name: str) -> None:
+    repeated = [(name, n) for name, n in Counter(names).items() if n > 1]
+    if repeated:
+        listed = ", ".join(f"{quote(name)} ({n} times)" for name, n in repeated)
+        raise DatasetError(
+            f"duplicate column names: {listed}; every column needs a unique name",
+            file=display_name,
+            column=repeated[0][0],
+        )
+
+
+_FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
+
+
+def _explain_csv_error(message: str, path: Path, display_name: str, header: list[str]) -> DatasetError:
+    if "UTF8" in message or "UTF-8" in message:
+        return _encoding_error(path, display_name, header)
+    if "Empty CSV file" in message:
+        return DatasetError("the file contains only blank lines", file=display_name)
+    if _FIELD_COUNT.search(message):
+        return _field_count_error(path, display_name, header)
+    return DatasetError(
+        f"cannot be read as comma-separated CSV ({message}); check that the file is a comma-separated UTF-8 CSV export",
+        file=display_name,
+    )
+
+
+def _field_count_error(path: Path, display_name: str, header: list[str]) -> DatasetError:
+    # The multi-threaded parser cannot number rows; a serial re-read (error path only) can.
+    bad: list[pacsv.InvalidRow] = []
+
+    def first_bad_row(row: pacsv.InvalidRow) -> Literal["skip", "error"]:
+        bad.append(row)
+        return "error"
+
+    with contextlib.suppress(pa.ArrowInvalid):
+        pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=False),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=first_bad_row),
+            convert_options=pacsv.ConvertOptions(include_columns=header[:1], column_types={header[0]: pa.string()}),
+        )
+    if not bad:
+        return DatasetError("a row has a different number of fields than the header", file=display_name)
+    row = bad[0]
+    fields = f"{row.actual_columns} field{'s' if row.actual_columns != 1 else ''}"
+    message = (
+        f"this row has {fields} but the header has {row.expected_columns} columns "
+        f"(the row starts {quote(row.text, 60)}); "
+    )
+    if row.text.count('"') % 2:
+        message += "it has an unclosed quote ('\"'): close the quoted value or remove the quote"
+    else:
+        message += "quote values that contain commas"
+    number = None if row.number is None else row.number - 1
+    return DatasetError(message, file=display_name, row=number)
+
+
+def _encoding_error(path: Path, display_name: str, header: list[str]) -> DatasetError:
+    found = _first_invalid_utf8(path)
+    advice = "the file is not UTF-8 (e.g. Latin-1): save it as UTF-8"
+    if found is None:
+        return DatasetError(advice, file=display_name)
+    _, line_number, line_prefix, byte = found
+    what = f"byte 0x{byte:02X} is not valid UTF-8; {advice}"
+    if line_number == 1:
+        return DatasetError(f"the header line: {what}", file=display_name)
+    fields = next(csv.reader([line_prefix.decode("utf-8")]), [""])
+    index = len(fields) - 1
+    column = header[index] if index < len(header) else None
+    return DatasetError(what, file=display_name, row=line_number - 1, column=column)
+
+
+def _first_invalid_utf8(path: Path) -> tuple[int, int, bytes, int] | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    consumed = 0
+    offset: int | None = None
+    with path.open("rb") as handle:
+        while offset is None:
+            chunk = handle.read(_HASH_CHUNK_BYTES)
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                offset = consumed - pending + exc.start
+            if not chunk:
+                break
+            consumed += len(chunk)
+        if offset is None:
+            return None
+        handle.seek(0)
+        before = handle.read(offset + 1)
+    line_start = before.rfind(b"\n", 0, offset) + 1
+    line_number = before.count(b"\n", 0, offset) + 1
+    prefix = before[line_start:offset].removeprefix(codecs.BOM_UTF8)
+    return offset, line_number, prefix, before[offset]
+
+
+def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> Loaded:
+    with path.open("rb") as handle:
+        head = handle.read(4)
+        handle.seek(max(path.stat().st_size - 4, 0))
+        tail = handle.read(4)
+    if head != b"PAR1" or tail != b"PAR1":
+        looks_like_text = head and all(32 <= b < 127 or b in (9, 10, 13) for b in head)
+        hint = "; if it is CSV text, rename it to end in .csv" if looks_like_text else ""
+        raise DatasetError(f"this is not a Parquet file (it lacks the 'PAR1' markers){hint}", file=display_name)
+    try:
+        parquet = pq.ParquetFile(path)
+        schema = parquet.schema_arrow
+        _check_unique_names(schema.names, display_name)
+        if parquet.metadata.num_rows == 0:
+            raise DatasetError("the file has columns but no data rows", file=display_name)
+        present = [name for name in columns if name in schema.names] if columns else None
+        table = parquet.read(columns=present, use_threads=True)
+        # A categorical's dictionary may list values no row holds; decoded, only real values count.
+        table = pa.table(
+            [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns],
+            names=table.column_names,
+        )
+    except (pa.ArrowException, OSError) as exc:
+        raise DatasetError(f"cannot read the Parquet file ({exc}); export it again", file=display_name) from None
+    return Loaded("parquet", table, tuple(schema.names), schema)
+
+
+def sha256_of(path: Path, stop: threading.Event) -> str:
+    digest = hashlib.sha256()
+    # One reused buffer rather than a new bytes object per read (large ones are fresh pages from the system).
+    buffer = bytearray(_HASH_CHUNK_BYTES)
+    with path.open("rb", buffering=0) as handle, memoryview(buffer) as view:
+        while not stop.is_set() and (count := handle.readinto(view)):
+            digest.update(view[:count])
+    return digest.hexdigest()
+
+
+def check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
+    missing = [(name, role) for name, role in declared if name not in columns]
+    if not missing:
+        return
+    listed = ", ".join(f"{quote(name)} ({role})" for name, role in missing)
+    available = ", ".join(quote(name) for name in columns)
+    message = f"declared columns not in the file: {listed}; the file's columns are {available}"
+    hints = []
+    for name, _ in missing:
+        close = difflib.get_close_matches(name, columns, n=1) or [
+            c for c in columns if c.strip().lower() == name.strip().lower()
+        ]
+        if close:
+            hints.append(f"{quote(close[0])} for {quote(name)}")
+    if hints:
+        message += f" (did you mean {', '.join(hints)}?)"
+    raise DatasetError(message, file=display_name, column=missing[0][0])

@@ -1,0 +1,308 @@
+"""Registration's checks on the label and the sensitive attributes: the positive value, unknown
+tokens, groups, and each row's codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from auditportal.fairness.tabular.encode import (
+    ENCODE_THREADS,
+    INTEGRAL_FLOAT_LIMIT,
+    encode,
+    first_row,
+    index_of,
+    is_numeric,
+    numpy_view,
+    pylist,
+    to_numpy,
+    unusable_type,
+    values_seen,
+)
+from auditportal.fairness.tabular.errors import DatasetError, quote
+from auditportal.fairness.tabular.read import Loaded, RawColumns, check_columns_present, read_columns
+from auditportal.fairness.tabular.spec import (
+    ATTRIBUTE_PREFIX,
+    TARGET_COLUMN,
+    AttributeInfo,
+    Codes,
+    DatasetSpec,
+    FeatureInfo,
+    FileFormat,
+)
+
+
+@dataclass(frozen=True)
+class LabelledColumns:
+    """The label and sensitive attributes of a file, normalised as for registration, plus raw columns."""
+
+    file_format: FileFormat
+    num_rows: int
+    columns: tuple[str, ...]  # every column in the file
+    target: npt.NDArray[np.int8]  # per row: 1 = the positive label value
+    attributes: tuple[AttributeInfo, ...]
+    codes: tuple[Codes, ...]  # per attribute, per row: index into its groups, -1 = unknown
+    others: dict[str, pa.ChunkedArray[Any]]  # the other requested columns, as read
+    sha256: str
+    size_bytes: int
+
+
+def decode_labelled(
+    raw: RawColumns, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str
+) -> LabelledColumns:
+    """Registration's checks and messages for the label and the attributes, and their per-row codes.
+
+    ``spec.features`` is not used; the ``others`` columns are returned as read.
+    """
+    table = raw.table
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="labelled") as pool:
+        # The columns are decoded side by side (pyarrow and numpy release the GIL); results are
+        # taken in declaration order, so the first bad column is still the one reported.
+        target_job = pool.submit(_target, table.column(spec.label), spec, display_name)
+        attribute_jobs = [
+            pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
+        ]
+        target = target_job.result()
+        attributes = [job.result() for job in attribute_jobs]
+    return LabelledColumns(
+        file_format=raw.file_format,
+        num_rows=table.num_rows,
+        columns=raw.columns,
+        target=target,
+        attributes=tuple(attribute.info for attribute in attributes),
+        codes=tuple(attribute.codes for attribute in attributes),
+        others={name: table.column(name) for name, _ in others},
+        sha256=raw.sha256,
+        size_bytes=raw.size_bytes,
+    )
+
+
+def read_labelled_columns(
+    path: Path, spec: DatasetSpec, *, others: Sequence[tuple[str, str]], display_name: str, max_bytes: int
+) -> LabelledColumns:
+    """:func:`read_columns`, then :func:`decode_labelled`."""
+    raw = read_columns(path, spec, others=others, display_name=display_name, max_bytes=max_bytes)
+    return decode_labelled(raw, spec, others=others, display_name=display_name)
+
+
+@dataclass(frozen=True)
+class AttributeCodes:
+    info: AttributeInfo
+    codes: Codes  # per row: index into info.groups, -1 = unknown
+
+
+@dataclass(frozen=True)
+class Prepared:
+    num_rows: int
+    target: npt.NDArray[np.int8]
+    positives: int
+    features: tuple[FeatureInfo, ...]
+    attributes: tuple[AttributeCodes, ...]
+
+
+def prepare(loaded: Loaded, spec: DatasetSpec, display_name: str) -> Prepared:
+    _check_declared_columns(loaded.columns, spec, display_name)
+    features = _feature_infos(loaded, spec, display_name)
+    table = loaded.table
+    # pyarrow's hashing kernels are single-threaded per column and release the GIL, so the label
+    # and the attributes are encoded side by side.
+    with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="encode") as pool:
+        label_job = pool.submit(_target, table.column(spec.label), spec, display_name)
+        attribute_jobs = [
+            pool.submit(_attribute, table.column(name), name, spec, display_name) for name in spec.attributes
+        ]
+        target = label_job.result()
+        attributes = tuple(job.result() for job in attribute_jobs)
+    return Prepared(
+        num_rows=table.num_rows,
+        target=target,
+        positives=int(np.count_nonzero(target)),
+        features=features,
+        attributes=attributes,
+    )
+
+
+def _check_declared_columns(columns: Sequence[str], spec: DatasetSpec, display_name: str) -> None:
+    declared = [(spec.label, "label")]
+    declared += [(name, "sensitive attribute") for name in spec.attributes]
+    declared += [(name, "feature") for name in spec.features or ()]
+    check_columns_present(columns, declared, display_name)
+
+
+def _feature_infos(loaded: Loaded, spec: DatasetSpec, display_name: str) -> tuple[FeatureInfo, ...]:
+    if spec.features is None:
+        taken = {spec.label, *spec.attributes}
+        names: Iterable[str] = [name for name in loaded.columns if name not in taken]
+    else:
+        names = spec.features
+    infos = []
+    for name in names:
+        if name == TARGET_COLUMN or name.startswith(ATTRIBUTE_PREFIX):
+            raise DatasetError(
+                f"the column name {quote(name)} is reserved for the portal's own columns; rename it "
+                "or leave it out of the features",
+                file=display_name,
+                column=name,
+            )
+        kind = loaded.schema.field(name).type
+        value_type = kind.value_type if pa.types.is_dictionary(kind) else kind
+        if pa.types.is_nested(value_type):
+            raise unusable_type(kind, display_name, name)
+        infos.append(FeatureInfo(name, "numeric" if is_numeric(kind) else "categorical"))
+    return tuple(infos)
+
+
+def integer_label(column: pa.ChunkedArray[Any], positive: str) -> tuple[int, int] | None:
+    """``(lowest value, positive value)`` of a complete integer label of at most two consecutive
+    values, one of them the positive value (the common 0/1 case); None for any other label.
+
+    Such a label needs none of the full checks, so it can be used without hashing every row.
+    """
+    if not pa.types.is_integer(column.type) or column.null_count or len(column) == 0:
+        return None
+    try:
+        number = float(positive.strip())
+    except ValueError:
+        return None
+    if not number.is_integer():
+        return None
+    extremes = pc.min_max(column)
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    if high - low > 1 or not low <= number <= high:
+        return None
+    return int(low), int(number)
+
+
+def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[np.int8] | None:
+    """The common case (a complete 0/1 integer label) without hashing every row; None otherwise."""
+    bounds = integer_label(column, positive)
+    if bounds is None:
+        return None
+    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(bounds[1], column.type)))
+    flags = cast("pa.Array[Any]", equal.combine_chunks().cast(pa.int8()))
+    return cast(npt.NDArray[np.int8], numpy_view(flags).copy())
+
+
+def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) -> npt.NDArray[np.int8]:
+    fast = _integer_target(column, spec.positive)
+    if fast is not None:
+        return fast
+    name = spec.label
+    coded = encode(column, display_name, name)
+    missing_text = np.zeros(len(coded.texts), bool)
+    empty = index_of(coded.texts, "")
+    if empty is not None:
+        missing_text[empty] = True
+    # Cheap test on the dictionary first; the per-row search only runs when a row is missing.
+    if column.null_count or coded.per_entry(missing_text, True)[:-1].any():
+        raise DatasetError(
+            "the label is missing; every row needs a label value",
+            file=display_name,
+            row=first_row(coded.per_row(missing_text, True)),
+            column=name,
+        )
+    positive = _match_positive(spec.positive, coded.texts, column.type)
+    if len(coded.texts) > 2:
+        codes = coded.codes()
+        keep = _intended_pair(codes, coded.texts, positive)
+        row = first_row(~np.isin(codes, keep))
+        value = coded.texts[int(codes[row - 1])].as_py()
+        raise DatasetError(
+            f"value {quote(value)} makes the label non-binary (values seen: "
+            f"{values_seen(coded.texts)}); the label must have exactly two values",
+            file=display_name,
+            row=row,
+            column=name,
+        )
+    if positive is None:
+        raise DatasetError(
+            f"the positive value {quote(spec.positive.strip())} does not occur in the label (values "
+            f"seen: {values_seen(coded.texts)}); choose one of these",
+            file=display_name,
+            column=name,
+        )
+    is_positive = np.zeros(len(coded.texts), np.int8)
+    is_positive[positive] = 1
+    target: npt.NDArray[np.int8] = coded.per_row(is_positive, 0)
+    return target
+
+
+_PARTNERS = {"1": "0", "0": "1", "true": "false", "false": "true", "yes": "no", "no": "yes", "y": "n", "n": "y"}
+
+
+def _intended_pair(codes: Codes, texts: pa.Array[Any], positive: int | None) -> list[int]:
+    """The two label values the user most likely meant, so an error can name the stray one."""
+    counts = np.bincount(codes, minlength=len(texts))
+    keep: list[int] = [] if positive is None else [positive]
+    if positive is not None:
+        partner = _PARTNERS.get(str(texts[positive].as_py()).lower())
+        matches = [i for i, text in enumerate(pylist(texts)) if text.lower() == partner] if partner else []
+        if matches:
+            return [positive, max(matches, key=lambda i: int(counts[i]))]
+    for code in np.argsort(-counts, kind="stable"):
+        if len(keep) == 2:
+            break
+        if int(code) not in keep:
+            keep.append(int(code))
+    return keep
+
+
+def _match_positive(positive: str, texts: pa.Array[Any], kind: pa.DataType) -> int | None:
+    wanted = positive.strip()
+    candidates = [wanted]
+    # Render the user's text as the column's values are rendered: "1.0" finds a float column's 1,
+    # "True" finds a boolean column's true.
+    try:
+        number = float(wanted)
+    except ValueError:
+        pass
+    else:
+        if number.is_integer() and abs(number) < INTEGRAL_FLOAT_LIMIT:
+            candidates.append(str(int(number)))
+    if pa.types.is_boolean(kind):
+        candidates.append(wanted.lower())
+    for candidate in candidates:
+        index = index_of(texts, candidate)
+        if index is not None:
+            return index
+    return None
+
+
+def _attribute(column: pa.ChunkedArray[Any], name: str, spec: DatasetSpec, display_name: str) -> AttributeCodes:
+    coded = encode(column, display_name, name)
+    groups, group_of_text = attribute_groups(coded.texts, name, spec, display_name)
+    codes = coded.per_row(group_of_text, -1)
+    unknown_count = int(np.count_nonzero(codes < 0))
+    return AttributeCodes(AttributeInfo(name, groups, unknown_count), codes)
+
+
+def attribute_groups(
+    texts: pa.Array[Any], name: str, spec: DatasetSpec, display_name: str
+) -> tuple[tuple[str, ...], Codes]:
+    """An attribute's known groups (sorted), and each distinct text's group index (-1 = unknown)."""
+    tokens = pa.array(sorted({token.strip().lower() for token in spec.unknown_tokens}), pa.string())
+    unknown_values = pc.is_in(pc.utf8_lower(texts), value_set=tokens)
+    unknown = to_numpy(unknown_values).astype(bool)
+    known = np.flatnonzero(~unknown)
+    if len(known) > spec.max_groups:
+        raise DatasetError(
+            f"the sensitive attribute has {len(known)} known groups, more than the limit of "
+            f"{spec.max_groups}; choose a coarser column or bucket its values (e.g. age into "
+            "age groups)",
+            file=display_name,
+            column=name,
+        )
+    known_texts = texts.take(pa.array(known, pa.int64()))
+    order = to_numpy(pc.array_sort_indices(known_texts))
+    groups = tuple(pylist(known_texts.take(pa.array(order, pa.int64()))))
+    group_of_text = np.full(len(texts), -1, np.int32)
+    group_of_text[known[order]] = np.arange(len(known), dtype=np.int32)
+    return groups, group_of_text
