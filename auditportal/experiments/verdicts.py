@@ -1,6 +1,6 @@
 """Sample-size-aware fairness verdicts on each trial's latest validation counts.
 
-The statistics are the prediction audit's (auditportal/audits/stats.py, docs/audit-json.md): a
+The statistics are the prediction audit's (auditportal/fairness/stats.py and judge.py, docs/audit-json.md): a
 small group's noisy recall gap comes out INCONCLUSIVE with the positives it would need, not FAIL,
 and a real gap hidden in a small group is not called PASS.
 """
