@@ -21,6 +21,10 @@ run: install
 test: install
 	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
+# The edit loop: the suite without the tests marked slow (a real Celery worker, the browser).
+test-fast: install
+	$(PY) -m pytest -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -17,6 +17,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.tabular import read
 from tests.audits.conftest import PREDICTIONS_CSV
+from tests.factories import PredictionAuditFactory
 
 
 def _client(user: User) -> Client:
@@ -45,13 +46,8 @@ def _form(**changes: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def audit(bob: User, predictions_csv: Path, dataset_storage: Path) -> PredictionAudit:
-    return services.prediction_audit_run(
-        user=bob,
-        source=predictions_csv,
-        original_name="scores.csv",
-        spec=AuditSpec(label="label", prediction="pred", attributes=("gender",)),
-    )
+def audit(bob: User, dataset_storage: Path) -> PredictionAudit:
+    return PredictionAuditFactory.create(created_by=bob)
 
 
 # --------------------------------------------------------------------------- service
@@ -211,21 +207,8 @@ def test_the_list_offers_the_form_only_to_those_who_may_run_audits(
 def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> None:
     from auditportal.audits.views import AUDITS_PER_PAGE
 
-    copies = [
-        PredictionAudit(
-            created_by=audit.created_by,
-            original_name=f"copy-{index}.csv",
-            file_format=audit.file_format,
-            sha256=audit.sha256,
-            size_bytes=audit.size_bytes,
-            num_rows=audit.num_rows,
-            parameters=audit.parameters,
-            result=audit.result,
-            verdict=audit.verdict,
-        )
-        for index in range(AUDITS_PER_PAGE)
-    ]
-    PredictionAudit.objects.bulk_create(copies)
+    for index in range(AUDITS_PER_PAGE):
+        PredictionAuditFactory.create(created_by=audit.created_by, original_name=f"copy-{index}.csv")
     client = _client(dave)
     first = client.get(reverse("audits:predictions")).content.decode()
     assert first.count('<td><a href="/audits/predictions/') == AUDITS_PER_PAGE

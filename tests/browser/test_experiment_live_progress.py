@@ -1,48 +1,36 @@
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from auditportal.accounts.models import Role
-from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState, TrialVerdict
 from tests.browser.conftest import ARTIFACTS, log_in
-from tests.factories import make_user
+from tests.factories import DemoDatasetVersionFactory, ExperimentFactory, TrialFactory, make_user
 
 SHOWS = """([trial, field, text]) =>
     document.querySelector(`tr[data-trial="${trial}"] [data-field="${field}"]`).textContent === text"""
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     page: Any, live_server: Any, dataset_storage: Path
 ) -> None:
     bob = make_user("bob", [Role.ML_ENGINEER])
-    out = StringIO()
-    call_command("make_demo_dataset", "--rows", "300", stdout=out)
-    version = DatasetVersion.objects.get(pk=int(out.getvalue().splitlines()[-1]))
-    experiment = Experiment.objects.create(
-        dataset_version=version,
-        name="live",
-        template="single",
-        config_yaml="",
-        batches=100,
-        validation_period=10,
-        backend="local",
+    experiment = ExperimentFactory.create(
+        dataset_version=DemoDatasetVersionFactory.create(rows=300),
+        batches=100,  # a validation every 25
         status=ExperimentStatus.RUNNING,
         launched_by=bob,
     )
-    trial = Trial.objects.create(
+    trial = TrialFactory.create(
         experiment=experiment,
-        number=1,
         state=TrialState.RUNNING,
-        steps_done=10,
-        steps_planned=100,
+        steps_done=30,
+        latest_step=25,
         latest_eod=0.2,
         latest_accuracy=0.7,
     )
@@ -54,9 +42,11 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     page.evaluate("window.__loadMarker = 'same page'")
 
     # The worker ingests more metrics: the page must show them by itself.
-    Trial.objects.filter(pk=trial.pk).update(steps_done=60, latest_eod=0.0512, latest_fair_objective=0.61)
+    Trial.objects.filter(pk=trial.pk).update(
+        steps_done=60, latest_step=50, latest_eod=0.0512, latest_fair_objective=0.61
+    )
     TrialVerdict.objects.create(
-        trial=trial, attribute="gender", step=60, tolerance=0.05, alpha=0.05, reference="male", verdict="FAIL",
+        trial=trial, attribute="gender", step=50, tolerance=0.05, alpha=0.05, reference="male", verdict="FAIL",
         group="female", difference=-0.21, ci_low=-0.26, ci_high=-0.16,
     )  # fmt: skip
     page.wait_for_function(SHOWS, arg=[trial.pk, "eod", "0.0512"])

@@ -11,7 +11,7 @@ from auditportal.audits.models import PredictionAudit
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import make_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _predictions_csv(path: Path) -> None:

@@ -11,7 +11,7 @@ from tests.browser.conftest import ARTIFACTS, log_in
 from tests.datasets.conftest import SMALL_CSV
 from tests.factories import make_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_steward_uploads_a_csv_and_sees_the_per_group_table(

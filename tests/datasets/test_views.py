@@ -11,8 +11,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import User
 from auditportal.datasets import services
 from auditportal.datasets.models import DatasetVersion, StagedUpload
-from auditportal.fairness.tabular import DatasetSpec
 from tests.datasets.conftest import SMALL_CSV
+from tests.factories import DatasetVersionFactory
 
 
 def _client(user: User) -> Client:
@@ -22,14 +22,8 @@ def _client(user: User) -> Client:
 
 
 @pytest.fixture
-def version(alice: User, small_csv: Path, dataset_storage: Path) -> DatasetVersion:
-    return services.dataset_version_register(
-        user=alice,
-        source=small_csv,
-        original_name="loans.csv",
-        name="loans",
-        spec=DatasetSpec(label="approved", positive="1", attributes=("gender", "age_group")),
-    )
+def version(alice: User, dataset_storage: Path) -> DatasetVersion:
+    return DatasetVersionFactory.create(created_by=alice, name="loans")
 
 
 @pytest.fixture

@@ -2,24 +2,21 @@ from __future__ import annotations
 
 import json
 import time
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services
 from auditportal.experiments.models import Experiment
+from tests.factories import DemoDatasetVersionFactory
 
 
 @pytest.fixture
 def demo_version(db: None, dataset_storage: Path) -> DatasetVersion:
-    out = StringIO()
-    call_command("make_demo_dataset", "--rows", "400", stdout=out)
-    return DatasetVersion.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+    return DemoDatasetVersionFactory.create(rows=400)
 
 
 @pytest.fixture

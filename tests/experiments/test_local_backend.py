@@ -18,6 +18,7 @@ from auditportal.experiments.tasks import experiment_launch_task
 from auditportal.fairness import metricsfile
 from auditportal.fairness.metricsfile import MetricRecord
 from tests.experiments.conftest import metrics_in_file, poll_until_done
+from tests.factories import TrialFactory
 
 
 def _stored(trial: Trial) -> dict[tuple[str, int, str], float | None]:
@@ -165,7 +166,7 @@ def test_a_trial_claimed_by_a_worker_that_died_before_starting_it_goes_back_to_t
     dataset_version_shard(version=demo_version, parts=1, out_dir=Path(experiment.shard_dir))
     experiment.status = ExperimentStatus.RUNNING
     experiment.save()
-    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=4, state=TrialState.STARTING)
+    trial = TrialFactory.create(experiment=experiment, state=TrialState.STARTING)
     Trial.objects.filter(pk=trial.pk).update(started_at=trial.updated_at.replace(year=2000))
 
     experiment = poll_until_done(experiment)

@@ -8,9 +8,10 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.ingest import trial_metrics_ingest
-from auditportal.experiments.models import Experiment, Trial, TrialVerdict
+from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
 from auditportal.fairness.metricsfile import MetricRecord, confusion_counts, metric_group
+from tests.factories import TrialFactory
 
 
 def _counts(attribute: str, groups: dict[str, tuple[int, int, int, int]], unknown: int = 0) -> dict[str, float]:
@@ -23,17 +24,7 @@ def _counts(attribute: str, groups: dict[str, tuple[int, int, int, int]], unknow
 
 @pytest.fixture
 def trial(demo_version: DatasetVersion, bob: User) -> Trial:
-    experiment = Experiment.objects.create(
-        dataset_version=demo_version,
-        name="verdicts",
-        template="single",
-        config_yaml="",
-        batches=10,
-        validation_period=5,
-        backend="local",
-        launched_by=bob,
-    )
-    return Trial.objects.create(experiment=experiment, number=1, steps_planned=10)
+    return TrialFactory.create(experiment__dataset_version=demo_version, experiment__launched_by=bob)
 
 
 def test_the_trainers_encoded_names_are_decoded() -> None:
@@ -146,11 +137,7 @@ def test_upserting_outside_a_transaction_still_stores_every_point(demo_version: 
     from auditportal.experiments.ingest import points_upsert
     from auditportal.experiments.models import MetricPoint
 
-    experiment = Experiment.objects.create(
-        dataset_version=demo_version, name="autocommit", template="single", config_yaml="",
-        batches=10, validation_period=5, backend="local", launched_by=bob,
-    )  # fmt: skip
-    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=10)
+    trial = TrialFactory.create(experiment__dataset_version=demo_version, experiment__launched_by=bob)
     points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i), "", "") for i in range(10)])
     points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i) + 1, "", "") for i in range(10)])  # re-read path
     stored = dict(MetricPoint.objects.filter(trial=trial).values_list("name", "value"))

@@ -27,6 +27,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, Trial, TrialState
 from tests.experiments.conftest import metrics_in_file
+from tests.factories import DemoDatasetVersionFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -95,9 +96,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[byte
 
 @pytest.fixture
 def e2e_version(transactional_db: None) -> DatasetVersion:
-    out = StringIO()
-    call_command("make_demo_dataset", "--rows", "2000", stdout=out)
-    return DatasetVersion.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+    return DemoDatasetVersionFactory.create(rows=2000)
 
 
 def _assert_database_holds_exactly_the_reports(experiment: Experiment) -> None:
