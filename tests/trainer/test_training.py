@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from determined import constants as det_constants
 
 from tests.trainer.trainer_testkit import (
     REPO,
     make_demo_frame,
+    ports_taken,
     run_trainer,
     skewed_assignment,
     stratified_assignment,
@@ -34,6 +36,8 @@ EQUAL_HP: dict[str, Any] = {
     "seed": 3,
 }
 BATCHES, PERIOD = 40, 20
+# The chief's ZMQ broadcast ports (determined/constants.py), bound by every multi-process run.
+DETERMINED_FIXED_PORTS = (det_constants.INTER_TRAIN_PROCESS_COMM_PORT_1, det_constants.INTER_TRAIN_PROCESS_COMM_PORT_2)
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,15 +69,17 @@ def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     workdir = tmp_path_factory.mktemp("two")
-    return workdir, run_trainer(
-        workdir,
-        skewed_shards,
-        EQUAL_HP,
-        batches=BATCHES,
-        validation_period=PERIOD,
-        nproc=2,
-        timeout=240,
-    )
+    # As if another two-worker run held Determined's fixed ports: this one must not need them.
+    with ports_taken(DETERMINED_FIXED_PORTS):
+        return workdir, run_trainer(
+            workdir,
+            skewed_shards,
+            EQUAL_HP,
+            batches=BATCHES,
+            validation_period=PERIOD,
+            nproc=2,
+            timeout=240,
+        )
 
 
 @pytest.fixture(scope="module")
