@@ -57,7 +57,8 @@ def main() -> int:
 
     from tests.trainer.trainer_testkit import make_demo_frame, stratified_assignment, write_shard_dir
     from trainer import bias
-    from trainer.train import BiasTrial, resolve_hparams
+    from trainer.hparams import resolve_hparams
+    from trainer.train import BiasTrial
 
     torch.set_num_threads(args.threads)
     frame = make_demo_frame(args.rows, seed=0)

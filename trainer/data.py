@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import torch
 
 from trainer.bias import GroupLayout, intersection_codes
+from trainer.hparams import check_value
 
 SHARD_SCHEMA = 1
 Batch = dict[str, torch.Tensor]
@@ -303,8 +304,7 @@ class GroupAwareBatchSampler(torch.utils.data.Sampler[list[int]]):
         mode: str,
         seed: int,
     ) -> None:
-        if mode not in ("stratified", "plain"):
-            raise ValueError(f"sampler must be 'stratified' or 'plain', not {mode!r}")
+        check_value("sampler", mode)  # hparams.SAMPLERS; raises naming the allowed values
         if batch_size < 1:
             raise ValueError("batch size must be positive")
         self.strata = strata

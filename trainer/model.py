@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import nn
 
-NORMALIZATIONS = ("none", "batch", "sync_batch")
+from trainer.hparams import check_model_size, check_value
 
 
 class SyncBatchNorm1d(nn.BatchNorm1d):
@@ -54,7 +54,8 @@ def _norm(kind: str, width: int) -> nn.Module:
         return nn.BatchNorm1d(width)
     if kind == "sync_batch":
         return SyncBatchNorm1d(width)
-    raise ValueError(f"normalization must be one of {NORMALIZATIONS}, not {kind!r}")
+    check_value("normalization", kind)  # raises, naming the allowed values
+    raise AssertionError(f"hparams.NORMALIZATIONS holds {kind!r}, which model.py does not build")
 
 
 class TabularMLP(nn.Module):
@@ -74,6 +75,8 @@ class TabularMLP(nn.Module):
         width = n_numeric + sum(e.embedding_dim for e in embeddings)
         if width == 0:
             raise ValueError("the shards declare no features")
+        # The portal checked an upper bound of this at launch; here the input width is exact.
+        check_model_size(hidden_sizes, normalization=normalization, input_width=width)
         layers: list[nn.Module] = []
         for size in hidden_sizes:
             layers += [nn.Linear(width, size), _norm(normalization, size), nn.ReLU()]

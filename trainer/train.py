@@ -35,53 +35,10 @@ from trainer.data import (
     strata_of,
     validation_mask,
 )
-from trainer.model import NORMALIZATIONS, TabularMLP
+from trainer.hparams import HparamError, resolve_hparams
+from trainer.model import TabularMLP
 
 logger = logging.getLogger("trainer")
-
-DEFAULT_HPARAMS: dict[str, Any] = {
-    "learning_rate": 0.003,
-    "hidden_sizes": [64, 32],
-    "dropout": 0.1,
-    "global_batch_size": 128,
-    "normalization": "none",
-    "fairness_lambda": 0.0,
-    "search_lambda": 1.0,
-    "seed": 0,
-    "sampler": "stratified",
-    "val_fraction": 0.2,
-    "val_batch_size": 1024,
-    "share_window": 50,
-    "embedding_dim": 8,
-    "bias_monitor": True,
-}
-
-
-def resolve_hparams(given: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults overlaid with ``given``; rejects unknown names and bad values."""
-    hp = dict(DEFAULT_HPARAMS)
-    unknown = sorted(set(given or {}) - set(hp))
-    if unknown:
-        raise ValueError(f"unknown hyperparameters: {', '.join(unknown)}")
-    hp.update(given or {})
-    sizes = hp["hidden_sizes"]
-    if isinstance(sizes, str):
-        sizes = [int(s) for s in sizes.split(",") if s.strip()]
-    elif isinstance(sizes, int):
-        sizes = [sizes]
-    hp["hidden_sizes"] = [int(s) for s in sizes]
-    if hp["normalization"] not in NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {NORMALIZATIONS}")
-    if hp["sampler"] not in ("stratified", "plain"):
-        raise ValueError("sampler must be 'stratified' or 'plain'")
-    if not 0.0 <= float(hp["dropout"]) < 1.0:
-        raise ValueError("dropout must be in [0, 1)")
-    if float(hp["fairness_lambda"]) < 0:
-        raise ValueError("fairness_lambda must be >= 0")
-    for key in ("global_batch_size", "val_batch_size", "share_window"):
-        if int(hp[key]) < 1:
-            raise ValueError(f"{key} must be positive")
-    return hp
 
 
 class ValidationReducer(pytorch.MetricReducer):
@@ -331,6 +288,11 @@ def _local_distributed() -> core.DistributedContext | None:
     return core.DistributedContext.from_torch_distributed()
 
 
+def _refuse(exc: HparamError) -> int:
+    print(f"trainer: refused hyperparameters: {exc.message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
@@ -338,20 +300,27 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     info = det.get_cluster_info()
     on_cluster = info is not None and info.task_type == "TRIAL"
+    given = dict(info.trial.hparams) if on_cluster and info is not None else _load_hparams(args.hparams)
+    try:
+        hparams = resolve_hparams(given)
+    except HparamError as exc:
+        return _refuse(exc)
     if on_cluster:
         assert info is not None
-        hparams = resolve_hparams(dict(info.trial.hparams))
         trial_id = info.trial.trial_id
         latest_checkpoint = info.latest_checkpoint
         distributed = None
     else:
-        hparams = resolve_hparams(_load_hparams(args.hparams))
         trial_id = args.trial_id
         latest_checkpoint = None
         distributed = _local_distributed()
     period = args.validation_period or args.batches
     with pytorch.init(hparams=hparams, distributed=distributed, enable_tensorboard_logging=False) as context:
-        trial = BiasTrial(context, args.data, hparams, metrics_out=args.metrics_out, trial_id=trial_id)
+        try:
+            trial = BiasTrial(context, args.data, hparams, metrics_out=args.metrics_out, trial_id=trial_id)
+        except HparamError as exc:
+            # Only the data tells the model's exact input width (hparams.check_model_size).
+            return _refuse(exc)
         trainer = pytorch.Trainer(trial, context)
         trainer.fit(
             max_length=pytorch.Batch(args.batches),

@@ -1,5 +1,8 @@
 """Experiment templates, hyperparameter spaces and the Determined experiment config. No Django.
 
+The hyperparameters themselves (names, types, allowed values, ranges, defaults, model-size limits) are
+the trainer's: trainer/hparams.py, imported here and by the trainer alike.
+
 Hyperparameter spaces use Determined's format, so the same space is submitted to a cluster and
 sampled by the portal for local runs: a plain value (or ``{"type": "const", "val": v}``),
 ``{"type": "double"|"int", "minval": a, "maxval": b}``, ``{"type": "log", "minval": a, "maxval": b,
@@ -9,47 +12,31 @@ sampled by the portal for local runs: a plain value (or ``{"type": "const", "val
 from __future__ import annotations
 
 import io
-import math
 import random
 from collections.abc import Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from auditportal.fairness.errors import UserError
+from trainer import hparams
+
 SEARCHER_METRIC = "fair_objective"
 TEMPLATES = ("single", "random", "asha")
 
-# The trainer's hyperparameters (trainer/train.py DEFAULT_HPARAMS); a test keeps the two in step.
-KNOWN_HPARAMS = frozenset(
-    {
-        "learning_rate",
-        "hidden_sizes",
-        "dropout",
-        "global_batch_size",
-        "normalization",
-        "fairness_lambda",
-        "search_lambda",
-        "seed",
-        "sampler",
-        "val_fraction",
-        "val_batch_size",
-        "share_window",
-        "embedding_dim",
-        "bias_monitor",
-    }
+# What a template pins (the rest takes the trainer's defaults); names, defaults, allowed values and
+# ranges are the trainer's own (trainer/hparams.py), never restated here.
+_TEMPLATE_HPARAMS = (
+    "learning_rate",
+    "hidden_sizes",
+    "dropout",
+    "global_batch_size",
+    "normalization",
+    "fairness_lambda",
+    "search_lambda",
+    "seed",
 )
-NORMALIZATIONS = ("none", "batch", "layer")
-
-BASE_HPARAMS: dict[str, Any] = {
-    "learning_rate": 0.003,
-    "hidden_sizes": "64,32",
-    "dropout": 0.1,
-    "global_batch_size": 128,
-    "normalization": "none",
-    "fairness_lambda": 0.0,
-    "search_lambda": 1.0,
-    "seed": 0,
-}
+BASE_HPARAMS: dict[str, Any] = {name: hparams.DEFAULTS[name] for name in _TEMPLATE_HPARAMS}
 SEARCH_HPARAMS: dict[str, Any] = {
     **BASE_HPARAMS,
     "learning_rate": {"type": "log", "base": 10, "minval": -3.5, "maxval": -2.0},
@@ -58,30 +45,13 @@ SEARCH_HPARAMS: dict[str, Any] = {
     "hidden_sizes": {"type": "categorical", "vals": ["32", "64,32", "128,64"]},
 }
 
-# Bounds that a value (or both ends of a range) must respect, checked before anything is queued.
-_BOUNDS: dict[str, tuple[float, float, bool]] = {
-    # name: (lowest, highest, highest is exclusive)
-    "learning_rate": (0.0, 10.0, False),
-    "dropout": (0.0, 1.0, True),
-    "fairness_lambda": (0.0, 1e6, False),
-    "search_lambda": (0.0, 1e6, False),
-    "val_fraction": (0.0, 1.0, True),
-    "global_batch_size": (1, 1 << 20, False),
-    "val_batch_size": (1, 1 << 20, False),
-    "share_window": (1, 1 << 20, False),
-    "embedding_dim": (1, 4096, False),
-    "seed": (0, 2**31 - 1, False),
-}
-_INTEGERS = frozenset({"global_batch_size", "val_batch_size", "share_window", "embedding_dim", "seed"})
 
-
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A wrong launch parameter; ``field`` names it (form field / CLI option)."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+        super().__init__(message, field=field)
+        self.field: str = field
 
 
 def default_space(template: str) -> dict[str, Any]:
@@ -90,91 +60,31 @@ def default_space(template: str) -> dict[str, Any]:
     return dict(BASE_HPARAMS if template == "single" else SEARCH_HPARAMS)
 
 
-def space_build(template: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The template's space with ``overrides`` laid over it, checked name by name."""
+def space_build(
+    template: str, overrides: Mapping[str, Any] | None, *, features: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """The template's space with ``overrides`` laid over it, checked name by name with the trainer's
+    rules, and the largest model it can produce checked against the trainer's size limits.
+
+    ``features`` is the dataset's (numeric, categorical) feature count, when known.
+    """
     space = default_space(template)
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError("hparams", "Hyperparameters must be a JSON object of name: value or range.")
     for name, spec in (overrides or {}).items():
         space[name] = spec
-    for name, spec in space.items():
-        _check_entry(template, name, spec)
-    return space
-
-
-def _check_entry(template: str, name: str, spec: Any) -> None:
-    if name not in KNOWN_HPARAMS:
-        raise ConfigError(
-            "hparams", f"Unknown hyperparameter {name!r}; known ones are: {', '.join(sorted(KNOWN_HPARAMS))}."
-        )
-    if not isinstance(spec, Mapping):
-        _check_value(name, spec)
-        return
-    kind = spec.get("type")
-    if kind == "const":
-        _check_value(name, spec.get("val"))
-        return
+    try:
+        hparams.check_space(space, features=features)
+    except hparams.HparamError as exc:
+        raise ConfigError("hparams", exc.message) from None
     if template == "single":
-        raise ConfigError(
-            "hparams", f"{name}: a single trial takes one value per hyperparameter, not a {kind!r} range."
-        )
-    if kind in ("double", "int", "log"):
-        if not _is_number(spec.get("minval")) or not _is_number(spec.get("maxval")):
-            raise ConfigError("hparams", f"{name}: a {kind} range needs numeric minval and maxval.")
-        low, high = float(spec["minval"]), float(spec["maxval"])
-        if low >= high:
-            raise ConfigError("hparams", f"{name}: minval ({low}) must be below maxval ({high}).")
-        if kind == "log":
-            base = spec.get("base", 10)
-            if not _is_number(base) or base <= 1:
-                raise ConfigError("hparams", f"{name}: a log range needs a base above 1.")
-            _check_value(name, float(base) ** float(low))
-            _check_value(name, float(base) ** float(high))
-        else:
-            _check_value(name, spec["minval"])
-            _check_value(name, spec["maxval"])
-        return
-    if kind == "categorical":
-        values = spec.get("vals")
-        if not isinstance(values, list) or not values:
-            raise ConfigError("hparams", f"{name}: a categorical range needs a non-empty list 'vals'.")
-        for value in values:
-            _check_value(name, value)
-        return
-    raise ConfigError("hparams", f"{name}: unknown range type {kind!r}; use const, double, int, log or categorical.")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_value(name: str, value: Any) -> None:
-    if name == "hidden_sizes":
-        text = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        if not parts or not all(p.isdigit() and 0 < int(p) <= 4096 for p in parts):
-            raise ConfigError("hparams", f'hidden_sizes: {value!r} is not a list of layer widths like "64,32".')
-        return
-    if name == "normalization":
-        if value not in NORMALIZATIONS:
-            raise ConfigError("hparams", f"normalization: {value!r} is not one of {', '.join(NORMALIZATIONS)}.")
-        return
-    if name == "sampler":
-        if value not in ("stratified", "plain"):
-            raise ConfigError("hparams", f"sampler: {value!r} is not one of stratified, plain.")
-        return
-    if name == "bias_monitor":
-        if not isinstance(value, bool):
-            raise ConfigError("hparams", "bias_monitor: must be true or false.")
-        return
-    if not _is_number(value):
-        raise ConfigError("hparams", f"{name}: {value!r} is not a number.")
-    if name in _INTEGERS and float(value) != int(value):
-        raise ConfigError("hparams", f"{name}: {value!r} is not a whole number.")
-    low, high, exclusive = _BOUNDS[name]
-    if value < low or value > high or (exclusive and value >= high):
-        bound = f"below {high}" if exclusive else f"at most {high}"
-        raise ConfigError("hparams", f"{name}: {value!r} is out of range (at least {low}, {bound}).")
+        for name, spec in space.items():
+            if isinstance(spec, Mapping) and spec.get("type") != "const":
+                raise ConfigError(
+                    "hparams",
+                    f"{name}: a single trial takes one value per hyperparameter, not a {spec.get('type')!r} range.",
+                )
+    return space
 
 
 def sample(space: Mapping[str, Any], count: int, *, seed: int) -> list[dict[str, Any]]:

@@ -59,7 +59,7 @@ def experiment_create(
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
     try:
-        space = configs.space_build(template, hparams)
+        space = configs.space_build(template, hparams, features=_feature_counts(dataset_version))
     except configs.ConfigError as exc:
         raise ValidationError({exc.field: exc.message}) from None
     if template == "single":
@@ -124,6 +124,14 @@ def experiment_create(
         pk = experiment.pk
         transaction.on_commit(lambda: experiment_launch_task.delay(pk))
     return experiment
+
+
+def _feature_counts(version: DatasetVersion) -> tuple[int, int] | None:
+    """(numeric, categorical) features the trainer will read, for the model-size check at launch."""
+    kinds = [feature.get("kind") for feature in version.features or [] if isinstance(feature, dict)]
+    if not kinds:
+        return None
+    return kinds.count("numeric"), kinds.count("categorical")
 
 
 def _shard_dir(version: DatasetVersion) -> Path:

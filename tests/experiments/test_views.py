@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
@@ -79,3 +80,77 @@ def test_an_unknown_hyperparameter_is_rejected_by_the_api_with_the_field(
     )
     assert response.status_code == 400
     assert response.json()["hparams"][0].startswith("Unknown hyperparameter 'lr'")
+
+
+LAYER_REFUSED = 'normalization: "layer" is not one of none, batch, sync_batch.'
+
+
+def test_the_form_shows_a_refused_normalization_on_the_hparams_field_with_the_allowed_values(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    response = _client(bob).post(
+        reverse("experiments:new"),
+        {
+            "dataset_version": demo_version.pk,
+            "template": "single",
+            "hparams": '{"normalization": "layer"}',
+            "batches": 20,
+        },
+    )
+    assert response.status_code == 400
+    assert response.context["form"].errors == {"hparams": [LAYER_REFUSED]}
+    assert f'<p class="error" role="alert">{escape(LAYER_REFUSED)}</p>' in response.content.decode()
+    assert not Experiment.objects.exists()
+
+
+def test_the_api_refuses_a_normalization_with_the_allowed_values_and_accepts_sync_batch(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    client = _client(bob)
+    url = reverse("api-experiment-list")
+    body: dict[str, object] = {"dataset_version": demo_version.pk, "template": "single", "batches": 20}
+    response = client.post(url, {**body, "hparams": {"normalization": "layer"}}, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {"hparams": [LAYER_REFUSED]}
+    assert not Experiment.objects.exists()
+    response = client.post(url, {**body, "hparams": {"normalization": "sync_batch"}}, content_type="application/json")
+    assert response.status_code == 201
+    assert Experiment.objects.get().hparam_space["normalization"] == "sync_batch"
+
+
+def test_the_api_refuses_a_double_range_for_an_integer_hyperparameter(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("api-experiment-list"),
+        {
+            "dataset_version": demo_version.pk,
+            "template": "random",
+            "hparams": {"global_batch_size": {"type": "double", "minval": 64, "maxval": 512}},
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "hparams": [
+            'global_batch_size is an integer: use {"type": "int", "minval": 64, "maxval": 512}, not a "double" range.'
+        ]
+    }
+
+
+def test_a_model_too_large_for_the_datasets_features_is_refused_at_launch(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    # The demo dataset has 5 numeric and 3 categorical features: at most 5 + 3 * 256 inputs.
+    client = _client(bob)
+    body: dict[str, object] = {"dataset_version": demo_version.pk, "template": "single", "batches": 20}
+    hparams = {"hidden_sizes": "2048,2048", "embedding_dim": 256}
+    response = client.post(
+        url := reverse("api-experiment-list"), {**body, "hparams": hparams}, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "hparams": [
+            'hidden_sizes: "2048,2048" makes 5,783,553 parameters on 773 inputs; at most 5,000,000 are allowed.'
+        ]
+    }
+    hparams["embedding_dim"] = 8
+    assert client.post(url, {**body, "hparams": hparams}, content_type="application/json").status_code == 201

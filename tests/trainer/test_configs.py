@@ -18,7 +18,8 @@ from determined import pytorch
 from determined.common import util
 from determined.pytorch._trainer import _check_searcher_length
 
-from trainer.train import parse_args, resolve_hparams
+from trainer.hparams import resolve_hparams
+from trainer.train import parse_args
 
 TRAINER = Path(__file__).resolve().parents[2] / "trainer"
 TOP_LEVEL_KEYS = {

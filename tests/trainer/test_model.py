@@ -11,6 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.trainer.trainer_testkit import free_port
+from trainer.hparams import MAX_DENSE_PARAMETERS, NORMALIZATIONS, HparamError, dense_parameter_count
 from trainer.model import SyncBatchNorm1d, TabularMLP
 
 
@@ -68,13 +69,37 @@ def test_sync_batch_norm_without_a_process_group_is_plain_batch_norm() -> None:
     torch.testing.assert_close(sync(x), plain(x))
 
 
-@pytest.mark.parametrize("normalization", ["none", "batch", "sync_batch"])
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
 def test_mlp_maps_numeric_and_categorical_rows_to_one_logit(normalization: str) -> None:
     model = TabularMLP(3, [4, 2], [8, 4], dropout=0.1, normalization=normalization)
     logits = model(torch.randn(5, 3), torch.tensor([[0, 1], [3, 0], [2, 1], [1, 1], [0, 0]]))
     assert logits.shape == (5,)
 
 
-def test_unknown_normalization_is_refused() -> None:
-    with pytest.raises(ValueError, match="normalization must be one of"):
+def test_unknown_normalization_is_refused_with_the_allowed_values() -> None:
+    with pytest.raises(HparamError) as excinfo:
         TabularMLP(3, [], [8], normalization="layer")
+    assert excinfo.value.message == 'normalization: "layer" is not one of none, batch, sync_batch.'
+
+
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+@pytest.mark.parametrize("hidden_sizes", [[1], [64, 32], [7, 5, 3, 2, 9, 4, 6, 8]])
+def test_the_dense_parameter_count_is_the_models_own(normalization: str, hidden_sizes: list[int]) -> None:
+    model = TabularMLP(3, [4, 2, 40], hidden_sizes, normalization=normalization, embedding_dim=6)
+    width = 3 + 3 + 2 + 6  # 3 numeric, then embeddings of min(6, cardinality // 2 + 1) units
+    assert dense_parameter_count(hidden_sizes, input_width=width, normalization=normalization) == sum(
+        p.numel() for p in model.body.parameters()
+    )
+
+
+def test_a_model_over_the_parameter_limit_is_refused_on_its_exact_input_width() -> None:
+    # (600 + 1) * 2048 + (2048 + 1) * 2048 + 2048 + 1 parameters: under the limit on the widths
+    # alone, over it with 600 numeric inputs.
+    with pytest.raises(HparamError) as excinfo:
+        TabularMLP(600, [], [2048, 2048])
+    assert excinfo.value.name == "hidden_sizes"
+    assert excinfo.value.message == (
+        f'hidden_sizes: "2048,2048" makes 5,429,249 parameters on 600 inputs; at most {MAX_DENSE_PARAMETERS:,} '
+        "are allowed."
+    )
+    TabularMLP(10, [], [2048, 2048])

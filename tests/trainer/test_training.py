@@ -12,15 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from determined import constants as det_constants
 
 from tests.trainer.trainer_testkit import (
     REPO,
     make_demo_frame,
+    ports_taken,
     run_trainer,
     skewed_assignment,
     stratified_assignment,
     write_shard_dir,
 )
+from trainer.hparams import NORMALIZATIONS
 
 # Same model maths in both runs: no dropout, no batch norm (its sums make training drift apart in
 # the last digits; sync_batch is checked against BatchNorm1d in test_model.py). The 2-process run
@@ -33,6 +36,8 @@ EQUAL_HP: dict[str, Any] = {
     "seed": 3,
 }
 BATCHES, PERIOD = 40, 20
+# The chief's ZMQ broadcast ports (determined/constants.py), bound by every multi-process run.
+DETERMINED_FIXED_PORTS = (det_constants.INTER_TRAIN_PROCESS_COMM_PORT_1, det_constants.INTER_TRAIN_PROCESS_COMM_PORT_2)
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -64,15 +69,17 @@ def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     workdir = tmp_path_factory.mktemp("two")
-    return workdir, run_trainer(
-        workdir,
-        skewed_shards,
-        EQUAL_HP,
-        batches=BATCHES,
-        validation_period=PERIOD,
-        nproc=2,
-        timeout=240,
-    )
+    # As if another two-worker run held Determined's fixed ports: this one must not need them.
+    with ports_taken(DETERMINED_FIXED_PORTS):
+        return workdir, run_trainer(
+            workdir,
+            skewed_shards,
+            EQUAL_HP,
+            batches=BATCHES,
+            validation_period=PERIOD,
+            nproc=2,
+            timeout=240,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +193,30 @@ def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_p
     # Seeds 0-2 give 0.59-0.61 against 0.27-0.37; the margin leaves room for platform noise.
     assert eod_fair < eod_plain - 0.15
     assert _trainings(fair)[-1]["metrics"]["fairness_penalty"] >= 0.0
+
+
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+def test_every_normalization_trains(normalization: str, demo_shards: Path, tmp_path: Path) -> None:
+    lines = run_trainer(tmp_path, demo_shards, {"normalization": normalization, "global_batch_size": 64}, batches=3)
+    assert _validations(lines)[-1]["step"] == 3
+
+
+def test_a_refused_hyperparameter_stops_the_trainer_naming_it_and_the_allowed_values(
+    demo_shards: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(AssertionError) as excinfo:
+        run_trainer(tmp_path / "layer", demo_shards, {"normalization": "layer"}, batches=3)
+    assert "trainer failed (2)" in str(excinfo.value)
+    assert 'trainer: refused hyperparameters: normalization: "layer" is not one of none, batch, sync_batch.' in str(
+        excinfo.value
+    )
+    # 4,998,497 parameters on the widths alone, within the limit; the model's 6 inputs (3 numeric
+    # features and a 3-unit embedding) add 24,000.
+    with pytest.raises(AssertionError) as excinfo:
+        run_trainer(tmp_path / "big", demo_shards, {"hidden_sizes": "4000,1248"}, batches=3)
+    assert 'trainer: refused hyperparameters: hidden_sizes: "4000,1248" makes 5,022,497 parameters on 6 inputs' in str(
+        excinfo.value
+    )
 
 
 def test_num_examples_mismatch_stops_the_trainer_with_the_message(demo_shards: Path, tmp_path: Path) -> None:

@@ -6,12 +6,14 @@ writer, so the trainer's reader is tested against the documented contract.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,9 +185,56 @@ def skewed_assignment(frame: pd.DataFrame, *, female_share_in_part0: float = 0.8
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports that were free a moment ago (all held open together while chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@contextlib.contextmanager
+def ports_taken(ports: Sequence[int]) -> Iterator[None]:
+    """Listen on ``ports`` (all interfaces, as Determined's chief binds) for the duration; a port
+    someone else already holds is taken anyway."""
+    held = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            # Like ZMQ's own sockets: a closed connection in TIME_WAIT must not make this one fail.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("0.0.0.0", port))  # noqa: S104 - the wildcard address is the one to block
+                s.listen()
+            except OSError as exc:
+                s.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                continue
+            held.append(s)
+        yield
+    finally:
+        for s in held:
+            s.close()
+
+
+def distributed_port_env() -> dict[str, str]:
+    """Free ports for the fixed ones a multi-process local run would otherwise bind.
+
+    Determined's DistributedContext (core/_distributed.py) has the chief bind a ZMQ broadcast server
+    on INTER_TRAIN_PROCESS_COMM_PORT_1 and _2 (constants.py: 12360 and 12376 unless set in the
+    environment), so two runs at once on one machine - another test session, another engineer's -
+    fail with "Address already in use". torch.distributed.run's rendezvous port is --master_port.
+    """
+    pub, pull = free_ports(2)
+    return {"INTER_TRAIN_PROCESS_COMM_PORT_1": str(pub), "INTER_TRAIN_PROCESS_COMM_PORT_2": str(pull)}
 
 
 def run_trainer(
@@ -227,6 +276,7 @@ def run_trainer(
     if nproc == 1:
         cmd = [sys.executable, "-m", "trainer.train", *args]
     else:
+        env.update(distributed_port_env())
         cmd = [
             sys.executable,
             "-m",

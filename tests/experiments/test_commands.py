@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from auditportal.accounts.models import User
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments.models import Experiment
+
+
+def _launch(version: DatasetVersion, hparams: dict[str, object]) -> str:
+    out = StringIO()
+    call_command(
+        "launch_experiment",
+        "--dataset",
+        str(version.pk),
+        "--template",
+        "single",
+        "--hparams",
+        json.dumps(hparams),
+        "--batches",
+        "20",
+        "--user",
+        "bob",
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def test_launch_experiment_refuses_a_normalization_naming_the_option_and_the_allowed_values(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    with pytest.raises(CommandError) as excinfo:
+        _launch(demo_version, {"normalization": "layer"})
+    assert str(excinfo.value) == '--hparams: normalization: "layer" is not one of none, batch, sync_batch.'
+    assert not Experiment.objects.exists()
+
+
+def test_launch_experiment_queues_sync_batch(bob: User, demo_version: DatasetVersion) -> None:
+    out = _launch(demo_version, {"normalization": "sync_batch"})
+    experiment = Experiment.objects.get(pk=int(out.strip().splitlines()[-1]))
+    assert experiment.hparam_space["normalization"] == "sync_batch"
