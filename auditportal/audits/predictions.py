@@ -33,6 +33,7 @@ from auditportal.datasets.ingest import (
     numpy_view,
     read_columns,
 )
+from auditportal.fairness.errors import UserError
 
 SCHEMA_VERSION = 1
 MAX_INTERSECTION_CELLS = 1_000_000
@@ -44,13 +45,11 @@ JSON = dict[str, Any]
 Column = Any
 
 
-class AuditSpecError(ValueError):
+class AuditSpecError(UserError):
     """An impossible combination of parameters; ``field`` names the parameter to fix."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(message)
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from auditportal.fairness.errors import UserError
 from auditportal.lib.env import human_size
 
 DEFAULT_UNKNOWN_TOKENS: tuple[str, ...] = ("", "nan", "-1", "unknown")
@@ -51,15 +52,17 @@ _ENCODE_THREADS = 4
 _INTEGRAL_FLOAT_LIMIT = 1e15
 
 
-class DatasetError(Exception):
-    """A problem with the file the user must fix; str() is the full user-facing message."""
+class DatasetError(UserError):
+    """A problem with the file the user must fix; str() is the full user-facing message.
+
+    ``field`` is the column at fault (None for the whole file)."""
 
     def __init__(self, message: str, *, file: str, row: int | None = None, column: str | None = None) -> None:
-        self.message = message
         self.file = file
         self.row = row
         self.column = column
-        super().__init__(str(self))
+        super().__init__(message, field=column)
+        self.args = (str(self),)
 
     def __str__(self) -> str:
         where = [self.file]

@@ -16,6 +16,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from auditportal.fairness.errors import UserError
+
 SEARCHER_METRIC = "fair_objective"
 TEMPLATES = ("single", "random", "asha")
 
@@ -75,13 +77,11 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
 _INTEGERS = frozenset({"global_batch_size", "val_batch_size", "share_window", "embedding_dim", "seed"})
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A wrong launch parameter; ``field`` names it (form field / CLI option)."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+        super().__init__(message, field=field)
 
 
 def default_space(template: str) -> dict[str, Any]:
