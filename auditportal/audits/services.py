@@ -4,13 +4,13 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
-from auditportal.audits.predictions import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.audits.predictions import AuditSpec, audit_predictions
 from auditportal.datasets import ingest
 from auditportal.datasets.ingest import DatasetError
 
@@ -40,13 +40,10 @@ def prediction_audit_run(
 
     ``sha256`` is the digest of ``source`` when it was taken as the file was received (uploads);
     otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
-    ValidationError for impossible parameters.
+    AuditSpecError for impossible parameters (both UserErrors).
     """
     require_auditor(user)
-    try:
-        spec.check()
-    except AuditSpecError as exc:
-        raise ValidationError({exc.field: exc.message}) from None
+    spec.check()
     ingest.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)

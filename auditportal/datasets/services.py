@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -26,6 +25,7 @@ from auditportal.datasets.models import (
     SensitiveAttribute,
     StagedUpload,
 )
+from auditportal.fairness.errors import UserError
 from auditportal.lib.env import human_size
 
 logger = logging.getLogger(__name__)
@@ -36,13 +36,10 @@ _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,119}$")
 def dataset_name_check(name: str) -> str:
     cleaned = name.strip()
     if not _DATASET_NAME.fullmatch(cleaned):
-        raise ValidationError(
-            {
-                "name": (
-                    f"Dataset name {name!r} is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
-                    "starting with a letter or digit."
-                )
-            }
+        raise UserError(
+            f"Dataset name {name!r} is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
+            "starting with a letter or digit.",
+            field="name",
         )
     return cleaned
 

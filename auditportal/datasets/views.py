@@ -4,7 +4,6 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -13,8 +12,9 @@ from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, UploadForm
-from auditportal.datasets.ingest import DatasetError
 from auditportal.datasets.uploads import report_rejected_uploads
+from auditportal.fairness.errors import UserError
+from auditportal.lib.forms import add_user_error
 
 
 @login_required
@@ -46,10 +46,8 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
                 original_name=uploaded.name,
                 dataset_name=form.cleaned_data["name"],
             )
-        except DatasetError as exc:
-            form.add_error("file", str(exc))
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             return redirect("datasets:declare", staged_id=staged.pk)
     return render(request, "datasets/upload.html", {"form": form}, status=400 if form.errors else 200)
@@ -66,10 +64,8 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             version = services.staged_upload_register(user=user, staged=staged, spec=form.spec())
-        except DatasetError as exc:
-            form.add_error(None, str(exc))
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             messages.success(request, f"Registered {version} ({version.num_rows:,} rows).")
             return redirect("datasets:version", version_id=version.pk)

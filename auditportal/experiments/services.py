@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -35,6 +34,7 @@ from auditportal.experiments.models import (
     Trial,
     TrialState,
 )
+from auditportal.fairness.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -55,29 +55,26 @@ def experiment_create(
 ) -> Experiment:
     """Check the launch parameters, store the experiment and queue its launch after commit.
 
-    Wrong parameters raise ValidationError naming the field (template, hparams, max_trials, batches).
+    Wrong parameters raise a UserError naming the field (template, hparams, max_trials, batches).
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
-    try:
-        space = configs.space_build(template, hparams)
-    except configs.ConfigError as exc:
-        raise ValidationError({exc.field: exc.message}) from None
+    space = configs.space_build(template, hparams)
     if template == "single":
         if max_trials not in (None, 1):
-            raise ValidationError({"max_trials": "A single-trial experiment runs exactly one trial."})
+            raise UserError("A single-trial experiment runs exactly one trial.", field="max_trials")
         trials = 1
     else:
         trials = 4 if max_trials is None else max_trials
         if not 1 <= trials <= settings.EXPERIMENT_MAX_TRIALS:
-            raise ValidationError(
-                {"max_trials": f"max_trials must be between 1 and {settings.EXPERIMENT_MAX_TRIALS}, got {trials}."}
+            raise UserError(
+                f"max_trials must be between 1 and {settings.EXPERIMENT_MAX_TRIALS}, got {trials}.", field="max_trials"
             )
     if not 1 <= batches <= settings.EXPERIMENT_MAX_BATCHES:
-        raise ValidationError(
-            {"batches": f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}."}
+        raise UserError(
+            f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}.", field="batches"
         )
     if template == "asha" and batches < 16:
-        raise ValidationError({"batches": "An ASHA search needs at least 16 batches (three rungs, divisor 4)."})
+        raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
     chosen_backend = backend or settings.EXPERIMENT_BACKEND
     shard_dir = _shard_dir(dataset_version)
     with transaction.atomic():
@@ -312,12 +309,12 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     experiment.refresh_from_db()
     if not experiment.is_active:
         status = experiment.get_status_display().lower()
-        raise ValidationError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
+        raise UserError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
     if experiment.status == ExperimentStatus.RUNNING:
         try:
             backend_for(experiment.backend).cancel(experiment)
         except BackendError as exc:
-            raise ValidationError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
+            raise UserError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
     with transaction.atomic():
         cancelled = Experiment.objects.filter(pk=experiment.pk, status__in=[s.value for s in _ACTIVE]).update(
             status=ExperimentStatus.CANCELLED, ended_at=timezone.now()

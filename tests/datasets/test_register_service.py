@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
@@ -11,6 +11,7 @@ from auditportal.activity.models import Event
 from auditportal.datasets import services
 from auditportal.datasets.ingest import DatasetError, DatasetSpec
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
+from auditportal.fairness.errors import UserError
 
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender", "age_group"))
 
@@ -102,8 +103,9 @@ def test_a_file_over_the_size_limit_is_refused(
 
 @pytest.mark.parametrize("name", ["", "../etc", "a/b", "x" * 121, "-leading-dash"])
 def test_a_hostile_dataset_name_is_refused(alice: User, small_csv: Path, dataset_storage: Path, name: str) -> None:
-    with pytest.raises(ValidationError, match="is not allowed"):
+    with pytest.raises(UserError, match="is not allowed") as caught:
         _register(alice, small_csv, name=name)
+    assert caught.value.field == "name"
     assert _nothing_stored(dataset_storage)
 
 

@@ -183,6 +183,17 @@ def test_a_bad_file_is_refused_at_upload_with_its_name(
     assert not StagedUpload.objects.exists()
 
 
+def test_a_disallowed_dataset_name_is_shown_on_the_name_field(alice: User, dataset_storage: Path) -> None:
+    upload = SimpleUploadedFile("loans.csv", SMALL_CSV.encode(), content_type="text/csv")
+    response = _client(alice).post(reverse("datasets:upload"), {"name": "../etc", "file": upload})
+    assert response.status_code == 400
+    assert response.context["form"].errors["name"] == [
+        "Dataset name '../etc' is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
+        "starting with a letter or digit."
+    ]
+    assert not StagedUpload.objects.exists()
+
+
 def test_the_api_lists_datasets_for_members_only(bob: User, oscar: User, version: DatasetVersion) -> None:
     assert [d["name"] for d in _client(bob).get("/api/v1/datasets/").json()["results"]] == ["loans"]
     assert _client(oscar).get("/api/v1/datasets/").json()["results"] == []

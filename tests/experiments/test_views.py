@@ -78,4 +78,38 @@ def test_an_unknown_hyperparameter_is_rejected_by_the_api_with_the_field(
         content_type="application/json",
     )
     assert response.status_code == 400
-    assert response.json()["hparams"][0].startswith("Unknown hyperparameter 'lr'")
+    assert response.json()["field"] == "hparams"
+    assert response.json()["detail"].startswith("Unknown hyperparameter 'lr'")
+
+
+def test_too_short_an_asha_search_is_refused_on_the_batches_field(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("experiments:new"),
+        {"dataset_version": demo_version.pk, "template": "asha", "max_trials": 4, "batches": 8},
+    )
+    assert response.status_code == 400
+    assert response.context["form"].errors["batches"] == [
+        "An ASHA search needs at least 16 batches (three rungs, divisor 4)."
+    ]
+    assert not Experiment.objects.exists()
+
+
+def test_the_api_names_the_field_of_a_wrong_launch_parameter(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("api-experiment-list"),
+        {"dataset_version": demo_version.pk, "template": "single", "max_trials": 3},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {"detail": "A single-trial experiment runs exactly one trial.", "field": "max_trials"}
+    assert not Experiment.objects.exists()
+
+
+def test_cancelling_an_ended_experiment_says_there_is_nothing_to_cancel(bob: User, experiment: Experiment) -> None:
+    Experiment.objects.filter(pk=experiment.pk).update(status="completed")
+    client = _client(bob)
+    response = client.post(reverse("api-experiment-cancel", args=[experiment.pk]))
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"Experiment {experiment.pk} is completed; nothing to cancel.", "field": None}
+    page = client.post(reverse("experiments:cancel", args=[experiment.pk]), follow=True)
+    assert f"Experiment {experiment.pk} is completed; nothing to cancel." in page.content.decode()

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
@@ -14,6 +13,7 @@ from auditportal.audits import presentation, services, stats
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.predictions import AuditSpec
 from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError
+from auditportal.fairness.errors import UserError
 
 FLAGS = {
     "label": "--label",
@@ -95,15 +95,9 @@ class Command(BaseCommand):
         try:
             audit = services.prediction_audit_run(user=user, source=source, original_name=source.name, spec=spec)
         except DatasetError as exc:
-            raise CommandError(str(exc)) from exc
-        except ValidationError as exc:
-            raise CommandError(
-                "; ".join(
-                    f"{FLAGS.get(field, field)}: {message}"
-                    for field, messages in exc.message_dict.items()
-                    for message in messages
-                )
-            ) from exc
+            raise CommandError(str(exc)) from exc  # names the file, row and column itself
+        except UserError as exc:
+            raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
         if options["output_format"] == "json":
             self.stdout.write(json.dumps({"id": audit.pk, **audit.result}, allow_nan=False, indent=2))
         else:
