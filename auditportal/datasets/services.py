@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -274,7 +275,9 @@ def _profile_as_json(profile: ingest.Profile) -> dict[str, object]:
 def staged_upload_register(*, user: User, staged: StagedUpload, spec: DatasetSpec) -> DatasetVersion:
     """Step 2 of the browser flow: register the staged file with the declared label and attributes."""
     if staged.owner_id != user.pk:
-        raise PermissionError("staged uploads belong to the user who uploaded them")
+        # Callers fetch the upload with selectors.staged_upload_get, which already answers 404 to
+        # everyone but its owner; this guards a caller that skipped it.
+        raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
     version = dataset_version_register(
         user=user,
         source=staged.path,

@@ -57,8 +57,9 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     user = request_user(request)
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    # Fetch first: an upload is private to its owner, so anyone else gets 404 whatever their roles.
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
     columns = [column["name"] for column in staged.profile["columns"]]
     form = DeclarationForm(request.POST or None, columns=columns)
     if request.method == "POST" and form.is_valid():

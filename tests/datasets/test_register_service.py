@@ -125,6 +125,20 @@ def test_a_staged_upload_survives_a_rejected_declaration(alice: User, small_csv:
     assert version.num_rows == 8
 
 
+def test_only_the_uploader_may_register_a_staged_upload(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    from auditportal.accounts.models import Role
+    from tests.factories import make_user
+
+    staged = services.staged_upload_create(
+        user=alice, source=small_csv, original_name="loans.csv", dataset_name="loans"
+    )
+    mallory = make_user("mallory", [Role.DATA_STEWARD])
+    with pytest.raises(PermissionDenied, match="only be registered by the steward who uploaded it"):
+        services.staged_upload_register(user=mallory, staged=staged, spec=SPEC)
+    assert staged.path.exists()
+    assert not DatasetVersion.objects.exists()
+
+
 def test_uploads_left_in_step_one_expire_after_a_day(alice: User, small_csv: Path, dataset_storage: Path) -> None:
     from datetime import timedelta
 
