@@ -12,7 +12,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.audits import presentation, services, stats
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.predictions import AuditSpec
-from auditportal.datasets.ingest import DEFAULT_UNKNOWN_TOKENS, DatasetError
+from auditportal.datasets.ingest import DatasetError
 from auditportal.fairness.errors import UserError
 
 FLAGS = {
@@ -43,7 +43,11 @@ class Command(BaseCommand):
         parser.add_argument("--score", help="the model's score column (needs --threshold)")
         parser.add_argument("--threshold", type=float, help="predicted positive when score >= threshold")
         parser.add_argument(
-            "--attribute", action="append", required=True, dest="attributes", help="a sensitive attribute column"
+            "--attribute",
+            action="append",
+            required=True,
+            dest="attributes",
+            help="a sensitive attribute column (repeatable, or comma-separated)",
         )
         parser.add_argument("--intersect", action="store_true", help="also audit the attributes' intersection")
         parser.add_argument(
@@ -51,14 +55,15 @@ class Command(BaseCommand):
             action="append",
             dest="references",
             default=[],
-            help="reference group: GROUP (every attribute that has it) or ATTRIBUTE=GROUP; default: largest group",
+            help="reference group: GROUP (every attribute that has it) or ATTRIBUTE=GROUP (repeatable, or "
+            "comma-separated); default: largest group",
         )
         parser.add_argument(
             "--unknown-token",
             action="append",
             dest="unknown_tokens",
-            help="a value meaning unknown (repeatable; replaces the defaults: empty, NaN, -1, unknown; "
-            "empty values are always unknown)",
+            help="a value meaning unknown, matched case-insensitively (repeatable, or comma-separated; replaces "
+            "the defaults: empty, NaN, -1, unknown; empty values are always unknown)",
         )
         parser.add_argument("--tolerance", type=float, default=stats.DEFAULT_TOLERANCE, help="policy tolerance delta")
         parser.add_argument("--alpha", type=float, default=stats.DEFAULT_ALPHA, help="familywise error rate")
@@ -75,17 +80,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         source: Path = options["file"]
-        tokens = options["unknown_tokens"]
-        spec = AuditSpec(
+        spec = AuditSpec.from_input(
             label=options["label"],
             positive=options["positive"],
             prediction=options["prediction"],
             score=options["score"],
             threshold=options["threshold"],
-            attributes=tuple(options["attributes"]),
+            attributes=options["attributes"],
             intersect=options["intersect"],
-            references=tuple(options["references"]),
-            unknown_tokens=("", *tokens) if tokens is not None else DEFAULT_UNKNOWN_TOKENS,
+            references=options["references"],
+            unknown_tokens=options["unknown_tokens"],
             tolerance=options["tolerance"],
             alpha=options["alpha"],
             power=options["power"],
