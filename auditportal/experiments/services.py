@@ -116,11 +116,17 @@ def experiment_create(
                 "backend": chosen_backend,
             },
         )
-        from auditportal.experiments.tasks import experiment_launch_task
-
         pk = experiment.pk
-        transaction.on_commit(lambda: experiment_launch_task.delay(pk))
+        transaction.on_commit(lambda: _launch_queue(pk))
     return experiment
+
+
+def _launch_queue(experiment_id: int) -> None:
+    # tasks.py imports this module; importing it here, when the launch is queued, keeps the
+    # dependency one-way at import time.
+    from auditportal.experiments.tasks import experiment_launch_task
+
+    experiment_launch_task.delay(experiment_id)
 
 
 def _shard_dir(version: DatasetVersion) -> Path:
@@ -138,9 +144,24 @@ def _shard(experiment: Experiment) -> Path:
     return path
 
 
-def experiment_launch(*, experiment: Experiment) -> None:
-    """Shard the dataset and submit (the caller claimed QUEUED -> LAUNCHING). Never half-creates:
-    either the experiment runs with all its trials, or it is LAUNCH_FAILED with the reason."""
+def experiment_launch(*, experiment: Experiment) -> bool:
+    """Claim a queued experiment (QUEUED -> LAUNCHING), shard the dataset and submit it.
+
+    Only the caller whose conditional UPDATE moves it out of QUEUED launches it, so a redelivered
+    task or a second worker returns False and does nothing. Never half-creates: either the
+    experiment runs with all its trials, or it is LAUNCH_FAILED with the reason.
+    """
+    claimed = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.QUEUED).update(
+        status=ExperimentStatus.LAUNCHING
+    )
+    if claimed != 1:
+        return False
+    experiment.refresh_from_db()
+    _launch(experiment)
+    return True
+
+
+def _launch(experiment: Experiment) -> None:
     backend = backend_for(experiment.backend)
     try:
         shard_dir = _shard(experiment)
