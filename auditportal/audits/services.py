@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.predictions import AuditSpec, audit_predictions
@@ -64,7 +65,7 @@ def prediction_audit_run(
         )
         event_record(
             actor=user,
-            verb="prediction_audit.created",
+            verb=Verb.PREDICTION_AUDIT_CREATED,
             target=audit,
             data={
                 "file": original_name,

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets import ingest, sharding
 from auditportal.datasets.ingest import DatasetError, DatasetSpec, Inspection
@@ -151,7 +152,7 @@ def _version_create(
 ) -> DatasetVersion:
     dataset, created = Dataset.objects.get_or_create(name=name, defaults={"created_by": user})
     if created:
-        event_record(actor=user, verb="dataset.created", target=dataset, data={"name": name})
+        event_record(actor=user, verb=Verb.DATASET_CREATED, target=dataset, data={"name": name})
     # Lock the dataset row so two registrations cannot both take the same version number.
     dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
@@ -200,7 +201,7 @@ def _version_create(
     )
     event_record(
         actor=user,
-        verb="dataset_version.registered",
+        verb=Verb.DATASET_VERSION_REGISTERED,
         target=version,
         data={
             "dataset": name,

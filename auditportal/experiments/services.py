@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.ingest import DatasetError
 from auditportal.datasets.models import DatasetVersion
@@ -106,7 +107,7 @@ def experiment_create(
         experiment.save(update_fields=["name", "config_yaml"])
         event_record(
             actor=user,
-            verb="experiment.launched",
+            verb=Verb.EXPERIMENT_LAUNCHED,
             target=experiment,
             data={
                 "dataset_version": dataset_version.pk,
@@ -191,7 +192,7 @@ def _launch(experiment: Experiment) -> None:
             )
             event_record(
                 actor=None,
-                verb="experiment.started",
+                verb=Verb.EXPERIMENT_STARTED,
                 target=experiment,
                 data={"trials": len(submission.trials), "det_experiment_id": submission.det_experiment_id},
             )
@@ -212,7 +213,7 @@ def _launch_failed(experiment: Experiment, reason: str) -> None:
             status=ExperimentStatus.LAUNCH_FAILED, error=f"launch failed: {reason}", ended_at=timezone.now()
         )
         if failed == 1:
-            event_record(actor=None, verb="experiment.launch_failed", target=experiment, data={"reason": reason})
+            event_record(actor=None, verb=Verb.EXPERIMENT_LAUNCH_FAILED, target=experiment, data={"reason": reason})
     logger.warning("experiment %s: launch failed: %s", experiment.pk, reason)
 
 
@@ -308,9 +309,9 @@ def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> Non
         return
     errored = sum(1 for state in states if state != TrialState.COMPLETED)
     if states and errored == 0:
-        status, verb, error = ExperimentStatus.COMPLETED, "experiment.finished", ""
+        status, verb, error = ExperimentStatus.COMPLETED, Verb.EXPERIMENT_FINISHED, ""
     else:
-        status, verb = ExperimentStatus.ERRORED, "experiment.failed"
+        status, verb = ExperimentStatus.ERRORED, Verb.EXPERIMENT_FAILED
         error = snapshot.error or f"{errored} of {len(states)} trials did not complete"
     with transaction.atomic():
         done = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.RUNNING).update(
@@ -344,7 +345,7 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
             experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).update(
                 state=TrialState.CANCELED, ended_at=timezone.now()
             )
-            event_record(actor=user, verb="experiment.cancelled", target=experiment, data={})
+            event_record(actor=user, verb=Verb.EXPERIMENT_CANCELLED, target=experiment, data={})
     experiment.refresh_from_db()
     return experiment
 
