@@ -21,7 +21,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.backends import MetricReport
 from auditportal.experiments.ingest import trial_reports_ingest
-from auditportal.experiments.models import Experiment, Trial
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV
 from tests.experiments.conftest import poll_until_done
@@ -87,6 +87,13 @@ def _experiment_launched(request: pytest.FixtureRequest) -> Callable[[], object]
 
 def _experiment_started(request: pytest.FixtureRequest) -> Callable[[], object]:
     experiment = _experiment(request)
+
+    def finish() -> None:  # no trainer process may outlive the test
+        experiment.refresh_from_db()
+        if experiment.status == ExperimentStatus.RUNNING:
+            poll_until_done(experiment)
+
+    request.addfinalizer(finish)
     return lambda: experiment_services.experiment_launch(experiment=experiment)
 
 
