@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from auditportal.accounts.models import Role, RoleGrant, User
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 
 
@@ -18,7 +19,7 @@ def user_create(
     created_by: User | None = None,
 ) -> User:
     user = User.objects.create_user(username=username, email=email, password=password)
-    event_record(actor=created_by, verb="user.created", target=user, data={"username": username})
+    event_record(actor=created_by, verb=Verb.USER_CREATED, target=user, data={"username": username})
     for role in roles:
         role_grant(user=user, role=role, granted_by=created_by)
     return user
@@ -28,7 +29,7 @@ def user_create(
 def role_grant(*, user: User, role: Role, granted_by: User | None) -> RoleGrant:
     grant, created = RoleGrant.objects.get_or_create(user=user, role=role, defaults={"granted_by": granted_by})
     if created:
-        event_record(actor=granted_by, verb="role.granted", target=user, data={"role": role.value})
+        event_record(actor=granted_by, verb=Verb.ROLE_GRANTED, target=user, data={"role": role.value})
     user.forget_roles()
     return grant
 
@@ -37,6 +38,6 @@ def role_grant(*, user: User, role: Role, granted_by: User | None) -> RoleGrant:
 def role_revoke(*, user: User, role: Role, revoked_by: User | None) -> bool:
     deleted, _ = RoleGrant.objects.filter(user=user, role=role).delete()
     if deleted:
-        event_record(actor=revoked_by, verb="role.revoked", target=user, data={"role": role.value})
+        event_record(actor=revoked_by, verb=Verb.ROLE_REVOKED, target=user, data={"role": role.value})
     user.forget_roles()
     return bool(deleted)

@@ -4,6 +4,24 @@ from django.conf import settings
 from django.db import models
 
 
+class Verb(models.TextChoices):
+    """Every kind of event the trail records; services write one of these, never a bare string."""
+
+    USER_CREATED = "user.created", "user created"
+    ROLE_GRANTED = "role.granted", "role granted"
+    ROLE_REVOKED = "role.revoked", "role revoked"
+    DATASET_CREATED = "dataset.created", "dataset created"
+    DATASET_VERSION_REGISTERED = "dataset_version.registered", "dataset version registered"
+    PREDICTION_AUDIT_CREATED = "prediction_audit.created", "prediction audit created"
+    EXPERIMENT_LAUNCHED = "experiment.launched", "experiment launched"
+    EXPERIMENT_STARTED = "experiment.started", "experiment started"
+    EXPERIMENT_LAUNCH_FAILED = "experiment.launch_failed", "experiment launch failed"
+    EXPERIMENT_FINISHED = "experiment.finished", "experiment finished"
+    EXPERIMENT_FAILED = "experiment.failed", "experiment failed"
+    EXPERIMENT_CANCELLED = "experiment.cancelled", "experiment cancelled"
+    TRIAL_VERDICT_CHANGED = "trial_verdict.changed", "trial verdict changed"
+
+
 class Event(models.Model):
     """One row per state-changing action, written in the same transaction as the change.
 
@@ -19,7 +37,7 @@ class Event(models.Model):
         blank=True,
         related_name="+",
     )
-    verb = models.CharField(max_length=64)
+    verb = models.CharField(max_length=64, choices=Verb.choices)
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=64)
     data = models.JSONField(default=dict, blank=True)

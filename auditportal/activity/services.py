@@ -5,13 +5,13 @@ from typing import Any
 from django.db import models, transaction
 
 from auditportal.accounts.models import User
-from auditportal.activity.models import Event
+from auditportal.activity.models import Event, Verb
 
 
 def event_record(
     *,
     actor: User | None,
-    verb: str,
+    verb: Verb,
     target: models.Model,
     data: dict[str, Any] | None = None,
 ) -> Event:

@@ -16,14 +16,8 @@ from auditportal.audits import selectors, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
 from auditportal.lib.env import human_size
 from auditportal.lib.uploads import RejectedUpload, received_sha256
-
-
-def _names(values: list[str]) -> tuple[str, ...]:
-    # Repeated fields or one comma-separated value, as the web form takes them.
-    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
 
 
 def _document(audit: PredictionAudit) -> dict[str, Any]:
@@ -86,17 +80,16 @@ class PredictionAuditListCreateApi(APIView):
             )
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        tokens = data.get("unknown_tokens")
-        spec = AuditSpec(
-            label=data["label"].strip(),
-            positive=data["positive"].strip(),
-            prediction=data["prediction"].strip() or None,
-            score=data["score"].strip() or None,
+        spec = AuditSpec.from_input(
+            label=data["label"],
+            positive=data["positive"],
+            prediction=data["prediction"],
+            score=data["score"],
             threshold=data["threshold"],
-            attributes=_names(data["attributes"]),
+            attributes=data["attributes"],
             intersect=data["intersect"],
-            references=_names(data["references"]),
-            unknown_tokens=("", *tokens) if tokens is not None else DEFAULT_UNKNOWN_TOKENS,
+            references=data["references"],
+            unknown_tokens=data.get("unknown_tokens"),
             tolerance=data["tolerance"],
             alpha=data["alpha"],
             power=data["power"],

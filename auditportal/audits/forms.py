@@ -7,12 +7,8 @@ from django.conf import settings
 
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, parse_unknown_tokens
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
 from auditportal.lib.env import human_size
-
-
-def split_names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 class PredictionAuditForm(forms.Form):
@@ -82,16 +78,17 @@ class PredictionAuditForm(forms.Form):
 
     def spec(self) -> AuditSpec:
         data = self.cleaned_data
-        return AuditSpec(
-            label=data["label"].strip(),
-            positive=data["positive"].strip(),
-            prediction=data["prediction"].strip() or None,
-            score=data["score"].strip() or None,
+        return AuditSpec.from_input(
+            label=data["label"],
+            positive=data["positive"],
+            prediction=data["prediction"],
+            score=data["score"],
             threshold=data["threshold"],
-            attributes=split_names(data["attributes"]),
+            attributes=data["attributes"],
             intersect=data["intersect"],
-            references=split_names(data.get("reference") or ""),
-            unknown_tokens=parse_unknown_tokens(data.get("unknown_tokens") or ""),
+            references=data.get("reference") or "",
+            # The field starts with the defaults; emptied, only empty values are unknown.
+            unknown_tokens=data.get("unknown_tokens") or "",
             tolerance=data["tolerance"],
             alpha=data["alpha"],
             max_groups=settings.DATASET_MAX_GROUPS,

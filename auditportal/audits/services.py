@@ -4,14 +4,15 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import tabular
-from auditportal.fairness.audit import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -40,13 +41,10 @@ def prediction_audit_run(
 
     ``sha256`` is the digest of ``source`` when it was taken as the file was received (uploads);
     otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
-    ValidationError for impossible parameters.
+    AuditSpecError for impossible parameters (both UserErrors).
     """
     require_auditor(user)
-    try:
-        spec.check()
-    except AuditSpecError as exc:
-        raise ValidationError({exc.field: exc.message}) from None
+    spec.check()
     tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
@@ -67,7 +65,7 @@ def prediction_audit_run(
         )
         event_record(
             actor=user,
-            verb="prediction_audit.created",
+            verb=Verb.PREDICTION_AUDIT_CREATED,
             target=audit,
             data={
                 "file": original_name,

@@ -4,7 +4,6 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -14,7 +13,8 @@ from auditportal.accounts.permissions import request_user
 from auditportal.audits import selectors, services
 from auditportal.audits.forms import PredictionAuditForm
 from auditportal.fairness import presentation
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.errors import UserError
+from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import received_sha256, report_rejected_uploads
 
 AUDITS_PER_PAGE = 25
@@ -53,10 +53,8 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
                 spec=form.spec(),
                 sha256=received_sha256(uploaded),
             )
-        except DatasetError as exc:
-            form.add_error(None, str(exc))
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
             return redirect("audits:prediction", audit_id=audit.pk)

@@ -9,13 +9,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import (
     Dataset,
@@ -25,6 +26,7 @@ from auditportal.datasets.models import (
     StagedUpload,
 )
 from auditportal.fairness import sharding, tabular
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, Inspection
 from auditportal.lib.env import human_size
 
@@ -36,13 +38,10 @@ _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,119}$")
 def dataset_name_check(name: str) -> str:
     cleaned = name.strip()
     if not _DATASET_NAME.fullmatch(cleaned):
-        raise ValidationError(
-            {
-                "name": (
-                    f"Dataset name {name!r} is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
-                    "starting with a letter or digit."
-                )
-            }
+        raise UserError(
+            f"Dataset name {name!r} is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
+            "starting with a letter or digit.",
+            field="name",
         )
     return cleaned
 
@@ -153,7 +152,7 @@ def _version_create(
 ) -> DatasetVersion:
     dataset, created = Dataset.objects.get_or_create(name=name, defaults={"created_by": user})
     if created:
-        event_record(actor=user, verb="dataset.created", target=dataset, data={"name": name})
+        event_record(actor=user, verb=Verb.DATASET_CREATED, target=dataset, data={"name": name})
     # Lock the dataset row so two registrations cannot both take the same version number.
     dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
@@ -202,7 +201,7 @@ def _version_create(
     )
     event_record(
         actor=user,
-        verb="dataset_version.registered",
+        verb=Verb.DATASET_VERSION_REGISTERED,
         target=version,
         data={
             "dataset": name,
@@ -277,7 +276,9 @@ def _profile_as_json(profile: tabular.Profile) -> dict[str, object]:
 def staged_upload_register(*, user: User, staged: StagedUpload, spec: DatasetSpec) -> DatasetVersion:
     """Step 2 of the browser flow: register the staged file with the declared label and attributes."""
     if staged.owner_id != user.pk:
-        raise PermissionError("staged uploads belong to the user who uploaded them")
+        # Callers fetch the upload with selectors.staged_upload_get, which already answers 404 to
+        # everyone but its owner; this guards a caller that skipped it.
+        raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
     version = dataset_version_register(
         user=user,
         source=staged.path,

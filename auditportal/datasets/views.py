@@ -4,7 +4,6 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -13,7 +12,8 @@ from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, UploadForm
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.errors import UserError
+from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import report_rejected_uploads
 
 
@@ -46,10 +46,8 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
                 original_name=uploaded.name,
                 dataset_name=form.cleaned_data["name"],
             )
-        except DatasetError as exc:
-            form.add_error("file", str(exc))
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             return redirect("datasets:declare", staged_id=staged.pk)
     return render(request, "datasets/upload.html", {"form": form}, status=400 if form.errors else 200)
@@ -59,17 +57,16 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     user = request_user(request)
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    # Fetch first: an upload is private to its owner, so anyone else gets 404 whatever their roles.
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
     columns = [column["name"] for column in staged.profile["columns"]]
     form = DeclarationForm(request.POST or None, columns=columns)
     if request.method == "POST" and form.is_valid():
         try:
             version = services.staged_upload_register(user=user, staged=staged, spec=form.spec())
-        except DatasetError as exc:
-            form.add_error(None, str(exc))
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             messages.success(request, f"Registered {version} ({version.num_rows:,} rows).")
             return redirect("datasets:version", version_id=version.pk)

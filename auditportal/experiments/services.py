@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard
@@ -33,6 +33,7 @@ from auditportal.experiments.models import (
     Trial,
     TrialState,
 )
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.sharding import MANIFEST_NAME, ShardingError
 from auditportal.fairness.tabular import DatasetError
 
@@ -55,29 +56,26 @@ def experiment_create(
 ) -> Experiment:
     """Check the launch parameters, store the experiment and queue its launch after commit.
 
-    Wrong parameters raise ValidationError naming the field (template, hparams, max_trials, batches).
+    Wrong parameters raise a UserError naming the field (template, hparams, max_trials, batches).
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
-    try:
-        space = configs.space_build(template, hparams, features=_feature_counts(dataset_version))
-    except configs.ConfigError as exc:
-        raise ValidationError({exc.field: exc.message}) from None
+    space = configs.space_build(template, hparams, features=_feature_counts(dataset_version))
     if template == "single":
         if max_trials not in (None, 1):
-            raise ValidationError({"max_trials": "A single-trial experiment runs exactly one trial."})
+            raise UserError("A single-trial experiment runs exactly one trial.", field="max_trials")
         trials = 1
     else:
         trials = 4 if max_trials is None else max_trials
         if not 1 <= trials <= settings.EXPERIMENT_MAX_TRIALS:
-            raise ValidationError(
-                {"max_trials": f"max_trials must be between 1 and {settings.EXPERIMENT_MAX_TRIALS}, got {trials}."}
+            raise UserError(
+                f"max_trials must be between 1 and {settings.EXPERIMENT_MAX_TRIALS}, got {trials}.", field="max_trials"
             )
     if not 1 <= batches <= settings.EXPERIMENT_MAX_BATCHES:
-        raise ValidationError(
-            {"batches": f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}."}
+        raise UserError(
+            f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}.", field="batches"
         )
     if template == "asha" and batches < 16:
-        raise ValidationError({"batches": "An ASHA search needs at least 16 batches (three rungs, divisor 4)."})
+        raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
     chosen_backend = backend or settings.EXPERIMENT_BACKEND
     shard_dir = _shard_dir(dataset_version)
     with transaction.atomic():
@@ -109,7 +107,7 @@ def experiment_create(
         experiment.save(update_fields=["name", "config_yaml"])
         event_record(
             actor=user,
-            verb="experiment.launched",
+            verb=Verb.EXPERIMENT_LAUNCHED,
             target=experiment,
             data={
                 "dataset_version": dataset_version.pk,
@@ -119,10 +117,8 @@ def experiment_create(
                 "backend": chosen_backend,
             },
         )
-        from auditportal.experiments.tasks import experiment_launch_task
-
         pk = experiment.pk
-        transaction.on_commit(lambda: experiment_launch_task.delay(pk))
+        transaction.on_commit(lambda: _launch_queue(pk))
     return experiment
 
 
@@ -132,6 +128,14 @@ def _feature_counts(version: DatasetVersion) -> tuple[int, int] | None:
     if not kinds:
         return None
     return kinds.count("numeric"), kinds.count("categorical")
+
+
+def _launch_queue(experiment_id: int) -> None:
+    # tasks.py imports this module; importing it here, when the launch is queued, keeps the
+    # dependency one-way at import time.
+    from auditportal.experiments.tasks import experiment_launch_task
+
+    experiment_launch_task.delay(experiment_id)
 
 
 def _shard_dir(version: DatasetVersion) -> Path:
@@ -149,9 +153,24 @@ def _shard(experiment: Experiment) -> Path:
     return path
 
 
-def experiment_launch(*, experiment: Experiment) -> None:
-    """Shard the dataset and submit (the caller claimed QUEUED -> LAUNCHING). Never half-creates:
-    either the experiment runs with all its trials, or it is LAUNCH_FAILED with the reason."""
+def experiment_launch(*, experiment: Experiment) -> bool:
+    """Claim a queued experiment (QUEUED -> LAUNCHING), shard the dataset and submit it.
+
+    Only the caller whose conditional UPDATE moves it out of QUEUED launches it, so a redelivered
+    task or a second worker returns False and does nothing. Never half-creates: either the
+    experiment runs with all its trials, or it is LAUNCH_FAILED with the reason.
+    """
+    claimed = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.QUEUED).update(
+        status=ExperimentStatus.LAUNCHING
+    )
+    if claimed != 1:
+        return False
+    experiment.refresh_from_db()
+    _launch(experiment)
+    return True
+
+
+def _launch(experiment: Experiment) -> None:
     backend = backend_for(experiment.backend)
     try:
         shard_dir = _shard(experiment)
@@ -181,7 +200,7 @@ def experiment_launch(*, experiment: Experiment) -> None:
             )
             event_record(
                 actor=None,
-                verb="experiment.started",
+                verb=Verb.EXPERIMENT_STARTED,
                 target=experiment,
                 data={"trials": len(submission.trials), "det_experiment_id": submission.det_experiment_id},
             )
@@ -202,7 +221,7 @@ def _launch_failed(experiment: Experiment, reason: str) -> None:
             status=ExperimentStatus.LAUNCH_FAILED, error=f"launch failed: {reason}", ended_at=timezone.now()
         )
         if failed == 1:
-            event_record(actor=None, verb="experiment.launch_failed", target=experiment, data={"reason": reason})
+            event_record(actor=None, verb=Verb.EXPERIMENT_LAUNCH_FAILED, target=experiment, data={"reason": reason})
     logger.warning("experiment %s: launch failed: %s", experiment.pk, reason)
 
 
@@ -298,9 +317,9 @@ def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> Non
         return
     errored = sum(1 for state in states if state != TrialState.COMPLETED)
     if states and errored == 0:
-        status, verb, error = ExperimentStatus.COMPLETED, "experiment.finished", ""
+        status, verb, error = ExperimentStatus.COMPLETED, Verb.EXPERIMENT_FINISHED, ""
     else:
-        status, verb = ExperimentStatus.ERRORED, "experiment.failed"
+        status, verb = ExperimentStatus.ERRORED, Verb.EXPERIMENT_FAILED
         error = snapshot.error or f"{errored} of {len(states)} trials did not complete"
     with transaction.atomic():
         done = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.RUNNING).update(
@@ -320,12 +339,12 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     experiment.refresh_from_db()
     if not experiment.is_active:
         status = experiment.get_status_display().lower()
-        raise ValidationError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
+        raise UserError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
     if experiment.status == ExperimentStatus.RUNNING:
         try:
             backend_for(experiment.backend).cancel(experiment)
         except BackendError as exc:
-            raise ValidationError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
+            raise UserError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
     with transaction.atomic():
         cancelled = Experiment.objects.filter(pk=experiment.pk, status__in=[s.value for s in _ACTIVE]).update(
             status=ExperimentStatus.CANCELLED, ended_at=timezone.now()
@@ -334,7 +353,7 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
             experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).update(
                 state=TrialState.CANCELED, ended_at=timezone.now()
             )
-            event_record(actor=user, verb="experiment.cancelled", target=experiment, data={})
+            event_record(actor=user, verb=Verb.EXPERIMENT_CANCELLED, target=experiment, data={})
     experiment.refresh_from_db()
     return experiment
 

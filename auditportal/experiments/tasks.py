@@ -3,18 +3,14 @@ from __future__ import annotations
 from celery import shared_task
 
 from auditportal.experiments import services
-from auditportal.experiments.models import Experiment, ExperimentStatus
+from auditportal.experiments.models import Experiment
 
 
 @shared_task(name="experiments.launch", acks_late=True)  # type: ignore[untyped-decorator]
 def experiment_launch_task(experiment_id: int) -> None:
-    # Claim: only the worker that moves it out of QUEUED launches it (redelivery is harmless).
-    claimed = Experiment.objects.filter(pk=experiment_id, status=ExperimentStatus.QUEUED).update(
-        status=ExperimentStatus.LAUNCHING
-    )
-    if claimed != 1:
-        return
-    services.experiment_launch(experiment=Experiment.objects.get(pk=experiment_id))
+    experiment = Experiment.objects.filter(pk=experiment_id).first()
+    if experiment is not None:  # deleted before a worker took the task
+        services.experiment_launch(experiment=experiment)
 
 
 @shared_task(name="experiments.poll_active", ignore_result=True)  # type: ignore[untyped-decorator]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.fairness import judge, stats
@@ -57,7 +58,7 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
         if previous != verdict:
             event_record(
                 actor=None,
-                verb="trial_verdict.changed",
+                verb=Verb.TRIAL_VERDICT_CHANGED,
                 target=trial,
                 data={"attribute": attribute, "from": previous, "to": verdict, "step": step},
             )

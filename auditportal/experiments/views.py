@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -12,6 +11,8 @@ from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets.selectors import dataset_version_list
 from auditportal.experiments import selectors, services
 from auditportal.experiments.forms import LaunchForm
+from auditportal.fairness.errors import UserError
+from auditportal.lib.forms import add_user_error
 
 
 @login_required
@@ -46,10 +47,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 max_trials=data["max_trials"] if data["template"] != "single" else None,
                 batches=data["batches"],
             )
-        except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                for error in errors:
-                    form.add_error(field if field in form.fields else None, error)
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
             messages.success(request, f"Queued {experiment.name}.")
             return redirect("experiments:detail", experiment_id=experiment.pk)
@@ -85,8 +84,8 @@ def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     try:
         services.experiment_cancel(user=user, experiment=experiment)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+    except UserError as exc:
+        messages.error(request, str(exc))
     else:
         messages.success(request, f"Cancelled {experiment.name}.")
     return redirect("experiments:detail", experiment_id=experiment.pk)

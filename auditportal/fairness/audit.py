@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from auditportal.fairness import judge, stats
 from auditportal.fairness.counting import Counted, GroupCounts, count_blocks, intersection_table
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
     DatasetError,
@@ -44,13 +45,11 @@ JSON = dict[str, Any]
 Column = Any
 
 
-class AuditSpecError(ValueError):
+class AuditSpecError(UserError):
     """An impossible combination of parameters; ``field`` names the parameter to fix."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(message)
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,50 @@ class AuditSpec:
     alpha: float = stats.DEFAULT_ALPHA
     power: float = stats.DEFAULT_POWER
     max_groups: int = 50
+
+    @classmethod
+    def from_input(
+        cls,
+        *,
+        label: str,
+        attributes: str | Sequence[str],
+        positive: str = "1",
+        prediction: str | None = None,
+        score: str | None = None,
+        threshold: float | None = None,
+        intersect: bool = False,
+        references: str | Sequence[str] = (),
+        unknown_tokens: str | Sequence[str] | None = None,
+        tolerance: float = stats.DEFAULT_TOLERANCE,
+        alpha: float = stats.DEFAULT_ALPHA,
+        power: float = stats.DEFAULT_POWER,
+        max_groups: int = 50,
+    ) -> AuditSpec:
+        """The spec for what a user gave the form, the API or the command, normalised one way.
+
+        Column names and the positive value are stripped; an empty prediction or score column is
+        none. Attributes, references and unknown tokens may come as one comma-separated text or as
+        several values, each of which is split on commas; pieces are stripped and empty ones dropped.
+        A repeated attribute is kept for ``check()`` to report. Unknown tokens match case-insensitively,
+        so they are lower-cased, deduplicated and sorted, and the empty value is always one of them;
+        ``None`` means the defaults (empty, nan, -1, unknown).
+        """
+        tokens = DEFAULT_UNKNOWN_TOKENS if unknown_tokens is None else _split(unknown_tokens)
+        return cls(
+            label=label.strip(),
+            positive=positive.strip(),
+            prediction=(prediction or "").strip() or None,
+            score=(score or "").strip() or None,
+            threshold=threshold,
+            attributes=_split(attributes),
+            intersect=intersect,
+            references=_split(references),
+            unknown_tokens=("", *sorted({token.strip().lower() for token in tokens} - {""})),
+            tolerance=tolerance,
+            alpha=alpha,
+            power=power,
+            max_groups=max_groups,
+        )
 
     def check(self) -> None:
         if not self.label.strip():
@@ -129,6 +172,12 @@ class AuditSpec:
         for key in ("attributes", "references", "unknown_tokens"):
             values[key] = list(values[key])
         return values
+
+
+def _split(values: str | Sequence[str]) -> tuple[str, ...]:
+    """Comma-separated text, or several values each of which may be comma-separated."""
+    texts = [values] if isinstance(values, str) else values
+    return tuple(piece.strip() for text in texts for piece in text.split(",") if piece.strip())
 
 
 @dataclass(frozen=True)

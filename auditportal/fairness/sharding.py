@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from auditportal.fairness.errors import UserError
+
 # The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module.
 SCHEMA = 1
 TARGET_COLUMN = "_target"
@@ -45,7 +47,7 @@ class ShardSpec:
     dataset: Mapping[str, object]
 
 
-class ShardingError(ValueError):
+class ShardingError(UserError):
     pass
 
 

@@ -169,6 +169,9 @@ def test_a_file_error_is_shown_on_the_form_with_file_row_and_column(bob: User, d
 def test_a_score_without_threshold_is_shown_on_the_threshold_field(bob: User, dataset_storage: Path) -> None:
     response = _client(bob).post(reverse("audits:prediction-new"), _form(prediction="", score="score"))
     assert response.status_code == 400
+    assert response.context["form"].errors["threshold"] == [
+        "a score column needs a threshold: rows whose score is at least the threshold are predicted positive"
+    ]
     assert "a score column needs a threshold" in response.content.decode()
 
 
@@ -262,6 +265,7 @@ def test_the_api_reports_file_errors_with_file_row_and_column(bob: User, dataset
     assert response.status_code == 400
     assert response.json() == {
         "detail": "scores.csv: the file is empty (0 bytes); upload a file with a header line and data rows",
+        "field": None,
         "file": "scores.csv",
         "row": None,
         "column": None,
@@ -275,9 +279,8 @@ def test_the_api_refuses_a_score_without_threshold_and_other_roles(
     response = _client(bob).post("/api/v1/audits/predictions/", data)
     assert response.status_code == 400
     assert response.json() == {
-        "threshold": [
-            "a score column needs a threshold: rows whose score is at least the threshold are predicted positive"
-        ]
+        "detail": "a score column needs a threshold: rows whose score is at least the threshold are predicted positive",
+        "field": "threshold",
     }
     data["file"] = _upload()
     assert _client(dave).post("/api/v1/audits/predictions/", data).status_code == 403

@@ -91,3 +91,10 @@ def test_register_dataset_exits_non_zero_with_the_message_on_stderr(tmp_path: Pa
     assert ";" in result.stderr
     store = tmp_path / "var" / "datasets"
     assert [p for p in store.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.django_db
+def test_register_dataset_names_the_option_of_a_disallowed_name(small_csv: Path, dataset_storage: Path) -> None:
+    with pytest.raises(CommandError, match=r"^--name: Dataset name '\.\./x' is not allowed"):
+        _register(str(small_csv), "--name", "../x", "--label", "approved", "--positive", "1", "--attribute", "gender")
+    assert not DatasetVersion.objects.exists()

@@ -3,13 +3,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets import services
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec
 
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender", "age_group"))
@@ -102,8 +103,9 @@ def test_a_file_over_the_size_limit_is_refused(
 
 @pytest.mark.parametrize("name", ["", "../etc", "a/b", "x" * 121, "-leading-dash"])
 def test_a_hostile_dataset_name_is_refused(alice: User, small_csv: Path, dataset_storage: Path, name: str) -> None:
-    with pytest.raises(ValidationError, match="is not allowed"):
+    with pytest.raises(UserError, match="is not allowed") as caught:
         _register(alice, small_csv, name=name)
+    assert caught.value.field == "name"
     assert _nothing_stored(dataset_storage)
 
 
@@ -121,6 +123,20 @@ def test_a_staged_upload_survives_a_rejected_declaration(alice: User, small_csv:
     assert version.path.exists()
     assert not staged.path.exists()
     assert version.num_rows == 8
+
+
+def test_only_the_uploader_may_register_a_staged_upload(alice: User, small_csv: Path, dataset_storage: Path) -> None:
+    from auditportal.accounts.models import Role
+    from tests.factories import make_user
+
+    staged = services.staged_upload_create(
+        user=alice, source=small_csv, original_name="loans.csv", dataset_name="loans"
+    )
+    mallory = make_user("mallory", [Role.DATA_STEWARD])
+    with pytest.raises(PermissionDenied, match="only be registered by the steward who uploaded it"):
+        services.staged_upload_register(user=mallory, staged=staged, spec=SPEC)
+    assert staged.path.exists()
+    assert not DatasetVersion.objects.exists()
 
 
 def test_uploads_left_in_step_one_expire_after_a_day(alice: User, small_csv: Path, dataset_storage: Path) -> None:

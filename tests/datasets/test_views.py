@@ -145,6 +145,30 @@ def test_another_stewards_staged_upload_is_not_found(staged: StagedUpload) -> No
     assert StagedUpload.objects.filter(pk=staged.pk).exists()
 
 
+@pytest.mark.parametrize("fixture_name", ["bob", "oscar"])
+def test_a_staged_upload_is_not_found_for_anyone_but_its_owner_whatever_their_roles(
+    request: pytest.FixtureRequest, fixture_name: str, staged: StagedUpload
+) -> None:
+    client = _client(request.getfixturevalue(fixture_name))
+    declaration = {"label": "approved", "positive": "1", "attributes": ["gender"], "confirm_groups": "on"}
+    assert client.get(reverse("datasets:declare", args=[staged.pk])).status_code == 404
+    assert client.post(reverse("datasets:declare", args=[staged.pk]), declaration).status_code == 404
+    assert StagedUpload.objects.filter(pk=staged.pk).exists()
+    assert not DatasetVersion.objects.exists()
+
+
+def test_an_uploader_who_lost_the_steward_role_gets_403_on_the_declaration(
+    alice: User, erin: User, staged: StagedUpload
+) -> None:
+    from auditportal.accounts.models import Role
+    from auditportal.accounts.services import role_revoke
+
+    role_revoke(user=alice, role=Role.DATA_STEWARD, revoked_by=erin)
+    response = _client(alice).get(reverse("datasets:declare", args=[staged.pk]))
+    assert response.status_code == 403
+    assert b"Only a data steward can register datasets" in response.content
+
+
 def test_an_oversized_upload_is_refused_with_its_name_and_nothing_is_kept(
     alice: User, dataset_storage: Path, settings: SettingsWrapper
 ) -> None:
@@ -174,6 +198,17 @@ def test_a_bad_file_is_refused_at_upload_with_its_name(
     response = _client(alice).post(reverse("datasets:upload"), {"name": "bad", "file": upload})
     assert response.status_code == 400
     assert message in response.content.decode()
+    assert not StagedUpload.objects.exists()
+
+
+def test_a_disallowed_dataset_name_is_shown_on_the_name_field(alice: User, dataset_storage: Path) -> None:
+    upload = SimpleUploadedFile("loans.csv", SMALL_CSV.encode(), content_type="text/csv")
+    response = _client(alice).post(reverse("datasets:upload"), {"name": "../etc", "file": upload})
+    assert response.status_code == 400
+    assert response.context["form"].errors["name"] == [
+        "Dataset name '../etc' is not allowed: use 1-120 letters, digits, spaces and . _ ( ) + -, "
+        "starting with a letter or digit."
+    ]
     assert not StagedUpload.objects.exists()
 
 

@@ -79,7 +79,8 @@ def test_an_unknown_hyperparameter_is_rejected_by_the_api_with_the_field(
         content_type="application/json",
     )
     assert response.status_code == 400
-    assert response.json()["hparams"][0].startswith("Unknown hyperparameter 'lr'")
+    assert response.json()["field"] == "hparams"
+    assert response.json()["detail"].startswith("Unknown hyperparameter 'lr'")
 
 
 LAYER_REFUSED = 'normalization: "layer" is not one of none, batch, sync_batch.'
@@ -111,7 +112,7 @@ def test_the_api_refuses_a_normalization_with_the_allowed_values_and_accepts_syn
     body: dict[str, object] = {"dataset_version": demo_version.pk, "template": "single", "batches": 20}
     response = client.post(url, {**body, "hparams": {"normalization": "layer"}}, content_type="application/json")
     assert response.status_code == 400
-    assert response.json() == {"hparams": [LAYER_REFUSED]}
+    assert response.json() == {"detail": LAYER_REFUSED, "field": "hparams"}
     assert not Experiment.objects.exists()
     response = client.post(url, {**body, "hparams": {"normalization": "sync_batch"}}, content_type="application/json")
     assert response.status_code == 201
@@ -130,9 +131,9 @@ def test_the_api_refuses_a_double_range_for_an_integer_hyperparameter(bob: User,
     )
     assert response.status_code == 400
     assert response.json() == {
-        "hparams": [
-            'global_batch_size is an integer: use {"type": "int", "minval": 64, "maxval": 512}, not a "double" range.'
-        ]
+        "detail": 'global_batch_size is an integer: use {"type": "int", "minval": 64, "maxval": 512}, '
+        'not a "double" range.',
+        "field": "hparams",
     }
 
 
@@ -148,9 +149,41 @@ def test_a_model_too_large_for_the_datasets_features_is_refused_at_launch(
     )
     assert response.status_code == 400
     assert response.json() == {
-        "hparams": [
-            'hidden_sizes: "2048,2048" makes 5,783,553 parameters on 773 inputs; at most 5,000,000 are allowed.'
-        ]
+        "detail": 'hidden_sizes: "2048,2048" makes 5,783,553 parameters on 773 inputs; at most 5,000,000 are allowed.',
+        "field": "hparams",
     }
     hparams["embedding_dim"] = 8
     assert client.post(url, {**body, "hparams": hparams}, content_type="application/json").status_code == 201
+
+
+def test_too_short_an_asha_search_is_refused_on_the_batches_field(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("experiments:new"),
+        {"dataset_version": demo_version.pk, "template": "asha", "max_trials": 4, "batches": 8},
+    )
+    assert response.status_code == 400
+    assert response.context["form"].errors["batches"] == [
+        "An ASHA search needs at least 16 batches (three rungs, divisor 4)."
+    ]
+    assert not Experiment.objects.exists()
+
+
+def test_the_api_names_the_field_of_a_wrong_launch_parameter(bob: User, demo_version: DatasetVersion) -> None:
+    response = _client(bob).post(
+        reverse("api-experiment-list"),
+        {"dataset_version": demo_version.pk, "template": "single", "max_trials": 3},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {"detail": "A single-trial experiment runs exactly one trial.", "field": "max_trials"}
+    assert not Experiment.objects.exists()
+
+
+def test_cancelling_an_ended_experiment_says_there_is_nothing_to_cancel(bob: User, experiment: Experiment) -> None:
+    Experiment.objects.filter(pk=experiment.pk).update(status="completed")
+    client = _client(bob)
+    response = client.post(reverse("api-experiment-cancel", args=[experiment.pk]))
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"Experiment {experiment.pk} is completed; nothing to cancel.", "field": None}
+    page = client.post(reverse("experiments:cancel", args=[experiment.pk]), follow=True)
+    assert f"Experiment {experiment.pk} is completed; nothing to cancel." in page.content.decode()

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from auditportal.fairness.errors import UserError
 
-class DatasetError(Exception):
-    """A problem with the file the user must fix; str() is the full user-facing message."""
+
+class DatasetError(UserError):
+    """A problem with the file the user must fix; str() is the full user-facing message.
+
+    ``field`` is the column at fault (None for the whole file)."""
 
     def __init__(self, message: str, *, file: str, row: int | None = None, column: str | None = None) -> None:
-        self.message = message
         self.file = file
         self.row = row
         self.column = column
-        super().__init__(str(self))
+        super().__init__(message, field=column)
+        self.args = (str(self),)
 
     def __str__(self) -> str:
         where = [self.file]

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
@@ -14,7 +13,8 @@ from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import presentation, stats
 from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.tabular import DatasetError
 
 FLAGS = {
     "label": "--label",
@@ -44,7 +44,11 @@ class Command(BaseCommand):
         parser.add_argument("--score", help="the model's score column (needs --threshold)")
         parser.add_argument("--threshold", type=float, help="predicted positive when score >= threshold")
         parser.add_argument(
-            "--attribute", action="append", required=True, dest="attributes", help="a sensitive attribute column"
+            "--attribute",
+            action="append",
+            required=True,
+            dest="attributes",
+            help="a sensitive attribute column (repeatable, or comma-separated)",
         )
         parser.add_argument("--intersect", action="store_true", help="also audit the attributes' intersection")
         parser.add_argument(
@@ -52,14 +56,15 @@ class Command(BaseCommand):
             action="append",
             dest="references",
             default=[],
-            help="reference group: GROUP (every attribute that has it) or ATTRIBUTE=GROUP; default: largest group",
+            help="reference group: GROUP (every attribute that has it) or ATTRIBUTE=GROUP (repeatable, or "
+            "comma-separated); default: largest group",
         )
         parser.add_argument(
             "--unknown-token",
             action="append",
             dest="unknown_tokens",
-            help="a value meaning unknown (repeatable; replaces the defaults: empty, NaN, -1, unknown; "
-            "empty values are always unknown)",
+            help="a value meaning unknown, matched case-insensitively (repeatable, or comma-separated; replaces "
+            "the defaults: empty, NaN, -1, unknown; empty values are always unknown)",
         )
         parser.add_argument("--tolerance", type=float, default=stats.DEFAULT_TOLERANCE, help="policy tolerance delta")
         parser.add_argument("--alpha", type=float, default=stats.DEFAULT_ALPHA, help="familywise error rate")
@@ -76,17 +81,16 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         source: Path = options["file"]
-        tokens = options["unknown_tokens"]
-        spec = AuditSpec(
+        spec = AuditSpec.from_input(
             label=options["label"],
             positive=options["positive"],
             prediction=options["prediction"],
             score=options["score"],
             threshold=options["threshold"],
-            attributes=tuple(options["attributes"]),
+            attributes=options["attributes"],
             intersect=options["intersect"],
-            references=tuple(options["references"]),
-            unknown_tokens=("", *tokens) if tokens is not None else DEFAULT_UNKNOWN_TOKENS,
+            references=options["references"],
+            unknown_tokens=options["unknown_tokens"],
             tolerance=options["tolerance"],
             alpha=options["alpha"],
             power=options["power"],
@@ -96,15 +100,9 @@ class Command(BaseCommand):
         try:
             audit = services.prediction_audit_run(user=user, source=source, original_name=source.name, spec=spec)
         except DatasetError as exc:
-            raise CommandError(str(exc)) from exc
-        except ValidationError as exc:
-            raise CommandError(
-                "; ".join(
-                    f"{FLAGS.get(field, field)}: {message}"
-                    for field, messages in exc.message_dict.items()
-                    for message in messages
-                )
-            ) from exc
+            raise CommandError(str(exc)) from exc  # names the file, row and column itself
+        except UserError as exc:
+            raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
         if options["output_format"] == "json":
             self.stdout.write(json.dumps({"id": audit.pk, **audit.result}, allow_nan=False, indent=2))
         else:

@@ -10,7 +10,8 @@ from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets import demo, services
 from auditportal.datasets.models import DatasetVersion
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
 
 
 class Command(BaseCommand):
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             version = services.dataset_version_register(
                 user=user, source=out, original_name=out.name, name=options["name"], spec=spec
             )
-        except DatasetError as exc:
+        except UserError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Registered {version}: {version.num_rows} rows, {version.positives} positive")
         self.stdout.write(str(version.pk))

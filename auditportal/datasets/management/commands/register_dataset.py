@@ -4,12 +4,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets import services
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
 
@@ -53,9 +53,9 @@ class Command(BaseCommand):
                 user=user, source=source, original_name=source.name, name=options["name"], spec=spec
             )
         except DatasetError as exc:
-            raise CommandError(str(exc)) from exc
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
+            raise CommandError(str(exc)) from exc  # names the file, row and column itself
+        except UserError as exc:
+            raise CommandError(f"--{exc.field}: {exc}" if exc.field else str(exc)) from exc
         self.stdout.write(
             f"Registered {version} from {version.original_name}: {version.num_rows} rows, "
             f"{version.positives} positive, sha256 {version.sha256}"

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard, shard_dir_default
 from auditportal.fairness import sharding
+from auditportal.fairness.errors import UserError
 
 
 class Command(BaseCommand):
@@ -52,7 +53,7 @@ class Command(BaseCommand):
                 seed=options["seed"],
                 overwrite=options["overwrite"],
             )
-        except ValueError as exc:
+        except UserError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Wrote {parts} part(s) of {version} ({manifest['num_examples']} rows)")
         self.stdout.write(str(out_dir))

@@ -4,7 +4,6 @@ import json
 import time
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
@@ -13,6 +12,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import selectors, services
 from auditportal.experiments.configs import TEMPLATES
 from auditportal.experiments.models import Experiment, TrialState
+from auditportal.fairness.errors import UserError
 
 
 class Command(BaseCommand):
@@ -52,13 +52,9 @@ class Command(BaseCommand):
                 max_trials=options["max_trials"],
                 batches=options["batches"],
             )
-        except ValidationError as exc:
-            messages = [
-                f"--{field.replace('_', '-')}: {message}"
-                for field, errs in exc.message_dict.items()
-                for message in errs
-            ]
-            raise CommandError("; ".join(messages)) from None
+        except UserError as exc:
+            option = f"--{exc.field.replace('_', '-')}: " if exc.field else ""
+            raise CommandError(f"{option}{exc}") from None
         if not options["wait"]:
             if options["format"] == "json":
                 self.stdout.write(json.dumps(_summary(experiment)))

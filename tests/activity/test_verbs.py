@@ -1,0 +1,170 @@
+"""Each verb of the activity trail is written by the service call that makes that change.
+
+Like Zulip's test that every AuditLogEventType is written by some action: a new verb without a
+scenario here fails, and so does a scenario whose call no longer writes its verb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from auditportal.accounts import services as account_services
+from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Event, Verb
+from auditportal.audits import services as audit_services
+from auditportal.datasets import services as dataset_services
+from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments import services as experiment_services
+from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
+from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.tabular import DatasetSpec
+from tests.audits.conftest import PREDICTIONS_CSV
+from tests.datasets.conftest import SMALL_CSV
+from tests.experiments.conftest import poll_until_done
+
+# A scenario prepares what its call needs and returns the one service call under test.
+Scenario = Callable[[pytest.FixtureRequest], Callable[[], object]]
+
+
+def _user(request: pytest.FixtureRequest, name: str) -> User:
+    user: User = request.getfixturevalue(name)
+    return user
+
+
+def _experiment(request: pytest.FixtureRequest) -> Experiment:
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    request.getfixturevalue("fake_trainer")
+    return experiment_services.experiment_create(
+        user=_user(request, "bob"), dataset_version=version, template="single", batches=4
+    )
+
+
+def _user_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    erin = _user(request, "erin")
+    return lambda: account_services.user_create(username="zoe", password="a long passphrase", created_by=erin)
+
+
+def _role_granted(request: pytest.FixtureRequest) -> Callable[[], object]:
+    oscar, erin = _user(request, "oscar"), _user(request, "erin")
+    return lambda: account_services.role_grant(user=oscar, role=Role.REVIEWER, granted_by=erin)
+
+
+def _role_revoked(request: pytest.FixtureRequest) -> Callable[[], object]:
+    bob, erin = _user(request, "bob"), _user(request, "erin")
+    return lambda: account_services.role_revoke(user=bob, role=Role.ML_ENGINEER, revoked_by=erin)
+
+
+def _dataset_registered(request: pytest.FixtureRequest) -> Callable[[], object]:
+    alice = _user(request, "alice")
+    request.getfixturevalue("dataset_storage")
+    source = request.getfixturevalue("tmp_path") / "loans.csv"
+    source.write_text(SMALL_CSV, encoding="utf-8")
+    return lambda: dataset_services.dataset_version_register(
+        user=alice,
+        source=source,
+        original_name="loans.csv",
+        name="loans",
+        spec=DatasetSpec(label="approved", positive="1", attributes=("gender",)),
+    )
+
+
+def _prediction_audit_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    bob = _user(request, "bob")
+    request.getfixturevalue("dataset_storage")
+    source = request.getfixturevalue("tmp_path") / "scores.csv"
+    source.write_text(PREDICTIONS_CSV, encoding="utf-8")
+    spec = AuditSpec(label="label", prediction="pred", attributes=("gender",))
+    return lambda: audit_services.prediction_audit_run(user=bob, source=source, original_name="scores.csv", spec=spec)
+
+
+def _experiment_launched(request: pytest.FixtureRequest) -> Callable[[], object]:
+    return lambda: _experiment(request)
+
+
+def _experiment_started(request: pytest.FixtureRequest) -> Callable[[], object]:
+    experiment = _experiment(request)
+
+    def finish() -> None:  # no trainer process may outlive the test
+        experiment.refresh_from_db()
+        if experiment.status == ExperimentStatus.RUNNING:
+            poll_until_done(experiment)
+
+    request.addfinalizer(finish)
+    return lambda: experiment_services.experiment_launch(experiment=experiment)
+
+
+def _experiment_launch_failed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    experiment = _experiment(request)
+    experiment.dataset_version.path.unlink()  # the stored file has gone missing
+    return lambda: experiment_services.experiment_launch(experiment=experiment)
+
+
+def _experiment_finished(request: pytest.FixtureRequest) -> Callable[[], object]:
+    experiment = _experiment(request)
+
+    def call() -> Experiment:
+        experiment_services.experiment_launch(experiment=experiment)
+        return poll_until_done(experiment)
+
+    return call
+
+
+def _experiment_failed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    request.getfixturevalue("monkeypatch").setenv("FAKE_TRAINER_CRASH", "trial-1")
+    return _experiment_finished(request)
+
+
+def _experiment_cancelled(request: pytest.FixtureRequest) -> Callable[[], object]:
+    experiment = _experiment(request)
+    return lambda: experiment_services.experiment_cancel(user=_user(request, "bob"), experiment=experiment)
+
+
+def _trial_verdict_changed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    experiment = _experiment(request)
+    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=4)
+    metrics: dict[str, float | None] = {"count/gender/unknown": 0.0}
+    for group, cells in {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)}.items():
+        for cell, value in zip(("tp", "fn", "fp", "tn"), cells, strict=True):
+            metrics[f"count/gender/{group}/{cell}"] = float(value)
+    report = MetricRecord(kind="validation", step=4, metrics=metrics, end=10)
+    return lambda: trial_metrics_ingest(trial=trial, records=[report])
+
+
+SCENARIOS: dict[Verb, Scenario] = {
+    Verb.USER_CREATED: _user_created,
+    Verb.ROLE_GRANTED: _role_granted,
+    Verb.ROLE_REVOKED: _role_revoked,
+    Verb.DATASET_CREATED: _dataset_registered,
+    Verb.DATASET_VERSION_REGISTERED: _dataset_registered,
+    Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,
+    Verb.EXPERIMENT_LAUNCHED: _experiment_launched,
+    Verb.EXPERIMENT_STARTED: _experiment_started,
+    Verb.EXPERIMENT_LAUNCH_FAILED: _experiment_launch_failed,
+    Verb.EXPERIMENT_FINISHED: _experiment_finished,
+    Verb.EXPERIMENT_FAILED: _experiment_failed,
+    Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
+    Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
+}
+
+
+@pytest.mark.parametrize("verb", list(Verb), ids=[verb.value for verb in Verb])
+def test_each_verb_is_written_by_the_service_call_that_makes_its_change(
+    verb: Verb, request: pytest.FixtureRequest, db: None
+) -> None:
+    if verb not in SCENARIOS:
+        pytest.fail(f"no tested service call writes {verb.value!r}: add a scenario, or remove the verb")
+    call = SCENARIOS[verb](request)
+    before = Event.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    call()
+    written = set(Event.objects.filter(pk__gt=before).values_list("verb", flat=True))
+    assert verb in written, f"{verb.value!r} not written; the call wrote {sorted(written)}"
+
+
+def test_the_verbs_are_the_event_fields_choices() -> None:
+    field = Event._meta.get_field("verb")
+    assert field.choices == Verb.choices
+    assert max(len(verb.value) for verb in Verb) <= 64 == field.max_length
