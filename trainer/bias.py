@@ -28,16 +28,42 @@ AUC_BINS = 4096
 
 
 def metric_key_part(name: str) -> str:
-    """Escape '/' so a group or attribute name cannot break the ``a/b/c`` metric key layout."""
-    return name.replace("%", "%25").replace("/", "%2F")
+    """Escape '%', '/' and '&' so no attribute or group name can break the ``a/b/c`` metric key
+    layout or be taken apart at the '&' that joins an intersection's names."""
+    return name.replace("%", "%25").replace("/", "%2F").replace("&", "%26")
+
+
+def metric_key(parts: Sequence[str]) -> str:
+    """An attribute or group in a metric name: its names (more than one for an intersection), each
+    escaped, joined by '&'. ("a", "b&c") and ("a&b", "c") stay apart: ``a&b%26c`` and ``a%26b&c``."""
+    return INTERSECTION_SEP.join(metric_key_part(part) for part in parts)
+
+
+def stats_key(parts: Sequence[str]) -> str:
+    """The key of an attribute in bias_stats.json: its names with '%' and '&' escaped, joined by '&'
+    (the portal's auditportal/fairness/intersections.py attribute_key)."""
+    return INTERSECTION_SEP.join(part.replace("%", "%25").replace("&", "%26") for part in parts)
+
+
+def stats_group_key(values: Sequence[str]) -> str:
+    """The key of a group in bias_stats.json: a declared attribute's value as it is, an
+    intersection's tuple as :func:`stats_key` (the portal's group_key)."""
+    return values[0] if len(values) == 1 else stats_key(values)
 
 
 @dataclass(frozen=True)
 class Attribute:
-    """One monitored attribute; codes 0..len(groups)-1 are groups, len(groups) is unknown."""
+    """One monitored attribute, or the intersection of several (``names``); codes
+    0..len(groups)-1 are groups, len(groups) is unknown. Each group is the tuple of its values, one
+    per name: an intersection's groups are never joined into one string, where ("a", "b&c") and
+    ("a&b", "c") would both read "a&b&c"."""
 
-    name: str
-    groups: tuple[str, ...]
+    names: tuple[str, ...]
+    groups: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def declared(cls, name: str, groups: Sequence[str]) -> Attribute:
+        return cls((name,), tuple((group,) for group in groups))
 
     @property
     def unknown_code(self) -> int:
@@ -58,15 +84,10 @@ class GroupLayout:
     def from_declared(
         cls, declared: Sequence[tuple[str, Sequence[str]]], *, intersect_first_two: bool = True
     ) -> GroupLayout:
-        attrs = [Attribute(name, tuple(groups)) for name, groups in declared]
+        attrs = [Attribute.declared(name, groups) for name, groups in declared]
         if intersect_first_two and len(attrs) >= 2:
             a, b = attrs[0], attrs[1]
-            attrs.append(
-                Attribute(
-                    f"{a.name}{INTERSECTION_SEP}{b.name}",
-                    tuple(f"{ga}{INTERSECTION_SEP}{gb}" for ga in a.groups for gb in b.groups),
-                )
-            )
+            attrs.append(Attribute((*a.names, *b.names), tuple((*ga, *gb) for ga in a.groups for gb in b.groups)))
         return cls(tuple(attrs))
 
     @property
@@ -86,11 +107,11 @@ class GroupLayout:
         return self.n_slots * CELLS
 
     def names(self) -> list[str]:
-        return [a.name for a in self.attributes]
+        return [stats_key(a.names) for a in self.attributes]
 
 
 def intersection_codes(codes_a: np.ndarray, codes_b: np.ndarray, a: Attribute, b: Attribute) -> np.ndarray:
-    """Codes of the intersection ``a&b``: unknown when either side is unknown."""
+    """Codes of the intersection of ``a`` and ``b``: unknown when either side is unknown."""
     known = (codes_a < a.unknown_code) & (codes_b < b.unknown_code)
     inter = codes_a.astype(np.int64) * len(b.groups) + codes_b
     return np.where(known, inter, len(a.groups) * len(b.groups)).astype(np.int64)
@@ -231,12 +252,12 @@ def group_metrics(counts: np.ndarray, layout: GroupLayout) -> dict[str, float]:
     out: dict[str, float] = {}
     gaps: list[float] = []
     for attr, off in zip(layout.attributes, layout.offsets, strict=True):
-        a = metric_key_part(attr.name)
+        a = metric_key(attr.names)
         block = counts[off : off + attr.n_slots]
         recalls: list[float] = []
         for g, group in enumerate(attr.groups):
             tn, fp, fn, tp = (int(v) for v in block[g])
-            gk = metric_key_part(group)
+            gk = metric_key(group)
             for name, value in zip(CELL_NAMES, (tn, fp, fn, tp), strict=True):
                 out[f"count/{a}/{gk}/{name}"] = float(value)
             if tp + fn > 0:
@@ -260,8 +281,8 @@ def counts_to_json(counts: np.ndarray, layout: GroupLayout) -> dict[str, Any]:
     for attr, off in zip(layout.attributes, layout.offsets, strict=True):
         groups: dict[str, dict[str, int]] = {}
         for g, group in enumerate(attr.groups):
-            groups[group] = {n: int(v) for n, v in zip(CELL_NAMES, counts[off + g], strict=True)}
-        out[attr.name] = {"groups": groups, "unknown": int(counts[off + attr.unknown_code].sum())}
+            groups[stats_group_key(group)] = {n: int(v) for n, v in zip(CELL_NAMES, counts[off + g], strict=True)}
+        out[stats_key(attr.names)] = {"groups": groups, "unknown": int(counts[off + attr.unknown_code].sum())}
     return out
 
 
@@ -301,8 +322,8 @@ def worker_share_metrics(per_rank: Sequence[np.ndarray], layout: GroupLayout) ->
     """
     out: dict[str, float] = {}
     for attr, off in zip(layout.attributes, layout.offsets, strict=True):
-        a = metric_key_part(attr.name)
-        names = [*attr.groups, "unknown"]
+        a = metric_key(attr.names)
+        names = [*(metric_key(group) for group in attr.groups), "unknown"]
         shares = np.zeros((len(per_rank), attr.n_slots))
         for k, counts in enumerate(per_rank):
             block = np.asarray(counts[off : off + attr.n_slots], dtype=np.float64)
@@ -311,7 +332,7 @@ def worker_share_metrics(per_rank: Sequence[np.ndarray], layout: GroupLayout) ->
                 shares[k] = block / total
         for g, group in enumerate(names):
             for k in range(len(per_rank)):
-                out[f"worker_share/{a}/{metric_key_part(group)}/rank{k}"] = float(shares[k, g])
+                out[f"worker_share/{a}/{group}/rank{k}"] = float(shares[k, g])
         spread = shares.max(axis=0) - shares.min(axis=0)
         out[f"worker_share_spread/{a}"] = float(spread.max()) if spread.size else 0.0
     return out

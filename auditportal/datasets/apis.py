@@ -58,10 +58,12 @@ class DatasetVersionDetailApi(APIView):
         data["groups"] = [
             {
                 "attribute": table.attribute,
+                "columns": list(table.columns),
                 "is_intersection": table.is_intersection,
                 "groups": [
                     {
                         "group": None if row.is_unknown else row.group,
+                        "values": None if row.is_unknown else list(row.values),
                         "rows": row.rows,
                         "positives": row.positives,
                         "negatives": row.negatives,

@@ -88,15 +88,22 @@ class SensitiveAttribute(models.Model):
 
 
 class GroupSummary(models.Model):
-    """Rows, positives and negatives of one group (or the unknown bucket) of one attribute.
+    """Rows, positives and negatives of one group (or the unknown bucket) of one attribute, or of
+    the intersection of the first two attributes.
 
-    ``attribute`` is an attribute name, or ``"<a>&<b>"`` for the intersection of the first two.
+    ``attribute`` and ``group`` are keys (auditportal/fairness/intersections.py): ``attribute`` is
+    the attribute's name or ``"<a>&<b>"`` for the intersection, each name with "%" and "&"
+    percent-encoded; ``group`` is a declared attribute's value as it is, or the intersection's
+    values encoded and joined the same way. So two different groups never share a row of the unique
+    constraint, as ("a", "b&c") and ("a&b", "c") did when joined as "a&b&c". ``values`` holds the
+    group's values themselves, one per attribute (empty for the unknown bucket).
     """
 
     version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="group_summaries")
     attribute = models.CharField(max_length=511)
     is_intersection = models.BooleanField(default=False)
     group = models.CharField(max_length=511, blank=True)
+    values = models.JSONField(default=list)
     is_unknown = models.BooleanField(default=False)
     rows = models.BigIntegerField()
     positives = models.BigIntegerField()

@@ -7,6 +7,7 @@ from django.http import Http404
 
 from auditportal.accounts.models import User
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, StagedUpload
+from auditportal.fairness.intersections import split_key
 
 
 def dataset_list(*, user: User) -> QuerySet[Dataset]:
@@ -50,7 +51,8 @@ def staged_upload_get(*, user: User, staged_id: str) -> StagedUpload:
 
 @dataclass(frozen=True)
 class GroupRow:
-    group: str
+    group: str  # the key
+    values: tuple[str, ...]  # its value in each of the table's columns; empty for the unknown bucket
     is_unknown: bool
     rows: int
     positives: int
@@ -65,7 +67,8 @@ class GroupRow:
 
 @dataclass(frozen=True)
 class GroupTable:
-    attribute: str
+    attribute: str  # the key
+    columns: tuple[str, ...]  # the attribute, or the intersected attributes
     is_intersection: bool
     rows: list[GroupRow]
 
@@ -82,11 +85,17 @@ def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]
     for summary in summaries:
         table = tables.setdefault(
             summary.attribute,
-            GroupTable(attribute=summary.attribute, is_intersection=summary.is_intersection, rows=[]),
+            GroupTable(
+                attribute=summary.attribute,
+                columns=split_key(summary.attribute),
+                is_intersection=summary.is_intersection,
+                rows=[],
+            ),
         )
         table.rows.append(
             GroupRow(
                 group=summary.group,
+                values=tuple(summary.values),
                 is_unknown=summary.is_unknown,
                 rows=summary.rows,
                 positives=summary.positives,
@@ -95,4 +104,4 @@ def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]
                 positive_rate=summary.positive_rate,
             )
         )
-    return sorted(tables.values(), key=lambda table: (table.is_intersection, order.get(table.attribute, 1_000)))
+    return sorted(tables.values(), key=lambda table: (table.is_intersection, order.get(table.columns[0], 1_000)))

@@ -184,14 +184,14 @@ def _version_create(
         )
         for position, attribute in enumerate(inspection.attributes)
     )
-    intersection = "&".join(spec.attributes[:2]) if len(spec.attributes) >= 2 else None
     GroupSummary.objects.bulk_create(
         GroupSummary(
             version=version,
             attribute=stat.attribute,
-            is_intersection=stat.attribute == intersection,
+            is_intersection=stat.is_intersection,
             group=stat.group or "",
-            is_unknown=stat.group is None,
+            values=list(stat.values or ()),
+            is_unknown=stat.values is None,
             rows=stat.rows,
             positives=stat.positives,
             negatives=stat.negatives,

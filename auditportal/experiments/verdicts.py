@@ -37,6 +37,8 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
             unknown=counts.unknown,
             tolerance=tolerance,
             alpha=alpha,
+            columns=counts.columns,
+            values=counts.values,
         )
         headline = _headline(document["comparisons"])
         verdict = "" if headline is None else str(headline["verdict"])

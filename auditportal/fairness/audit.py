@@ -228,6 +228,8 @@ def audit_predictions(
             tolerance=spec.tolerance,
             alpha=spec.alpha,
             power=spec.power,
+            columns=table.columns,
+            values=table.values,
         )
         for table in tables
     }
@@ -283,7 +285,7 @@ def _count_decoded(raw: RawColumns, columns_spec: DatasetSpec, spec: AuditSpec, 
     tables: list[GroupCounts] = []
     for info, codes in zip(columns.attributes, columns.codes, strict=True):
         counts, unknown = stats.confusion_counts_from_cells(codes, cells, len(info.groups))
-        tables.append(GroupCounts(info.name, info.groups, counts, int(unknown.sum())))
+        tables.append(GroupCounts.of_attribute(info.name, info.groups, counts, int(unknown.sum())))
     if spec.intersect:
         tables.append(_intersection(columns.attributes, columns.codes, cells, display_name))
     return Counted(

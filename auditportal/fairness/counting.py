@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.fairness import stats
+from auditportal.fairness.intersections import attribute_key, group_key
 from auditportal.fairness.tabular import (
-    INTERSECTION_SEPARATOR,
     DatasetError,
     DatasetSpec,
     attribute_groups,
@@ -52,10 +52,24 @@ Ints = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class GroupCounts:
-    name: str
-    groups: tuple[str, ...]
+    columns: tuple[str, ...]  # the attribute, or the intersected attributes
+    values: tuple[tuple[str, ...], ...]  # per group, its value in each of ``columns``
     counts: stats.Counts  # (groups, 4): tp, fn, fp, tn
     unknown: int  # rows whose group is unknown
+
+    @classmethod
+    def of_attribute(cls, name: str, groups: Sequence[str], counts: stats.Counts, unknown: int) -> GroupCounts:
+        return cls((name,), tuple((group,) for group in groups), counts, unknown)
+
+    @property
+    def name(self) -> str:
+        """The table's key in the audit document (intersections.attribute_key)."""
+        return attribute_key(self.columns)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The groups' keys (intersections.group_key): never the same for two groups."""
+        return tuple(group_key(values) for values in self.values)
 
 
 @dataclass(frozen=True)
@@ -137,7 +151,7 @@ def count_blocks(
             for i, attribute in enumerate(attributes)
         ]
     tables = [
-        GroupCounts(name, groups, counts[1:, order], int(counts[0].sum()))
+        GroupCounts.of_attribute(name, groups, counts[1:, order], int(counts[0].sum()))
         for name, (groups, counts) in zip(spec.attributes, singles, strict=True)
     ]
     if joint is not None:
@@ -283,14 +297,14 @@ def _intersection_table(attributes: Sequence[_Attribute], joint: Ints) -> GroupC
 def intersection_table(
     attributes: Sequence[tuple[str, tuple[str, ...]]], counts: stats.Counts, unknown: int
 ) -> GroupCounts:
-    """The intersection of ``attributes`` ((name, groups) pairs), named ``a&b``, from the counts of
-    every combination of known groups (the first attribute's index varying slowest) and the number
-    of rows where any attribute is unknown. Combinations without rows are left out: with no rows
-    every rate is undefined."""
+    """The intersection of ``attributes`` ((name, groups) pairs) from the counts of every combination
+    of known groups (the first attribute's index varying slowest) and the number of rows where any
+    attribute is unknown; each group is the tuple of its values. Combinations without rows are left
+    out: with no rows every rate is undefined."""
     present = np.flatnonzero(counts.sum(axis=1))
     axes = np.unravel_index(present, [len(groups) for _, groups in attributes])
-    names = tuple(
-        INTERSECTION_SEPARATOR.join(groups[int(axis[k])] for (_, groups), axis in zip(attributes, axes, strict=True))
+    values = tuple(
+        tuple(groups[int(axis[k])] for (_, groups), axis in zip(attributes, axes, strict=True))
         for k in range(len(present))
     )
-    return GroupCounts(INTERSECTION_SEPARATOR.join(name for name, _ in attributes), names, counts[present], unknown)
+    return GroupCounts(tuple(name for name, _ in attributes), values, counts[present], unknown)

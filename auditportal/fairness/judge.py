@@ -46,13 +46,23 @@ def judge_attribute(
     tolerance: float = stats.DEFAULT_TOLERANCE,
     alpha: float = stats.DEFAULT_ALPHA,
     power: float = stats.DEFAULT_POWER,
+    columns: Sequence[str] | None = None,
+    values: Sequence[Sequence[str]] | None = None,
 ) -> JSON:
-    """The JSON of one attribute: groups, comparisons against the reference, spreads and verdict."""
+    """The JSON of one attribute: groups, comparisons against the reference, spreads and verdict.
+
+    ``groups`` are the groups' keys; ``columns`` (the attribute, or the intersected attributes) and
+    ``values`` (per group, its value in each column), when given, are written out as lists beside
+    them, so a reader never has to take a key apart (auditportal/fairness/intersections.py).
+    """
     counts = np.asarray(counts, dtype=np.int64).reshape(len(groups), 4)
     if reference is None:
         reference = default_reference(counts)
     rates = stats.group_rates(counts, alpha=alpha)
     group_json = {name: _group(counts[index], rates, index) for index, name in enumerate(groups)}
+    if values is not None:
+        for name, group_values in zip(groups, values, strict=True):
+            group_json[name]["values"] = list(group_values)
     comparisons: list[JSON] = []
     if reference is not None and len(groups) > 1:
         compared = stats.compare(counts, reference=reference, tolerance=tolerance, alpha=alpha, power=power)
@@ -62,6 +72,7 @@ def judge_attribute(
                     comparisons.append(_comparison(metric, name, groups[reference], comparison, index))
     verdicts = [item["verdict"] for item in comparisons]
     return {
+        **({"columns": list(columns)} if columns is not None else {}),
         "reference": None if reference is None else groups[reference],
         "unknown": int(unknown),
         "groups": group_json,

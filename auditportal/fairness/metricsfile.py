@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from auditportal.fairness.intersections import SEPARATOR, attribute_key, group_key
+
 logger = logging.getLogger(__name__)
 
 SCHEMA = 1
@@ -37,13 +39,31 @@ class MetricRecord:
 def metric_group(name: str) -> tuple[str, str]:
     """``count/gender/female/tp`` -> ("gender", "female"); names without a group -> ("", "").
 
-    The trainer percent-encodes "/" and "%" inside attribute and group names (trainer/README.md),
-    so they are decoded here: a group called "N/A" is stored and queried as "N/A".
+    The trainer percent-encodes "/", "%" and "&" inside attribute and group names and joins an
+    intersection's names with "&" (trainer/README.md), so they are decoded here: a group called
+    "N/A" is stored and queried as "N/A". What comes back are the keys of
+    auditportal/fairness/intersections.py: the intersection of gender and race is "gender&race", its
+    group ("a&b", "c") is "a%26b&c", never the "a&b&c" that ("a", "b&c") would also give.
     """
     parts = name.split("/")
     if len(parts) >= 3 and parts[0] in GROUP_FAMILIES:
-        return unquote(parts[1]), unquote(parts[2])
+        columns, values = decode_group(parts[1], parts[2])
+        return attribute_key(columns), group_key(values)
     return "", ""
+
+
+def decode_group(attribute: str, group: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The attribute's names and the group's values from the two parts of a metric name.
+
+    A group part that does not split into one value per name is one value: the "unknown" bucket of
+    an intersection, or a name written before the trainer escaped "&" (a declared attribute's group
+    "a&b" was written as is), so such names are read as they always were.
+    """
+    columns = tuple(unquote(part) for part in attribute.split(SEPARATOR))
+    values = tuple(unquote(part) for part in group.split(SEPARATOR))
+    if len(values) != len(columns):
+        values = (unquote(group),)
+    return columns, values
 
 
 CONFUSION_CELLS = ("tp", "fn", "fp", "tn")
@@ -51,30 +71,36 @@ CONFUSION_CELLS = ("tp", "fn", "fp", "tn")
 
 @dataclass(frozen=True)
 class AttributeCounts:
-    groups: tuple[str, ...]
+    columns: tuple[str, ...]  # the attribute, or the intersected attributes
+    values: tuple[tuple[str, ...], ...]  # per group, its value in each of ``columns``
+    groups: tuple[str, ...]  # the groups' keys
     counts: list[tuple[int, int, int, int]]  # (tp, fn, fp, tn) per group, in ``groups`` order
     unknown: int
 
 
 def confusion_counts(metrics: Mapping[str, float | None]) -> dict[str, AttributeCounts]:
-    """Per-attribute confusion counts out of one validation report's ``count/...`` metrics."""
-    cells: dict[str, dict[str, dict[str, float]]] = {}
-    unknown: dict[str, int] = {}
+    """Per-attribute confusion counts out of one validation report's ``count/...`` metrics, keyed
+    by the attributes' keys (see :func:`metric_group`)."""
+    cells: dict[tuple[str, ...], dict[tuple[str, ...], dict[str, float]]] = {}
+    unknown: dict[tuple[str, ...], int] = {}
     for name, value in metrics.items():
         parts = name.split("/")
         if parts[0] != "count" or value is None:
             continue
         if len(parts) == 3 and parts[2] == "unknown":
-            unknown[unquote(parts[1])] = int(value)
+            unknown[decode_group(parts[1], "")[0]] = int(value)
         elif len(parts) == 4 and parts[3] in CONFUSION_CELLS:
-            cells.setdefault(unquote(parts[1]), {}).setdefault(unquote(parts[2]), {})[parts[3]] = value
+            columns, values = decode_group(parts[1], parts[2])
+            cells.setdefault(columns, {}).setdefault(values, {})[parts[3]] = value
     result = {}
-    for attribute, by_group in cells.items():
-        groups = tuple(sorted(g for g, c in by_group.items() if all(cell in c for cell in CONFUSION_CELLS)))
-        result[attribute] = AttributeCounts(
-            groups=groups,
+    for columns, by_group in cells.items():
+        groups = sorted(g for g, c in by_group.items() if all(cell in c for cell in CONFUSION_CELLS))
+        result[attribute_key(columns)] = AttributeCounts(
+            columns=columns,
+            values=tuple(groups),
+            groups=tuple(group_key(values) for values in groups),
             counts=[tuple(int(by_group[g][cell]) for cell in CONFUSION_CELLS) for g in groups],  # type: ignore[misc]
-            unknown=unknown.get(attribute, 0),
+            unknown=unknown.get(columns, 0),
         )
     return result
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from auditportal.fairness.intersections import group_values, split_key
+
 RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
 METRIC_LABELS = {
     "tpr": "TPR (equal opportunity)",
@@ -47,7 +49,8 @@ def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
 
 @dataclass(frozen=True)
 class GroupRow:
-    group: str
+    group: str  # the key
+    values: tuple[str, ...]  # its value in each of the table's columns
     is_reference: bool
     n: int
     positives: int
@@ -67,6 +70,7 @@ class ComparisonRow:
     metric_label: str
     metric_title: str
     group: str
+    group_values: tuple[str, ...]
     difference: str
     ratio: str
     interval: str
@@ -90,14 +94,19 @@ class SpreadRow:
 
 @dataclass(frozen=True)
 class AttributeTable:
-    name: str
-    is_intersection: bool
+    name: str  # the key
+    columns: tuple[str, ...]  # the attribute, or the intersected attributes
     reference: str | None
+    reference_values: tuple[str, ...] | None
     unknown: int
     verdict: str | None
     groups: list[GroupRow]
     comparisons: list[ComparisonRow]
     spreads: list[SpreadRow]
+
+    @property
+    def is_intersection(self) -> bool:
+        return len(self.columns) > 1
 
 
 def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:
@@ -106,9 +115,19 @@ def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:
 
 def _table(name: str, data: Mapping[str, Any]) -> AttributeTable:
     reference = data.get("reference")
+    # Documents stored before "columns" and "values" were written out have keys that split the same
+    # way, except where a bare "&" inside a name made them ambiguous.
+    columns = tuple(data.get("columns") or split_key(name))
+
+    def values_of(group: str) -> tuple[str, ...]:
+        entry = data["groups"].get(group)
+        stored = entry.get("values") if entry is not None else None
+        return tuple(stored) if stored else group_values(group, len(columns))
+
     groups = [
         GroupRow(
             group=group,
+            values=values_of(group),
             is_reference=group == reference,
             n=entry["n"],
             positives=entry["positives"],
@@ -119,7 +138,7 @@ def _table(name: str, data: Mapping[str, Any]) -> AttributeTable:
         )
         for group, entry in data["groups"].items()
     ]
-    comparisons = [_comparison(item) for item in data["comparisons"]]
+    comparisons = [_comparison(item, values_of(item["group"])) for item in data["comparisons"]]
     spreads = [
         SpreadRow(
             metric_label=METRIC_LABELS[metric],
@@ -131,8 +150,9 @@ def _table(name: str, data: Mapping[str, Any]) -> AttributeTable:
     ]
     return AttributeTable(
         name=name,
-        is_intersection="&" in name,
+        columns=columns,
         reference=reference,
+        reference_values=None if reference is None else values_of(reference),
         unknown=data["unknown"],
         verdict=data.get("verdict"),
         groups=groups,
@@ -149,7 +169,7 @@ def _rate(entry: Mapping[str, Any], metric: str) -> tuple[str, str]:
     return (f"{value:.3f}", f"[{interval[0]:.3f}, {interval[1]:.3f}]")
 
 
-def _comparison(item: Mapping[str, Any]) -> ComparisonRow:
+def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> ComparisonRow:
     notes: list[str] = []
     if item["undefined"]:
         notes.append("undefined: a rate has no denominator")
@@ -163,6 +183,7 @@ def _comparison(item: Mapping[str, Any]) -> ComparisonRow:
         metric_label=SHORT_LABELS[item["metric"]],
         metric_title=METRIC_LABELS[item["metric"]],
         group=item["group"],
+        group_values=group_values,
         difference=fmt_signed(item["difference"]),
         ratio=fmt(item["ratio"]),
         interval=fmt_interval(item["ci_low"], item["ci_high"]),

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.intersections import attribute_key, group_key
 
 # The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module.
 SCHEMA = 1
@@ -456,21 +457,24 @@ def _decode_strata(strata: np.ndarray, radices: Sequence[int]) -> list[np.ndarra
 
 
 def _group_counts(attributes: Sequence[AttributeSpec], codes: Sequence[np.ndarray]) -> dict[str, dict[str, Any]]:
+    # Keyed by intersections.attribute_key and group_key (docs/shard-format.md): a bare "&" would
+    # merge the intersection's groups ("a"&"b&c" and "a&b"&"c").
     group_counts: dict[str, dict[str, int]] = {}
     unknown_counts: dict[str, int] = {}
     for attribute, attr_codes in zip(attributes, codes, strict=True):
         size = len(attribute.groups)
         counts = np.bincount(attr_codes, minlength=size + 1)
-        group_counts[attribute.name] = {g: int(c) for g, c in zip(attribute.groups, counts[:size], strict=True)}
-        unknown_counts[attribute.name] = int(counts[size])
+        key = attribute_key([attribute.name])
+        group_counts[key] = {g: int(c) for g, c in zip(attribute.groups, counts[:size], strict=True)}
+        unknown_counts[key] = int(counts[size])
     if len(attributes) >= 2:
         a, b = attributes[0], attributes[1]
         known = (codes[0] < len(a.groups)) & (codes[1] < len(b.groups))
         joint = codes[0][known] * len(b.groups) + codes[1][known]
         counts = np.bincount(joint, minlength=len(a.groups) * len(b.groups))
-        key = f"{a.name}&{b.name}"
+        key = attribute_key([a.name, b.name])
         group_counts[key] = {
-            f"{ga}&{gb}": int(counts[i * len(b.groups) + j])
+            group_key([ga, gb]): int(counts[i * len(b.groups) + j])
             for i, ga in enumerate(a.groups)
             for j, gb in enumerate(b.groups)
         }

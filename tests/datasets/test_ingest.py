@@ -369,7 +369,7 @@ def test_it_accepts_an_attribute_that_is_entirely_unknown(tmp_path: Path) -> Non
     spec = DatasetSpec(label="label", positive="1", attributes=("race",))
     inspection = inspect(write(tmp_path, "credit.csv", content), spec)
     assert inspection.attributes == (AttributeInfo("race", (), 4),)
-    assert inspection.groups == (GroupStat("race", None, 4, 2, 2, 1.0),)
+    assert inspection.groups == (GroupStat(("race",), None, 4, 2, 2, 1.0),)
 
 
 def test_it_rejects_a_file_over_the_size_limit(tmp_path: Path) -> None:
@@ -474,10 +474,10 @@ def test_it_summarises_each_group_and_the_intersection(tmp_path: Path) -> None:
         AttributeInfo("age_group", ("18-29", "30-44", "65+"), 1),
     )
     assert inspection.groups[:4] == (
-        GroupStat("gender", "female", 3, 2, 1, 3 / 8),
-        GroupStat("gender", "male", 2, 1, 1, 2 / 8),
-        GroupStat("gender", None, 3, 1, 2, 3 / 8),
-        GroupStat("age_group", "18-29", 3, 3, 0, 3 / 8),
+        GroupStat(("gender",), ("female",), 3, 2, 1, 3 / 8),
+        GroupStat(("gender",), ("male",), 2, 1, 1, 2 / 8),
+        GroupStat(("gender",), None, 3, 1, 2, 3 / 8),
+        GroupStat(("age_group",), ("18-29",), 3, 3, 0, 3 / 8),
     )
     assert stats_of(inspection, "gender&age_group") == {
         "female&18-29": (1, 1, 0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import recall_score, roc_auc_score
 
+from auditportal.fairness import sharding
+from auditportal.fairness.metricsfile import metric_group
+from auditportal.fairness.tabular import DatasetSpec, load_normalized
+from tests.intersection_file import ATTRIBUTE_KEY, PAIRS, UNKNOWN, rows_by_key, write_csv
 from trainer import bias
+from trainer.data import load_shards
 
 GENDERS = ("female", "male", "nonbinary")
 AGES = ("18-29", "30-44", "45-64", "65+")
@@ -286,3 +292,52 @@ def test_monitor_updates_never_synchronise_with_the_host_on_cuda() -> None:
     on_cpu = _monitor_metrics(frame, layout, batches=1)
     assert on_device["count/gender/female/tp"] == 3 * on_cpu["count/gender/female/tp"]
     assert on_device["eod"] == pytest.approx(on_cpu["eod"])
+
+
+def test_an_intersection_keeps_groups_apart_whose_values_contain_the_separator(tmp_path: Path) -> None:
+    # Issue 11: shards of the file where (a, b&c) and (a&b, c) would both read "a&b&c", read by the
+    # trainer; every metric name of the intersection decodes (as the portal ingests it) to one group.
+    source = write_csv(tmp_path / "ampersands.csv")
+    spec = DatasetSpec(label="label", positive="1", attributes=("gender", "race"), features=("pred",))
+    shard_spec = sharding.ShardSpec(
+        label_column="label",
+        positive="1",
+        features=(sharding.FeatureSpec("pred", "numeric"),),
+        attributes=(
+            sharding.AttributeSpec("gender", ("a", "a&b"), ("",)),
+            sharding.AttributeSpec("race", ("b&c", "c"), ("",)),
+        ),
+        dataset={"version_id": 1},
+    )
+    table = load_normalized(source, spec, display_name=source.name)
+    sharding.write_shards(table, shard_spec, parts=2, out_dir=tmp_path / "shards")
+    shards, rows = load_shards(tmp_path / "shards")
+    layout = shards.layout()
+    codes = torch.from_numpy(rows.codes)
+    prob = torch.from_numpy((rows.numeric[:, 0] > 0).astype(np.float32))  # the standardised 0/1 prediction
+    acc = bias.ConfusionAccumulator(layout)
+    acc.update(codes, torch.from_numpy(rows.target), prob, torch.tensor(0.0))
+    metrics = acc.metrics([acc.state()], search_lambda=1.0)
+
+    cells: dict[str, dict[str, float]] = {}
+    for name, value in metrics.items():
+        attribute, group = metric_group(name)
+        cell = name.rsplit("/", 1)[-1]
+        if name.startswith("count/") and attribute == ATTRIBUTE_KEY and cell in bias.CELL_NAMES:
+            cells.setdefault(group, {})[cell] = value
+    assert {group: tuple(int(c[n]) for n in ("tp", "fn", "fp", "tn")) for group, c in cells.items()} == {
+        key: counts for key, _, _, counts in PAIRS.values()
+    }
+    assert metrics["count/gender&race/unknown"] == UNKNOWN
+    assert "count/gender&race/a%26b&c/tp" in metrics
+    assert "count/gender/a%26b/tp" in metrics
+
+    stats = bias.counts_to_json(acc.state()[0][: layout.n_cells], layout)[ATTRIBUTE_KEY]
+    assert {group: c["tp"] + c["fn"] + c["fp"] + c["tn"] for group, c in stats["groups"].items()} == rows_by_key()
+
+    window = bias.ShareWindow(layout, window=1)
+    window.update(codes)
+    shares = bias.worker_share_metrics([window.state()], layout)
+    decoded = {metric_group(name)[1]: share for name, share in shares.items() if metric_group(name)[0] == ATTRIBUTE_KEY}
+    total = len(rows)
+    assert decoded == pytest.approx({**{k: n / total for k, n in rows_by_key().items()}, "unknown": UNKNOWN / total})

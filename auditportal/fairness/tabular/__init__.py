@@ -24,7 +24,6 @@ from auditportal.fairness.tabular.read import RawColumns, read_columns
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
     DEFAULT_UNKNOWN_TOKENS,
-    INTERSECTION_SEPARATOR,
     SUPPORTED_SUFFIXES,
     TARGET_COLUMN,
     AttributeInfo,
@@ -46,7 +45,6 @@ from auditportal.fairness.tabular.validate import (
 __all__ = [
     "ATTRIBUTE_PREFIX",
     "DEFAULT_UNKNOWN_TOKENS",
-    "INTERSECTION_SEPARATOR",
     "SUPPORTED_SUFFIXES",
     "TARGET_COLUMN",
     "AttributeInfo",

@@ -14,11 +14,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from auditportal.fairness.intersections import attribute_key, group_key
 from auditportal.fairness.tabular.encode import as_float64, encode, pylist, render
 from auditportal.fairness.tabular.read import check_size, file_format_of, load, sha256_of
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
-    INTERSECTION_SEPARATOR,
     TARGET_COLUMN,
     AttributeInfo,
     Codes,
@@ -33,12 +33,24 @@ from auditportal.fairness.tabular.validate import AttributeCodes, Prepared, prep
 
 @dataclass(frozen=True)
 class GroupStat:
-    attribute: str
-    group: str | None
+    columns: tuple[str, ...]  # the attribute, or the intersected attributes
+    values: tuple[str, ...] | None  # the group's value in each of ``columns``; None: the unknown bucket
     rows: int
     positives: int
     negatives: int
     share: float
+
+    @property
+    def attribute(self) -> str:
+        return attribute_key(self.columns)
+
+    @property
+    def group(self) -> str | None:
+        return None if self.values is None else group_key(self.values)
+
+    @property
+    def is_intersection(self) -> bool:
+        return len(self.columns) > 1
 
 
 @dataclass(frozen=True)
@@ -159,15 +171,16 @@ def _group_stats(prepared: Prepared) -> tuple[GroupStat, ...]:
     total = prepared.num_rows
     stats: list[GroupStat] = []
 
-    def add(attribute: str, group: str | None, counts: npt.NDArray[np.int64]) -> None:
+    def add(columns: tuple[str, ...], values: tuple[str, ...] | None, counts: npt.NDArray[np.int64]) -> None:
         negatives, positives = int(counts[0]), int(counts[1])
         rows = negatives + positives
-        stats.append(GroupStat(attribute, group, rows, positives, negatives, rows / total))
+        stats.append(GroupStat(columns, values, rows, positives, negatives, rows / total))
 
     def add_attribute(attribute: AttributeCodes, counts: npt.NDArray[np.int64]) -> None:
+        columns = (attribute.info.name,)
         for index, group in enumerate(attribute.info.groups, start=1):
-            add(attribute.info.name, group, counts[index])
-        add(attribute.info.name, None, counts[0])
+            add(columns, (group,), counts[index])
+        add(columns, None, counts[0])
 
     attributes = prepared.attributes
     # Index 0 of every axis is the unknown bucket and the last axis is the target, so a single
@@ -187,13 +200,13 @@ def _group_stats(prepared: Prepared) -> tuple[GroupStat, ...]:
         add_attribute(attribute, _count_cells([attribute.codes], prepared.target, (len(attribute.info.groups) + 1, 2)))
     if joint is not None:
         first, second = attributes[:2]
-        name = f"{first.info.name}{INTERSECTION_SEPARATOR}{second.info.name}"
+        columns = (first.info.name, second.info.name)
         # Every combination is listed, empty ones with 0 rows: an empty intersection is itself a
         # finding for a bias audit.
         for i, group_a in enumerate(first.info.groups, start=1):
             for j, group_b in enumerate(second.info.groups, start=1):
-                add(name, f"{group_a}{INTERSECTION_SEPARATOR}{group_b}", joint[i, j])
-        add(name, None, joint.sum(axis=(0, 1)) - joint[1:, 1:].sum(axis=(0, 1)))
+                add(columns, (group_a, group_b), joint[i, j])
+        add(columns, None, joint.sum(axis=(0, 1)) - joint[1:, 1:].sum(axis=(0, 1)))
     return tuple(stats)
 
 

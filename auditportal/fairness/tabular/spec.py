@@ -18,7 +18,6 @@ SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq")
 MAX_FILE_NAME_LENGTH = 200
 TARGET_COLUMN = "_target"
 ATTRIBUTE_PREFIX = "_attr."
-INTERSECTION_SEPARATOR = "&"
 FileFormat = Literal["csv", "parquet"]
 Codes = npt.NDArray[np.int32]
 
