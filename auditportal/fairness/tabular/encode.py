@@ -113,6 +113,8 @@ def numpy_view(array: pa.Array[Any]) -> npt.NDArray[Any]:
 
 def arrow_numbers(values: npt.NDArray[Any]) -> pa.Array[Any]:
     """A (short) one-dimensional numpy array of numbers as a pyarrow array, without pandas."""
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"not an array of numbers: {values.dtype}")  # Arrow packs booleans into bits
     kind = pa.from_numpy_dtype(values.dtype)
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values.tobytes())])
 
