@@ -8,6 +8,9 @@ COPY requirements.lock ./
 ARG PIP_EXTRA_INDEX_URL=""
 RUN pip install --no-cache-dir -r requirements.lock
 COPY . .
+# PYTHONDONTWRITEBYTECODE keeps processes from writing bytecode, so compile the portal once here:
+# otherwise every process (each manage.py command too) compiles its modules from source.
+RUN python -m compileall -q auditportal trainer manage.py
 RUN useradd --system --home /app portal && mkdir -p /data && chown portal /data
 USER portal
 ENV PORTAL_VAR_DIR=/data

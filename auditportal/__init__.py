@@ -1,5 +1,6 @@
-from __future__ import annotations
+"""The portal's project package.
 
-from auditportal.celery import app as celery_app
-
-__all__ = ["celery_app"]
+The Celery app (auditportal.celery) is not imported here, where every process would pay for it: the
+web server, the worker and each management command, such as a CI pipeline's ``audit_predictions``.
+The task modules bind their tasks to it, and ``celery -A auditportal`` finds it by name.
+"""

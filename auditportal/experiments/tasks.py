@@ -1,18 +1,17 @@
 from __future__ import annotations
 
-from celery import shared_task
-
+from auditportal.celery import app
 from auditportal.experiments import services
 from auditportal.experiments.models import Experiment
 
 
-@shared_task(name="experiments.launch", acks_late=True)  # type: ignore[untyped-decorator]
+@app.task(name="experiments.launch", acks_late=True)  # type: ignore[untyped-decorator]
 def experiment_launch_task(experiment_id: int) -> None:
     experiment = Experiment.objects.filter(pk=experiment_id).first()
     if experiment is not None:  # deleted before a worker took the task
         services.experiment_launch(experiment=experiment)
 
 
-@shared_task(name="experiments.poll_active", ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="experiments.poll_active", ignore_result=True)  # type: ignore[untyped-decorator]
 def experiments_poll_active_task() -> int:
     return services.experiments_poll_active()

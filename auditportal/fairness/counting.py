@@ -32,6 +32,7 @@ from auditportal.fairness.intersections import attribute_key, group_key
 from auditportal.fairness.tabular import (
     DatasetError,
     DatasetSpec,
+    arrow_scalar,
     attribute_groups,
     entry_texts,
     numpy_view,
@@ -282,7 +283,7 @@ def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
     size = len(array.dictionary)
     indices = array.indices
     if indices.null_count:
-        indices = pc.fill_null(indices, pa.scalar(size, indices.type))
+        indices = pc.fill_null(indices, arrow_scalar(size, indices.type))
     return numpy_view(indices), size + 1
 
 

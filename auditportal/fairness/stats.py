@@ -1,8 +1,9 @@
 """Sample-size-aware fairness statistics from per-group confusion counts.
 
-Pure numpy/scipy/statsmodels (no Django), so the prediction audit, the CLI, the API and later the
-per-trial verdicts share one implementation. scipy and statsmodels are imported on first use: they
-cost seconds to import, which every Django process (web, worker, other commands) would otherwise pay.
+Pure numpy and the standard library (no Django), so the prediction audit, the CLI, the API and the
+per-trial verdicts share one implementation. The few distribution functions come from
+:mod:`auditportal.fairness.distributions`, not scipy or statsmodels: those take about a second to
+import, which every command-line audit would pay. Tests hold the results to statsmodels and scipy.
 
 Every function takes counts shaped ``(..., G, 4)``: any leading batch axes (simulations, trials,
 bootstrap draws) followed by one row per group with the cells ``(tp, fn, fp, tn)``. Results keep the
@@ -43,6 +44,8 @@ from typing import Final, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
+
+from auditportal.fairness.distributions import fisher_exact_p, normal_quantile, normal_two_sided_p
 
 Counts = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -161,15 +164,21 @@ def proportion(successes: Counts, trials: Counts) -> Floats:
 
 
 def wilson_interval(successes: Counts, trials: Counts, alpha: float | Floats) -> tuple[Floats, Floats]:
-    """Wilson score interval at level ``1 - alpha`` (alpha may vary along broadcast axes)."""
-    defined = trials > 0
-    safe = np.where(defined, trials, 1)
-    from statsmodels.stats.proportion import proportion_confint
+    """Wilson score interval at level ``1 - alpha`` (alpha may vary along broadcast axes).
 
-    low, high = proportion_confint(successes, safe, alpha=alpha, method="wilson")
+    The arithmetic is statsmodels' ``proportion_confint(method="wilson")``, step for step.
+    """
+    defined = trials > 0
+    n = np.where(defined, trials, 1).astype(np.float64)
+    q = successes / n
+    crit = _z(np.asarray(alpha) / 2)
+    crit2 = crit**2
+    denom = 1 + crit2 / n
+    center = (q + crit2 / (2 * n)) / denom
+    dist = crit * np.sqrt(q * (1.0 - q) / n + crit2 / (4.0 * n**2)) / denom
     return (
-        cast(Floats, np.where(defined, np.asarray(low, dtype=np.float64), _NAN)),
-        cast(Floats, np.where(defined, np.asarray(high, dtype=np.float64), _NAN)),
+        cast(Floats, np.where(defined, np.clip(center - dist, 0, 1), _NAN)),
+        cast(Floats, np.where(defined, np.clip(center + dist, 0, 1), _NAN)),
     )
 
 
@@ -351,9 +360,7 @@ class _Gap:
 
 def _z(upper_tail: float | Floats) -> Floats:
     """The standard normal quantile with ``upper_tail`` probability above it."""
-    from scipy.special import ndtri  # type: ignore[import-untyped]
-
-    return cast(Floats, -ndtri(np.asarray(upper_tail, dtype=np.float64)))
+    return -normal_quantile(upper_tail)
 
 
 def _check_level(name: str, value: float) -> None:
@@ -434,24 +441,21 @@ def _p_values(successes: Counts, trials: Counts, reference: int, defined: Bools)
     score = defined & ~exact
     p = np.full(defined.shape, _NAN)
     if score.any():
-        from statsmodels.stats.proportion import test_proportions_2indep
-
-        result = test_proportions_2indep(
-            successes[score],
-            trials[score],
-            ref_successes[score],
-            ref_trials[score],
-            method="score",
-            compare="diff",
-            correction=False,
-        )
-        p[score] = np.asarray(result.pvalue, dtype=np.float64)
-    if exact.any():
-        from scipy.stats import fisher_exact  # type: ignore[import-untyped]
+        p[score] = _score_test(successes[score], trials[score], ref_successes[score], ref_trials[score])
     for index in zip(*np.nonzero(exact), strict=True):
         a, b, c, d = (int(v) for v in table[index])
-        p[index] = float(fisher_exact([[a, b], [c, d]]).pvalue)
+        p[index] = fisher_exact_p(a, b, c, d)
     return p, cast(Bools, exact)
+
+
+def _score_test(count1: Counts, nobs1: Counts, count2: Counts, nobs2: Counts) -> Floats:
+    """Two-sided p-value of the score test of p1 == p2: statsmodels' ``test_proportions_2indep(
+    method="score", compare="diff", correction=False)``, whose restricted estimate at a difference
+    of 0 is the pooled proportion."""
+    pooled = (count1 + count2) / (nobs1 + nobs2)
+    variance = pooled * (1 - pooled) / nobs1 + pooled * (1 - pooled) / nobs2
+    z = (count1 / nobs1 - count2 / nobs2) / np.sqrt(variance)
+    return normal_two_sided_p(z)
 
 
 def _n_needed(

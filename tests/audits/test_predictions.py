@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +212,22 @@ def test_an_attribute_of_numbers_is_grouped_by_the_numbers(tmp_path: Path) -> No
     document = _audit(path, attributes=("band",))
     assert document["attributes"]["band"]["groups"]["1"]["n"] == 2
     assert document["attributes"]["band"]["groups"]["2"]["n"] == 2
+
+
+def test_an_audit_imports_neither_pandas_nor_scipy_nor_statsmodels(tmp_path: Path) -> None:
+    # Each takes from 0.3 to 1 s to import, more than reading a large file. The file has a group with
+    # large counts (score tests) and one with a cell below 5 (Fisher's exact test).
+    rows = ["label,score,group"] + ["1,0.9,a"] * 60 + ["0,0.2,a"] * 50 + ["0,0.7,a"] * 9
+    rows += ["1,0.9,b"] * 3 + ["0,0.1,b"] * 30 + ["1,0.3,b"] * 8 + ["0,0.8,b"] * 6 + ["1,0.5,"] * 2
+    path = write(tmp_path / "p.csv", "\n".join(rows) + "\n")
+    script = f"""
+import sys
+from pathlib import Path
+from auditportal.fairness.audit import AuditSpec, audit_predictions
+spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("group",))
+document = audit_predictions(Path({str(path)!r}), spec, display_name="p.csv", max_bytes=1 << 30).document
+print(sorted({{c["test"] for c in document["attributes"]["group"]["comparisons"]}}))
+print(sorted(name for name in ("pandas", "scipy", "statsmodels") if name in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines() == ["['fisher', 'min of tpr/fpr x2', 'score']", "[]"]

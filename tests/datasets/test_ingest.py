@@ -722,3 +722,22 @@ def test_read_columns_dictionary_encodes_text_attributes_and_keeps_numbers_as_nu
     assert pa.types.is_dictionary(kinds["age_group"])
     assert kinds["income"] == pa.float64()
     assert pa.types.is_dictionary(kinds["purpose"])
+
+
+def test_arrays_and_scalars_built_from_buffers_equal_pyarrows_own() -> None:
+    from auditportal.fairness.tabular.encode import arrow_numbers, arrow_scalar, arrow_texts
+
+    for values in (np.array([3, 1, 2]), np.array([0.5, -1.0], np.float32), np.array([], np.int32)):
+        built = arrow_numbers(values)
+        built.validate(full=True)
+        assert built.equals(pa.array(values))
+    sliced = arrow_numbers(np.arange(10, dtype=np.int64)[::3])
+    assert sliced.to_pylist() == [0, 3, 6, 9]
+    assert arrow_scalar(-1, pa.int32()).equals(pa.scalar(-1, pa.int32()))
+    assert arrow_scalar(2.5, pa.float64()).equals(pa.scalar(2.5, pa.float64()))
+    texts = arrow_texts(["", "nan", "unknown", "ñ", "日本"])
+    texts.validate(full=True)
+    assert texts.equals(pa.array(["", "nan", "unknown", "ñ", "日本"], pa.string()))
+    assert arrow_texts([]).equals(pa.array([], pa.string()))
+    with pytest.raises(TypeError, match="not an array of numbers"):
+        arrow_numbers(np.array([True, False]))

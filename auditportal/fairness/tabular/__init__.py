@@ -9,7 +9,7 @@ text), ``validate`` (label and attributes), ``profile`` (summaries), ``errors``.
 package import the names below from it.
 """
 
-from auditportal.fairness.tabular.encode import entry_texts, numpy_view
+from auditportal.fairness.tabular.encode import arrow_scalar, entry_texts, numpy_view
 from auditportal.fairness.tabular.errors import DatasetError
 from auditportal.fairness.tabular.profile import (
     ColumnProfile,
@@ -59,6 +59,7 @@ __all__ = [
     "LabelledColumns",
     "Profile",
     "RawColumns",
+    "arrow_scalar",
     "attribute_groups",
     "check_file_name",
     "decode_labelled",

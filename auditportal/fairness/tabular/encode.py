@@ -3,6 +3,7 @@ integer codes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -82,7 +83,7 @@ def entry_texts(dictionary: pa.Array[Any], *, display_name: str, column: str) ->
 
 def _indices(indices: pa.Array[Any]) -> Codes:
     """Dictionary indices as int32 codes, null as -1."""
-    return to_numpy(cast("pa.Array[Any]", pc.fill_null(indices.cast(pa.int32()), pa.scalar(-1, pa.int32()))))
+    return to_numpy(cast("pa.Array[Any]", pc.fill_null(indices.cast(pa.int32()), arrow_scalar(-1, pa.int32()))))
 
 
 def to_numpy(array: pa.Array[Any]) -> Codes:
@@ -103,6 +104,33 @@ def numpy_view(array: pa.Array[Any]) -> npt.NDArray[Any]:
     dtype = np.dtype(kind.to_pandas_dtype())
     buffer = cast(memoryview, array.buffers()[1])
     return np.frombuffer(buffer, dtype, len(array), array.offset * dtype.itemsize)
+
+
+# pyarrow's own constructors (pa.array, pa.scalar, and compute functions given Python values) import
+# pandas on their first call, about 0.3 s, to ask whether the value is a pandas object. The reading
+# and counting path builds its few arrays and scalars from buffers instead.
+
+
+def arrow_numbers(values: npt.NDArray[Any]) -> pa.Array[Any]:
+    """A (short) one-dimensional numpy array of numbers as a pyarrow array, without pandas."""
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"not an array of numbers: {values.dtype}")  # Arrow packs booleans into bits
+    kind = pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values.tobytes())])
+
+
+def arrow_scalar(value: float, kind: pa.DataType) -> pa.Scalar[Any]:
+    """An integer or floating-point pyarrow scalar, without pandas."""
+    return cast("pa.Scalar[Any]", arrow_numbers(np.array([value], dtype=kind.to_pandas_dtype()))[0])
+
+
+def arrow_texts(values: Sequence[str]) -> pa.Array[Any]:
+    """Python strings as a pyarrow string array, without pandas."""
+    encoded = [value.encode() for value in values]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(value) for value in encoded], out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
 
 
 class _NotUtf8(Exception):

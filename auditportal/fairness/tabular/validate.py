@@ -17,6 +17,9 @@ import pyarrow.compute as pc
 from auditportal.fairness.tabular.encode import (
     ENCODE_THREADS,
     INTEGRAL_FLOAT_LIMIT,
+    arrow_numbers,
+    arrow_scalar,
+    arrow_texts,
     encode,
     first_row,
     index_of,
@@ -186,7 +189,7 @@ def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[
     bounds = integer_label(column, positive)
     if bounds is None:
         return None
-    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, pa.scalar(bounds[1], column.type)))
+    equal = cast("pa.ChunkedArray[Any]", pc.equal(column, arrow_scalar(bounds[1], column.type)))
     flags = cast("pa.Array[Any]", equal.combine_chunks().cast(pa.int8()))
     return cast(npt.NDArray[np.int8], numpy_view(flags).copy())
 
@@ -288,7 +291,7 @@ def attribute_groups(
     texts: pa.Array[Any], name: str, spec: DatasetSpec, display_name: str
 ) -> tuple[tuple[str, ...], Codes]:
     """An attribute's known groups (sorted), and each distinct text's group index (-1 = unknown)."""
-    tokens = pa.array(sorted({token.strip().lower() for token in spec.unknown_tokens}), pa.string())
+    tokens = arrow_texts(sorted({token.strip().lower() for token in spec.unknown_tokens}))
     unknown_values = pc.is_in(pc.utf8_lower(texts), value_set=tokens)
     unknown = to_numpy(unknown_values).astype(bool)
     known = np.flatnonzero(~unknown)
@@ -300,9 +303,9 @@ def attribute_groups(
             file=display_name,
             column=name,
         )
-    known_texts = texts.take(pa.array(known, pa.int64()))
+    known_texts = texts.take(arrow_numbers(known))
     order = to_numpy(pc.array_sort_indices(known_texts))
-    groups = tuple(pylist(known_texts.take(pa.array(order, pa.int64()))))
+    groups = tuple(pylist(known_texts.take(arrow_numbers(order))))
     group_of_text = np.full(len(texts), -1, np.int32)
     group_of_text[known[order]] = np.arange(len(known), dtype=np.int32)
     return groups, group_of_text

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ class Command(BaseCommand):
         "Audit an existing model's predictions in a CSV or Parquet file: per-group rates with intervals and "
         "sample-size-aware PASS/FAIL/INCONCLUSIVE verdicts against a tolerance. Stores the result."
     )
+    # CI pipelines run this on every build. The system checks would import every URL pattern, view and
+    # API module first (0.3 s); `manage.py check` and the web server's start run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path)
@@ -78,6 +82,13 @@ class Command(BaseCommand):
             help=f"exit with status {FAIL_ON_EXIT_STATUS} when the overall verdict is this or worse (for CI)",
         )
         parser.add_argument("--user", help="act as this user (needs the ML engineer or reviewer role)")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # On the command line (not call_command) this process exists for this one command. Everything
+        # imported so far lives until it exits, and freezing it spares the collector going over it:
+        # above all at exit, where finalizing Django's modules otherwise takes 0.1 s.
+        gc.freeze()
+        super().run_from_argv(argv)
 
     def handle(self, *args: Any, **options: Any) -> None:
         source: Path = options["file"]
