@@ -16,11 +16,12 @@ import pyarrow.parquet as pq
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.intersections import attribute_key, group_key
+from auditportal.fairness.tabular.spec import ATTRIBUTE_PREFIX, TARGET_COLUMN
 
-# The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module.
+# The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module
+# (tests write shards here and read them with trainer/data.py). The column names are the normalised
+# table's (fairness.tabular.spec), which is what the shards hold.
 SCHEMA = 1
-TARGET_COLUMN = "_target"
-ATTRIBUTE_PREFIX = "_attr."
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
 DATA_NAME = "data.parquet"
