@@ -27,7 +27,7 @@ from auditportal.datasets.models import (
 )
 from auditportal.fairness import sharding, tabular
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError, DatasetSpec, Inspection
+from auditportal.fairness.tabular import DatasetError, DatasetSpec, FeatureInfo, Inspection
 from auditportal.lib.env import human_size
 
 logger = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ def dataset_version_shard(
     shard_spec = sharding.ShardSpec(
         label_column=version.label_column,
         positive=version.positive_value,
-        features=tuple(sharding.FeatureSpec(name=f["name"], kind=f["kind"]) for f in version.features),
+        features=tuple(FeatureInfo(name=f["name"], kind=f["kind"]) for f in version.features),
         attributes=tuple(
             sharding.AttributeSpec(
                 name=attribute.name,

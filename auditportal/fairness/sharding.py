@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.intersections import attribute_key, group_key
-from auditportal.fairness.tabular.spec import ATTRIBUTE_PREFIX, TARGET_COLUMN
+from auditportal.fairness.tabular.spec import ATTRIBUTE_PREFIX, TARGET_COLUMN, FeatureInfo
 
 # The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module
 # (tests write shards here and read them with trainer/data.py). The column names are the normalised
@@ -25,12 +25,6 @@ SCHEMA = 1
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
 DATA_NAME = "data.parquet"
-
-
-@dataclass(frozen=True)
-class FeatureSpec:
-    name: str
-    kind: Literal["numeric", "categorical"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +38,7 @@ class AttributeSpec:
 class ShardSpec:
     label_column: str
     positive: str
-    features: tuple[FeatureSpec, ...]
+    features: tuple[FeatureInfo, ...]
     attributes: tuple[AttributeSpec, ...]
     dataset: Mapping[str, object]
 
@@ -353,7 +347,7 @@ def _attribute_codes(table: pa.Table, attribute: AttributeSpec) -> np.ndarray:
     return codes
 
 
-def _feature_block(table: pa.Table, feature: FeatureSpec) -> dict[str, object]:
+def _feature_block(table: pa.Table, feature: FeatureInfo) -> dict[str, object]:
     if feature.name not in table.column_names:
         raise ShardingError(f"the table has no feature column {feature.name!r}")
     column = table.column(feature.name)

@@ -19,7 +19,7 @@ from auditportal.accounts.models import User
 from auditportal.datasets import selectors, services
 from auditportal.datasets.models import DatasetVersion, GroupSummary
 from auditportal.fairness import sharding
-from auditportal.fairness.tabular import DatasetSpec, load_normalized
+from auditportal.fairness.tabular import DatasetSpec, FeatureInfo, load_normalized
 from tests.intersection_file import ATTRIBUTE_KEY, CSV, PAIRS, UNKNOWN, rows_by_key, write_csv
 
 SPEC = DatasetSpec(label="label", positive="1", attributes=("gender", "race"))
@@ -119,7 +119,7 @@ def test_the_shard_metadata_counts_each_intersection_group_under_its_own_key(tmp
     shard_spec = sharding.ShardSpec(
         label_column="label",
         positive="1",
-        features=(sharding.FeatureSpec("score", "numeric"),),
+        features=(FeatureInfo("score", "numeric"),),
         attributes=(
             sharding.AttributeSpec("gender", ("a", "a&b"), ("",)),
             sharding.AttributeSpec("race", ("b&c", "c"), ("",)),

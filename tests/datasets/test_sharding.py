@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from auditportal.fairness.sharding import (
     AttributeSpec,
-    FeatureSpec,
     ShardingError,
     ShardSpec,
     check_shards,
     write_shards,
 )
+from auditportal.fairness.tabular import FeatureInfo
 
 UNKNOWN_TOKENS = ("", "nan", "-1", "unknown")
 DATASET = {"version_id": 7, "name": "credit-2026", "sha256": "ab" * 32}
@@ -33,9 +33,9 @@ def make_spec(attributes: list[AttributeSpec]) -> ShardSpec:
         positive="1",
         # row_id is declared as a feature so every row can be traced through the parts.
         features=(
-            FeatureSpec("row_id", "numeric"),
-            FeatureSpec("income", "numeric"),
-            FeatureSpec("region", "categorical"),
+            FeatureInfo("row_id", "numeric"),
+            FeatureInfo("income", "numeric"),
+            FeatureInfo("region", "categorical"),
         ),
         attributes=tuple(attributes),
         dataset=DATASET,

@@ -16,7 +16,7 @@ from sklearn.metrics import recall_score, roc_auc_score
 
 from auditportal.fairness import sharding
 from auditportal.fairness.metricsfile import metric_group
-from auditportal.fairness.tabular import DatasetSpec, load_normalized
+from auditportal.fairness.tabular import DatasetSpec, FeatureInfo, load_normalized
 from tests.intersection_file import ATTRIBUTE_KEY, PAIRS, UNKNOWN, rows_by_key, write_csv
 from trainer import bias
 from trainer.data import load_shards
@@ -302,7 +302,7 @@ def test_an_intersection_keeps_groups_apart_whose_values_contain_the_separator(t
     shard_spec = sharding.ShardSpec(
         label_column="label",
         positive="1",
-        features=(sharding.FeatureSpec("pred", "numeric"),),
+        features=(FeatureInfo("pred", "numeric"),),
         attributes=(
             sharding.AttributeSpec("gender", ("a", "a&b"), ("",)),
             sharding.AttributeSpec("race", ("b&c", "c"), ("",)),

@@ -129,15 +129,16 @@ def test_sampler_epochs_differ_but_depend_only_on_seed_and_epoch() -> None:
 
 def test_shards_written_by_the_portal_writer_are_readable(tmp_path: Path, demo_frame) -> None:
     sharding = pytest.importorskip("auditportal.fairness.sharding")
+    FeatureInfo = pytest.importorskip("auditportal.fairness.tabular").FeatureInfo
     table = pa.Table.from_pandas(demo_frame, preserve_index=False)
     spec = sharding.ShardSpec(
         label_column="label",
         positive="1",
         features=(
-            sharding.FeatureSpec("signal", "numeric"),
-            sharding.FeatureSpec("proxy", "numeric"),
-            sharding.FeatureSpec("income", "numeric"),
-            sharding.FeatureSpec("region", "categorical"),
+            FeatureInfo("signal", "numeric"),
+            FeatureInfo("proxy", "numeric"),
+            FeatureInfo("income", "numeric"),
+            FeatureInfo("region", "categorical"),
         ),
         attributes=(
             sharding.AttributeSpec("gender", ("female", "male"), ("", "unknown")),
