@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
-from auditportal.fairness import metricsfile, sharding
+from hypothesis import given
+from hypothesis import strategies as st
+
+from auditportal.fairness import intersections, metricsfile, sharding
 from auditportal.fairness.tabular import ATTRIBUTE_PREFIX, TARGET_COLUMN
 from trainer import bias, data
 
@@ -23,3 +26,21 @@ def test_the_portal_writes_the_shard_schema_and_columns_the_trainer_reads() -> N
     assert sharding.SCHEMA == data.SHARD_SCHEMA
     assert sharding.attribute_column("gender") == f"{ATTRIBUTE_PREFIX}gender"
     assert TARGET_COLUMN == "_target"  # the default trainer/data.py falls back to without metadata
+
+
+# Names made of the characters the encodings escape, and others.
+NAMES = st.text(alphabet="ab&%/2 ", min_size=1, max_size=6)
+
+
+@given(parts=st.lists(NAMES, min_size=1, max_size=3))
+def test_the_trainer_keys_attributes_and_groups_as_the_portal_does(parts: list[str]) -> None:
+    # bias_stats.json keys (the trainer's copy) against fairness/intersections.py.
+    assert bias.stats_key(parts) == intersections.attribute_key(parts)
+    assert bias.stats_group_key(parts) == intersections.group_key(parts)
+
+
+@given(columns=st.lists(NAMES, min_size=1, max_size=3), data=st.data())
+def test_the_portal_decodes_the_trainers_metric_names_into_its_keys(columns: list[str], data: st.DataObject) -> None:
+    values = data.draw(st.lists(NAMES, min_size=len(columns), max_size=len(columns)))
+    name = f"count/{bias.metric_key(columns)}/{bias.metric_key(values)}/tp"
+    assert metricsfile.metric_group(name) == (intersections.attribute_key(columns), intersections.group_key(values))
