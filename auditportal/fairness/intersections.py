@@ -46,8 +46,3 @@ def group_key(values: Sequence[str]) -> str:
 def group_values(key: str, arity: int) -> tuple[str, ...]:
     """The values of the group keyed ``key`` in a table of ``arity`` attributes."""
     return (key,) if arity == 1 else split_key(key)
-
-
-def label(parts: Sequence[str]) -> str:
-    """For people only, never a key: the parts joined by a bare "&"."""
-    return SEPARATOR.join(parts)
