@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from auditportal.fairness.stats import Verdict
+from auditportal.policies.models import FairnessPolicy
 
 
 class PredictionAudit(models.Model):
@@ -22,6 +23,9 @@ class PredictionAudit(models.Model):
     result = models.JSONField(default=dict)
     # Worst verdict over all attributes; blank when nothing could be compared (a single group).
     verdict = models.CharField(max_length=16, choices=Verdict.choices(), blank=True)
+    # The policy version it was judged under; null only for audits made before policies were data
+    # (their tolerance and alpha are in ``parameters``).
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-id"]

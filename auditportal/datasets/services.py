@@ -296,6 +296,27 @@ def staged_upload_discard(*, staged: StagedUpload) -> None:
     staged.delete()
 
 
+class DatasetIntegrityError(UserError):
+    """The stored file no longer has the SHA-256 it was registered with (or is gone)."""
+
+
+def dataset_version_check_integrity(*, version: DatasetVersion, actor: User | None) -> None:
+    """Hash the stored file again and compare it with the registered SHA-256.
+
+    Called before sharding, launching and freezing a verdict document; raises DatasetIntegrityError
+    naming the dataset version when the bytes changed.
+    """
+    path = version.path
+    if not path.is_file():
+        raise DatasetIntegrityError(f"{version}: the stored file {version.storage_path} is missing")
+    observed = tabular.file_sha256(path)
+    if observed != version.sha256:
+        raise DatasetIntegrityError(
+            f"{version}: the stored file's SHA-256 is {observed}, not the registered {version.sha256}; "
+            "the file changed after registration"
+        )
+
+
 def dataset_version_shard(
     *,
     version: DatasetVersion,

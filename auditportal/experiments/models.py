@@ -5,6 +5,7 @@ from django.db import models
 
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.stats import Verdict
+from auditportal.policies.models import FairnessPolicy
 
 
 class Template(models.TextChoices):
@@ -185,6 +186,9 @@ class TrialVerdict(models.Model):
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     positives_needed = models.BigIntegerField(null=True, blank=True)
+    # The policy version this verdict was judged under; null only for verdicts from before policies
+    # were data.
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     document = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "auditportal.datasets",
     "auditportal.experiments",
     "auditportal.audits",
+    "auditportal.policies",
 ]
 
 MIDDLEWARE = [

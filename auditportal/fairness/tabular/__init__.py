@@ -20,7 +20,7 @@ from auditportal.fairness.tabular.profile import (
     load_normalized,
     profile_file,
 )
-from auditportal.fairness.tabular.read import RawColumns, read_columns
+from auditportal.fairness.tabular.read import RawColumns, file_sha256, read_columns
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
     DEFAULT_UNKNOWN_TOKENS,
@@ -64,6 +64,7 @@ __all__ = [
     "check_file_name",
     "decode_labelled",
     "entry_texts",
+    "file_sha256",
     "inspect_file",
     "integer_label",
     "load_normalized",

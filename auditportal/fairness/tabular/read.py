@@ -337,6 +337,11 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> L
     return Loaded("parquet", table, tuple(schema.names), schema)
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a whole file, read in chunks (provenance re-checks)."""
+    return sha256_of(path, threading.Event())
+
+
 def sha256_of(path: Path, stop: threading.Event) -> str:
     digest = hashlib.sha256()
     # One reused buffer rather than a new bytes object per read (large ones are fresh pages from the system).
