@@ -20,6 +20,11 @@ class Verb(models.TextChoices):
     EXPERIMENT_FAILED = "experiment.failed", "experiment failed"
     EXPERIMENT_CANCELLED = "experiment.cancelled", "experiment cancelled"
     TRIAL_VERDICT_CHANGED = "trial_verdict.changed", "trial verdict changed"
+    FAIRNESS_POLICY_CREATED = "fairness_policy.created", "fairness policy version created"
+    VERDICT_DOCUMENT_FROZEN = "verdict_document.frozen", "verdict document frozen"
+    DATASET_VERSION_INTEGRITY_FAILED = "dataset_version.integrity_failed", "dataset version failed its integrity check"
+    DATASET_VERSION_RETIRED = "dataset_version.retired", "dataset version retired"
+    PREDICTION_AUDIT_RETIRED = "prediction_audit.retired", "prediction audit retired"
 
 
 class Event(models.Model):
