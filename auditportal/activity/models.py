@@ -70,4 +70,5 @@ class Event(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.verb} {self.target_type}#{self.target_id}"
+        actor = self.actor_username or "system"
+        return f"#{self.seq} {self.at:%Y-%m-%d %H:%M} {actor} {self.verb} {self.target_type}#{self.target_id}"
