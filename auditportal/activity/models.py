@@ -31,10 +31,18 @@ class Event(models.Model):
     """One row per state-changing action, written in the same transaction as the change.
 
     This is the governance trail an ethics committee reads: who did what to which object, when.
-    Rows are never updated or deleted by the application.
+    Append-only and hash-chained (activity/chain.py): each row stores the previous row's hash and
+    its own hash over its content, so an edited, deleted or inserted row breaks the chain, which
+    ``manage.py verify_audit_log`` reports. Rows are written only by services.event_record, never
+    updated or deleted; on PostgreSQL a trigger refuses UPDATE and DELETE.
     """
 
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Position in the chain: 1, 2, 3, ... without gaps.
+    seq = models.PositiveBigIntegerField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+    # Set by event_record before hashing (not auto_now_add: the hash covers it).
+    at = models.DateTimeField(db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.PROTECT,
@@ -42,14 +50,25 @@ class Event(models.Model):
         blank=True,
         related_name="+",
     )
+    # The actor's username when the event was written: the hash covers it, and a later rename
+    # must neither break the chain nor rewrite who the log says acted.
+    actor_username = models.CharField(max_length=150, blank=True)
     verb = models.CharField(max_length=64, choices=Verb.choices)
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=64)
     data = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["-at", "-id"]
+        ordering = ["-seq"]
         indexes = [models.Index(fields=["target_type", "target_id"], name="activity_event_target_idx")]
+        constraints = [
+            # One successor per event: two writers cannot fork the chain.
+            models.UniqueConstraint(fields=["seq"], name="activity_event_seq_unique"),
+            models.UniqueConstraint(fields=["prev_hash"], name="activity_event_prev_hash_unique"),
+            models.UniqueConstraint(fields=["hash"], name="activity_event_hash_unique"),
+            models.CheckConstraint(condition=models.Q(seq__gte=1), name="activity_event_seq_positive"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.verb} {self.target_type}#{self.target_id}"
+        actor = self.actor_username or "system"
+        return f"#{self.seq} {self.at:%Y-%m-%d %H:%M} {actor} {self.verb} {self.target_type}#{self.target_id}"

@@ -2,10 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
+from django.utils import timezone
 
 from auditportal.accounts.models import User
+from auditportal.activity.chain import GENESIS, event_hash, normalise_data
 from auditportal.activity.models import Event, Verb
+
+# pg_advisory_xact_lock key that serialises writers of the chain (any fixed 64-bit number).
+CHAIN_LOCK_KEY = 0x61637469766974  # "activit"
 
 
 def event_record(
@@ -18,10 +23,40 @@ def event_record(
     if not transaction.get_connection().in_atomic_block:
         # The trail is only trustworthy if it commits or rolls back together with the change.
         raise RuntimeError("event_record must run inside the transaction that makes the change")
+    _lock_chain()
+    # Read the head only once this transaction holds the chain: the next writer waits for our commit.
+    head = Event.objects.order_by("-seq").values_list("seq", "hash").first()
+    seq, prev_hash = (head[0] + 1, head[1]) if head else (1, GENESIS)
+    at = timezone.now()
+    actor_username = actor.get_username() if actor is not None else ""
+    target_type, target_id = target._meta.label_lower, str(target.pk)
+    stored = normalise_data(data or {})
     return Event.objects.create(
+        seq=seq,
+        prev_hash=prev_hash,
+        hash=event_hash(
+            prev_hash=prev_hash,
+            actor_id=actor.pk if actor is not None else None,
+            actor_username=actor_username,
+            verb=verb.value,
+            target_type=target_type,
+            target_id=target_id,
+            data=stored,
+            at=at,
+        ),
+        at=at,
         actor=actor,
+        actor_username=actor_username,
         verb=verb,
-        target_type=target._meta.label_lower,
-        target_id=str(target.pk),
-        data=data or {},
+        target_type=target_type,
+        target_id=target_id,
+        data=stored,
     )
+
+
+def _lock_chain() -> None:
+    # Held until this transaction ends. SQLite needs nothing: it lets one writer at a time in (the
+    # settings begin every transaction IMMEDIATE), and the unique seq and prev_hash refuse a fork anyway.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
