@@ -10,5 +10,5 @@ from auditportal.lib.admin import EvidenceAdmin
 class PredictionAuditAdmin(EvidenceAdmin[PredictionAudit]):
     """View only: an audit is retired on its page (audits.services.prediction_audit_retire), never deleted."""
 
-    list_display = ["id", "original_name", "verdict", "num_rows", "created_by", "created_at"]
+    list_display = ["id", "original_name", "verdict", "num_rows", "created_by", "created_at", "retired_at"]
     list_filter = ["verdict"]
