@@ -29,13 +29,15 @@ class User(AbstractUser):
                 self._role_cache = frozenset(self.role_grants.values_list("role", flat=True))
         return self._role_cache
 
+    # Django's is_superuser opens the admin site only: a portal role, reviewer or committee member
+    # included, is held only through a RoleGrant (accounts.services.role_grant records who gave it).
     def has_role(self, role: Role | str) -> bool:
-        return str(role) in self.roles or (self.is_superuser and self.is_active)
+        return str(role) in self.roles
 
     @property
     def is_member(self) -> bool:
         """A member holds at least one role; an account without roles sees nothing."""
-        return bool(self.roles) or (self.is_superuser and self.is_active)
+        return bool(self.roles)
 
     def forget_roles(self) -> None:
         self._role_cache = None

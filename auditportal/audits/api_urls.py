@@ -12,4 +12,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         apis.PredictionAuditDetailApi.as_view(),
         name="api-prediction-audit",
     ),
+    path(
+        "audits/predictions/<int:audit_id>/retire/",
+        apis.PredictionAuditRetireApi.as_view(),
+        name="api-prediction-audit-retire",
+    ),
 ]

@@ -20,8 +20,19 @@ from auditportal.lib.env import human_size
 from auditportal.lib.uploads import RejectedUpload, received_sha256
 
 
+def _retirement(audit: PredictionAudit) -> dict[str, Any] | None:
+    if audit.retired_at is None:
+        return None
+    return {
+        "at": audit.retired_at.isoformat(),
+        "by": audit.retired_by.username if audit.retired_by else None,
+        "reason": audit.retired_reason,
+    }
+
+
 def _document(audit: PredictionAudit) -> dict[str, Any]:
-    return {"id": audit.pk, "created_at": audit.created_at.isoformat(), **audit.result}
+    # The stored document is what was judged; whether it was retired later is said beside it.
+    return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
 
 
 class PredictionAuditListCreateApi(APIView):
@@ -55,6 +66,7 @@ class PredictionAuditListCreateApi(APIView):
         attributes = serializers.ListField(child=serializers.CharField(), source="attribute_names")
         created_by = serializers.CharField(source="created_by.username")
         created_at = serializers.DateTimeField()
+        retired_at = serializers.DateTimeField(allow_null=True)
 
     def get(self, request: Request) -> Response:
         paginator = DefaultPagination()
@@ -109,4 +121,18 @@ class PredictionAuditListCreateApi(APIView):
 class PredictionAuditDetailApi(APIView):
     def get(self, request: Request, audit_id: int) -> Response:
         audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
+        return Response(_document(audit))
+
+
+class PredictionAuditRetireApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        # Blank allowed here so that the service words the error, as on the page.
+        reason = serializers.CharField(allow_blank=True, trim_whitespace=False, default="")
+
+    def post(self, request: Request, audit_id: int) -> Response:
+        user = request_user(request)
+        audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        audit = services.prediction_audit_retire(user=user, audit=audit, reason=serializer.validated_data["reason"])
         return Response(_document(audit))

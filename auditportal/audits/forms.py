@@ -93,3 +93,13 @@ class PredictionAuditForm(forms.Form):
             alpha=data["alpha"],
             max_groups=settings.DATASET_MAX_GROUPS,
         )
+
+
+class PredictionAuditRetireForm(forms.Form):
+    # Not required here: the service says what is missing, in the same words as the API.
+    reason = forms.CharField(
+        required=False,
+        label="Why is this audit retired?",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Kept with the audit and in the activity log. The audit itself is not deleted.",
+    )

@@ -26,6 +26,13 @@ class PredictionAudit(models.Model):
     # The policy version it was judged under; null only for audits made before policies were data
     # (their tolerance and alpha are in ``parameters``).
     policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # Evidence is never deleted: an audit that should no longer be relied on is retired, with who,
+    # when and why (audits.services.prediction_audit_retire).
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    retired_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -35,10 +42,19 @@ class PredictionAudit(models.Model):
                 condition=models.Q(verdict__in=["", *(verdict.value for verdict in Verdict)]),
                 name="audits_prediction_verdict_valid",
             ),
+            models.CheckConstraint(
+                condition=models.Q(retired_at__isnull=True, retired_by__isnull=True, retired_reason="")
+                | (models.Q(retired_at__isnull=False) & ~models.Q(retired_reason="")),
+                name="audits_prediction_retirement_complete",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"Prediction audit #{self.pk} of {self.original_name}"
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
 
     @property
     def attribute_names(self) -> list[str]:

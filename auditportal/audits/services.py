@@ -6,6 +6,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Verb
@@ -13,11 +14,13 @@ from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
 
 AUDITOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+RETIRE_REASON_MAX_LENGTH = 2000
 
 
 class AuditorRequired(PermissionDenied):
@@ -75,4 +78,45 @@ def prediction_audit_run(
             },
         )
     logger.info("%s: %d rows, verdict %s", audit, audit.num_rows, audit.verdict or "none")
+    return audit
+
+
+class RetireForbidden(PermissionDenied):
+    def __init__(self) -> None:
+        super().__init__("Only the audit's author, a reviewer or an administrator can retire a prediction audit.")
+
+
+def may_retire(user: User, audit: PredictionAudit) -> bool:
+    """Whether ``user`` is one of those who may retire ``audit`` (retired already or not)."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return audit.created_by_id == user.pk or user.has_role(Role.REVIEWER) or user.has_role(Role.ADMIN)
+
+
+def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) -> PredictionAudit:
+    """Mark ``audit`` as no longer to be relied on. It stays, with its document; nothing is deleted.
+
+    Allowed for the audit's author, a reviewer or an administrator (PermissionDenied otherwise).
+    A reason is required and an audit is retired once (UserError).
+    """
+    if not may_retire(user, audit):
+        raise RetireForbidden
+    reason = reason.strip()
+    if not reason:
+        raise UserError("Say why this audit is retired.", field="reason")
+    if len(reason) > RETIRE_REASON_MAX_LENGTH:
+        raise UserError(f"Keep the reason under {RETIRE_REASON_MAX_LENGTH} characters.", field="reason")
+    with transaction.atomic():
+        # A conditional UPDATE: of two people retiring at once, exactly one succeeds.
+        retired = PredictionAudit.objects.filter(pk=audit.pk, retired_at__isnull=True).update(
+            retired_at=timezone.now(), retired_by=user, retired_reason=reason
+        )
+        audit.refresh_from_db()
+        if not retired:
+            raise UserError(
+                f"This audit was already retired on {audit.retired_at:%Y-%m-%d %H:%M} UTC"
+                f" by {audit.retired_by or 'an unknown user'}."
+            )
+        event_record(actor=user, verb=Verb.PREDICTION_AUDIT_RETIRED, target=audit, data={"reason": reason})
+    logger.info("%s retired by %s", audit, user)
     return audit

@@ -10,4 +10,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("predictions/", views.prediction_audit_list, name="predictions"),
     path("predictions/new/", views.prediction_audit_new, name="prediction-new"),
     path("predictions/<int:audit_id>/", views.prediction_audit_detail, name="prediction"),
+    path("predictions/<int:audit_id>/retire/", views.prediction_audit_retire, name="prediction-retire"),
 ]

@@ -11,7 +11,8 @@ from django.views.decorators.http import require_http_methods
 
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import selectors, services
-from auditportal.audits.forms import PredictionAuditForm
+from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
+from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
@@ -61,10 +62,12 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
     return render(request, "audits/new.html", {"form": form}, status=400 if form.errors else 200)
 
 
-@login_required
-def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse:
+def _detail(
+    request: HttpRequest, audit: PredictionAudit, retire_form: PredictionAuditRetireForm | None = None
+) -> HttpResponse:
     user = request_user(request)
-    audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
+    if retire_form is None and not audit.is_retired and services.may_retire(user, audit):
+        retire_form = PredictionAuditRetireForm()
     return render(
         request,
         "audits/detail.html",
@@ -72,5 +75,29 @@ def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse
             "audit": audit,
             "attributes": presentation.attribute_tables(audit.result),
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
+            "retire_form": retire_form,
         },
+        status=400 if retire_form is not None and retire_form.errors else 200,
     )
+
+
+@login_required
+def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse:
+    return _detail(request, selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id))
+
+
+@login_required
+@require_http_methods(["POST"])
+def prediction_audit_retire(request: HttpRequest, audit_id: int) -> HttpResponse:
+    user = request_user(request)
+    audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
+    form = PredictionAuditRetireForm(request.POST)
+    if form.is_valid():
+        try:
+            services.prediction_audit_retire(user=user, audit=audit, reason=form.cleaned_data["reason"])
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            messages.success(request, f"Prediction audit #{audit.pk} is retired.")
+            return redirect("audits:prediction", audit_id=audit.pk)
+    return _detail(request, audit, form)

@@ -3,17 +3,16 @@ from __future__ import annotations
 from django.contrib import admin
 
 from auditportal.experiments.models import Experiment, Trial
+from auditportal.lib.admin import EvidenceAdmin
 
 
 @admin.register(Experiment)
-class ExperimentAdmin(admin.ModelAdmin[Experiment]):
+class ExperimentAdmin(EvidenceAdmin[Experiment]):
     list_display = ["id", "name", "template", "backend", "status", "launched_by", "created_at"]
     list_filter = ["status", "template", "backend"]
-    readonly_fields = [field.name for field in Experiment._meta.fields]
 
 
 @admin.register(Trial)
-class TrialAdmin(admin.ModelAdmin[Trial]):
+class TrialAdmin(EvidenceAdmin[Trial]):
     list_display = ["id", "experiment", "number", "state", "steps_done", "steps_planned", "latest_eod"]
     list_filter = ["state"]
-    readonly_fields = [field.name for field in Trial._meta.fields]

@@ -29,7 +29,11 @@ def test_it_creates_one_user_per_role_and_prints_working_passwords(settings: Set
         user = User.objects.get(username=username)
         assert user.check_password(password)
     assert User.objects.get(username="steward").roles == {Role.DATA_STEWARD.value}
-    assert User.objects.get(username="admin").is_superuser
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser  # for the Django admin
+    assert admin.is_staff
+    assert admin.roles == {Role.ADMIN.value}  # granted, like everyone's; superuser brings no role
+    assert not admin.has_role(Role.REVIEWER)
     assert Event.objects.filter(verb="role.granted").count() == 5
 
 

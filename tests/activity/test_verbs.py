@@ -25,6 +25,7 @@ from auditportal.fairness.tabular import DatasetSpec
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV
 from tests.experiments.conftest import poll_until_done
+from tests.factories import PredictionAuditFactory
 
 # A scenario prepares what its call needs and returns the one service call under test.
 Scenario = Callable[[pytest.FixtureRequest], Callable[[], object]]
@@ -79,6 +80,13 @@ def _prediction_audit_created(request: pytest.FixtureRequest) -> Callable[[], ob
     source.write_text(PREDICTIONS_CSV, encoding="utf-8")
     spec = AuditSpec(label="label", prediction="pred", attributes=("gender",))
     return lambda: audit_services.prediction_audit_run(user=bob, source=source, original_name="scores.csv", spec=spec)
+
+
+def _prediction_audit_retired(request: pytest.FixtureRequest) -> Callable[[], object]:
+    bob = _user(request, "bob")
+    request.getfixturevalue("dataset_storage")
+    audit = PredictionAuditFactory.create(created_by=bob)
+    return lambda: audit_services.prediction_audit_retire(user=bob, audit=audit, reason="wrong predictions file")
 
 
 def _experiment_launched(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -141,6 +149,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.DATASET_CREATED: _dataset_registered,
     Verb.DATASET_VERSION_REGISTERED: _dataset_registered,
     Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,
+    Verb.PREDICTION_AUDIT_RETIRED: _prediction_audit_retired,
     Verb.EXPERIMENT_LAUNCHED: _experiment_launched,
     Verb.EXPERIMENT_STARTED: _experiment_started,
     Verb.EXPERIMENT_LAUNCH_FAILED: _experiment_launch_failed,

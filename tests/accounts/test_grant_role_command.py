@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from auditportal.accounts.models import Role, RoleGrant, User
+from auditportal.activity.models import Event
+from tests.factories import make_user
+
+
+def _run(*args: str) -> str:
+    out = StringIO()
+    call_command("grant_role", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_it_bootstraps_the_first_administrator_as_the_cli_account() -> None:
+    root = make_user("root")
+    root.is_superuser = root.is_staff = True
+    root.save(update_fields=["is_superuser", "is_staff"])
+    assert not root.has_role(Role.ADMIN)  # createsuperuser grants no portal role
+    assert _run("root", "admin") == "Granted the administrator role to root (by portal-cli).\n"
+    grant = RoleGrant.objects.get(user=root, role=Role.ADMIN)
+    assert grant.granted_by is not None
+    assert grant.granted_by.username == "portal-cli"
+    event = Event.objects.get(verb="role.granted", target_id=str(root.pk))
+    assert event.actor == grant.granted_by
+    assert event.data == {"role": "admin"}
+
+
+def test_an_administrator_named_with_by_is_recorded(erin: User, oscar: User) -> None:
+    assert _run("oscar", "reviewer", "--by", "erin") == "Granted the reviewer role to oscar (by erin).\n"
+    assert RoleGrant.objects.get(user=oscar, role=Role.REVIEWER).granted_by == erin
+    assert Event.objects.filter(verb="role.granted", actor=erin, target_id=str(oscar.pk)).exists()
+
+
+def test_by_must_name_an_administrator(bob: User, oscar: User) -> None:
+    with pytest.raises(CommandError, match=r"^--by 'bob' does not hold the administrator role$"):
+        _run("oscar", "reviewer", "--by", "bob")
+    with pytest.raises(CommandError, match=r"^--by 'nobody': no active user with that name$"):
+        _run("oscar", "reviewer", "--by", "nobody")
+    assert not RoleGrant.objects.filter(user=oscar).exists()
+    assert not Event.objects.filter(verb="role.granted", target_id=str(oscar.pk)).exists()
+
+
+def test_revoke_removes_the_grant_and_writes_the_event(carol: User, erin: User) -> None:
+    assert _run("carol", "reviewer", "--revoke", "--by", "erin") == "Revoked the reviewer role from carol.\n"
+    assert not RoleGrant.objects.filter(user=carol).exists()
+    assert Event.objects.filter(verb="role.revoked", actor=erin, target_id=str(carol.pk)).exists()
+    assert _run("carol", "reviewer", "--revoke", "--by", "erin") == (
+        "carol does not hold the reviewer role; nothing changed.\n"
+    )
+
+
+def test_granting_a_held_role_changes_nothing(carol: User, erin: User) -> None:
+    before = Event.objects.count()
+    assert _run("carol", "reviewer", "--by", "erin") == "carol already holds the reviewer role; nothing changed.\n"
+    assert Event.objects.count() == before
+
+
+def test_it_refuses_an_unknown_user_or_role(db: None, oscar: User) -> None:
+    with pytest.raises(CommandError, match=r"^no user named 'zed'$"):
+        _run("zed", "reviewer")
+    with pytest.raises(CommandError, match="invalid choice: 'overlord'"):
+        _run("oscar", "overlord")
+    assert not RoleGrant.objects.exists()
