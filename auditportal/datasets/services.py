@@ -378,7 +378,7 @@ def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) 
     if not cleaned:
         raise UserError("Say why this version is retired.", field="reason")
     with transaction.atomic():
-        locked = DatasetVersion.objects.select_for_update().select_related("retired_by").get(pk=version.pk)
+        locked = DatasetVersion.objects.select_for_update().get(pk=version.pk)
         if locked.retired_at is not None:
             assert locked.retired_by is not None
             raise UserError(
