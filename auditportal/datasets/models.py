@@ -25,7 +25,8 @@ class FileFormat(models.TextChoices):
 
 
 class DatasetVersion(models.Model):
-    """One registered file of a dataset. Immutable: registering again creates a new version."""
+    """One registered file of a dataset. Immutable but for its retirement: registering again creates a
+    new version."""
 
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="versions")
     number = models.PositiveIntegerField()
