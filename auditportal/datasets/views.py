@@ -136,8 +136,9 @@ def dataset_version_check(request: HttpRequest, version_id: int) -> HttpResponse
         raise PermissionDenied("Only a data steward or an administrator can check a version's integrity.")
     try:
         services.dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.MANUAL)
-    except services.DatasetIntegrityError as exc:
-        messages.error(request, str(exc))
+    except services.DatasetIntegrityError:
+        # The page's banner says what differs.
+        messages.error(request, f"The stored file of {version} failed its integrity check.")
     else:
         messages.success(request, f"The stored file of {version} still has its registered SHA-256.")
     return redirect("datasets:version", version_id=version.pk)
