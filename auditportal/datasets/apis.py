@@ -51,6 +51,27 @@ class DatasetVersionDetailApi(APIView):
         assert isinstance(user, User)
         version = selectors.dataset_version_get(user=user, version_id=version_id)
         data = dict(self.OutputSerializer(version).data)
+        latest = selectors.dataset_version_integrity_latest(version=version)
+        data["integrity"] = (
+            None
+            if latest is None
+            else {
+                "ok": latest.ok,
+                "checked_at": serializers.DateTimeField().to_representation(latest.checked_at),
+                "purpose": latest.purpose,
+                "observed_sha256": latest.observed_sha256 or None,
+                "file_missing": latest.file_missing,
+            }
+        )
+        data["retired"] = (
+            None
+            if version.retired_at is None or version.retired_by is None
+            else {
+                "at": serializers.DateTimeField().to_representation(version.retired_at),
+                "by": version.retired_by.username,
+                "reason": version.retired_reason,
+            }
+        )
         data["attributes"] = [
             {"name": a.name, "groups": a.groups, "unknown_count": a.unknown_count}
             for a in version.attributes.order_by("position")

@@ -88,3 +88,13 @@ class DeclarationForm(forms.Form):
             features=tuple(data["features"]) or None,
             max_groups=settings.DATASET_MAX_GROUPS,
         )
+
+
+class RetireForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        required=False,  # the service says what is wrong with an empty reason
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Reason",
+        help_text="Shown on this page; a retired version is offered to no new experiment.",
+    )

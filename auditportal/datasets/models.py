@@ -25,7 +25,8 @@ class FileFormat(models.TextChoices):
 
 
 class DatasetVersion(models.Model):
-    """One registered file of a dataset. Immutable: registering again creates a new version."""
+    """One registered file of a dataset. Immutable but for its retirement: registering again creates a
+    new version."""
 
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="versions")
     number = models.PositiveIntegerField()
@@ -46,6 +47,13 @@ class DatasetVersion(models.Model):
     features = models.JSONField(default=list)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Retirement is the only change a version undergoes (services.dataset_version_retire): a retired
+    # version stays for the evidence that cites it but is offered to no new experiment.
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    retired_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["dataset__name", "-number"]
@@ -54,6 +62,11 @@ class DatasetVersion(models.Model):
             models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="datasets_version_rows_positive"),
             models.CheckConstraint(
                 condition=models.Q(positives__gte=0, negatives__gte=0), name="datasets_version_counts_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(retired_at__isnull=True, retired_by__isnull=True, retired_reason="")
+                | (models.Q(retired_at__isnull=False, retired_by__isnull=False) & ~models.Q(retired_reason="")),
+                name="datasets_version_retired_with_who_and_why",
             ),
         ]
 
@@ -67,6 +80,46 @@ class DatasetVersion(models.Model):
     @property
     def positive_rate(self) -> float:
         return self.positives / self.num_rows if self.num_rows else 0.0
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
+
+
+class IntegrityPurpose(models.TextChoices):
+    SHARD = "shard", "before sharding"
+    LAUNCH = "launch", "before launching"
+    FREEZE = "freeze", "before freezing a verdict document"
+    MANUAL = "manual", "on request"
+
+
+class IntegrityCheck(models.Model):
+    """One re-hash of a version's stored file (services.dataset_version_check_integrity).
+
+    Append-only: written once, in its own transaction, so a failed check is kept even though the
+    action it guarded is refused.
+    """
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="integrity_checks")
+    checked_at = models.DateTimeField(auto_now_add=True)
+    ok = models.BooleanField()
+    # Empty when the stored file is missing (Django's one empty value for text).
+    observed_sha256 = models.CharField(max_length=64, blank=True)
+    purpose = models.CharField(max_length=16, choices=IntegrityPurpose.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-checked_at", "-pk"]
+        indexes = [models.Index(fields=["version", "-checked_at"], name="datasets_integrity_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.version} {'ok' if self.ok else 'FAILED'} ({self.purpose})"
+
+    @property
+    def file_missing(self) -> bool:
+        return not self.observed_sha256
 
 
 class SensitiveAttribute(models.Model):

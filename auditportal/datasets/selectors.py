@@ -6,7 +6,7 @@ from django.db.models import Count, Max, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
-from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, StagedUpload
+from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, IntegrityCheck, StagedUpload
 from auditportal.fairness.intersections import split_key
 
 
@@ -25,6 +25,15 @@ def dataset_version_list(*, user: User, dataset: Dataset | None = None) -> Query
     if dataset is not None:
         versions = versions.filter(dataset=dataset)
     return versions.order_by("dataset__name", "-number")
+
+
+def dataset_version_launch_choices(*, user: User) -> QuerySet[DatasetVersion]:
+    """The versions a new experiment may use: every visible one that is not retired."""
+    return dataset_version_list(user=user).filter(retired_at__isnull=True)
+
+
+def dataset_version_integrity_latest(*, version: DatasetVersion) -> IntegrityCheck | None:
+    return version.integrity_checks.select_related("actor").order_by("-checked_at", "-pk").first()
 
 
 def dataset_get(*, user: User, dataset_id: int) -> Dataset:

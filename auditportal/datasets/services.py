@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
@@ -22,6 +23,8 @@ from auditportal.datasets.models import (
     Dataset,
     DatasetVersion,
     GroupSummary,
+    IntegrityCheck,
+    IntegrityPurpose,
     SensitiveAttribute,
     StagedUpload,
 )
@@ -300,21 +303,105 @@ class DatasetIntegrityError(UserError):
     """The stored file no longer has the SHA-256 it was registered with (or is gone)."""
 
 
-def dataset_version_check_integrity(*, version: DatasetVersion, actor: User | None) -> None:
-    """Hash the stored file again and compare it with the registered SHA-256.
+def integrity_failure_message(version: DatasetVersion, observed_sha256: str | None) -> str:
+    if observed_sha256 is None:
+        found = f"the stored file {version.original_name} is missing (registered SHA-256 {version.sha256})"
+        advice = "Restore it, or register the file again as a new version."
+    else:
+        found = f"the stored file's SHA-256 is {observed_sha256}, registered {version.sha256}"
+        advice = "The file changed after registration; register the correct file as a new version."
+    return f"Dataset version {version.dataset.name} v{version.number} failed its integrity check: {found}. {advice}"
 
-    Called before sharding, launching and freezing a verdict document; raises DatasetIntegrityError
-    naming the dataset version when the bytes changed.
+
+def _inside_atomic_block() -> bool:
+    # The test runner's own per-test transaction does not count (Django's durable=True makes the
+    # same exception), so tests can call the check like production code does.
+    blocks = transaction.get_connection().atomic_blocks
+    return any(not getattr(block, "_from_testcase", False) for block in blocks)
+
+
+def dataset_version_check_integrity(
+    *,
+    version: DatasetVersion,
+    actor: User | None,
+    purpose: IntegrityPurpose | str = IntegrityPurpose.MANUAL,
+) -> IntegrityCheck:
+    """Hash the stored file again, record the check, and raise DatasetIntegrityError on a mismatch.
+
+    Called before sharding, launching and freezing a verdict document. The record (and, on a
+    mismatch, the DATASET_VERSION_INTEGRITY_FAILED event) commits in its own transaction although
+    the guarded action is refused, so callers run it before opening theirs.
     """
-    path = version.path
-    if not path.is_file():
-        raise DatasetIntegrityError(f"{version}: the stored file {version.storage_path} is missing")
-    observed = tabular.file_sha256(path)
-    if observed != version.sha256:
-        raise DatasetIntegrityError(
-            f"{version}: the stored file's SHA-256 is {observed}, not the registered {version.sha256}; "
-            "the file changed after registration"
+    if _inside_atomic_block():
+        raise RuntimeError(
+            "dataset_version_check_integrity must not run inside an atomic block: a failed check's record "
+            "and event must commit although the action is refused; call it before opening the transaction"
         )
+    path = version.path
+    observed = tabular.file_sha256(path) if path.is_file() else None
+    return _integrity_record(version=version, actor=actor, purpose=purpose, observed=observed)
+
+
+def _integrity_record(
+    *, version: DatasetVersion, actor: User | None, purpose: IntegrityPurpose | str, observed: str | None
+) -> IntegrityCheck:
+    ok = observed == version.sha256
+    with transaction.atomic(durable=True):
+        check = IntegrityCheck.objects.create(
+            version=version, ok=ok, observed_sha256=observed or "", purpose=IntegrityPurpose(purpose), actor=actor
+        )
+        if not ok:
+            event_record(
+                actor=actor,
+                verb=Verb.DATASET_VERSION_INTEGRITY_FAILED,
+                target=version,
+                data={
+                    "dataset": version.dataset.name,
+                    "number": version.number,
+                    "purpose": check.purpose,
+                    "registered_sha256": version.sha256,
+                    "observed_sha256": observed,
+                    "check": check.pk,
+                },
+            )
+    if not ok:
+        logger.warning("integrity check of %s failed (%s): observed %s", version, check.purpose, observed)
+        raise DatasetIntegrityError(integrity_failure_message(version, observed))
+    return check
+
+
+def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) -> DatasetVersion:
+    """Take a version out of use for new experiments; it stays, with everything that cites it."""
+    if not dataset_version_can_retire(user=user):
+        raise PermissionDenied("Only a data steward or an administrator can retire dataset versions.")
+    cleaned = reason.strip()
+    if not cleaned:
+        raise UserError("Say why this version is retired.", field="reason")
+    with transaction.atomic():
+        locked = DatasetVersion.objects.select_for_update().get(pk=version.pk)
+        if locked.retired_at is not None:
+            assert locked.retired_by is not None
+            raise UserError(
+                f"{locked} was already retired on {locked.retired_at:%Y-%m-%d %H:%M} UTC "
+                f"by {locked.retired_by.username}."
+            )
+        locked.retired_at = timezone.now()
+        locked.retired_by = user
+        locked.retired_reason = cleaned
+        locked.save(update_fields=["retired_at", "retired_by", "retired_reason"])
+        version.retired_at, version.retired_by, version.retired_reason = locked.retired_at, user, cleaned
+        event_record(
+            actor=user,
+            verb=Verb.DATASET_VERSION_RETIRED,
+            target=locked,
+            data={"dataset": locked.dataset.name, "number": locked.number, "reason": cleaned},
+        )
+    return locked
+
+
+def dataset_version_can_retire(*, user: User) -> bool:
+    """Data stewards and administrators retire versions and ask for integrity checks."""
+    return user.has_role(Role.DATA_STEWARD) or user.has_role(Role.ADMIN)
 
 
 def dataset_version_shard(
@@ -324,9 +411,20 @@ def dataset_version_shard(
     out_dir: Path | None = None,
     seed: int = 0,
     overwrite: bool = False,
+    actor: User | None = None,
 ) -> tuple[Path, dict[str, object]]:
+    """Write the version's stored file as ``parts`` shards whose manifest carries its SHA-256.
+
+    Refused with DatasetIntegrityError when the stored file no longer has its registered hash: it
+    is checked before reading, and hashed again beside the read, so the manifest's hash is the
+    hash of the bytes the shards came from. Must run outside any transaction (it records checks).
+    """
+    dataset_version_check_integrity(version=version, actor=actor, purpose=IntegrityPurpose.SHARD)
     spec = dataset_spec_for(version)
-    table = tabular.load_normalized(version.path, spec, display_name=version.original_name)
+    table, read_sha256 = tabular.load_normalized_hashed(version.path, spec, display_name=version.original_name)
+    if read_sha256 != version.sha256:
+        # Changed between the check and the read.
+        _integrity_record(version=version, actor=actor, purpose=IntegrityPurpose.SHARD, observed=read_sha256)
     target = out_dir or shard_dir_default(version=version, parts=parts, seed=seed)
     shard_spec = sharding.ShardSpec(
         label_column=version.label_column,
@@ -340,10 +438,22 @@ def dataset_version_shard(
             )
             for attribute in version.attributes.all()
         ),
-        dataset={"version_id": version.pk, "name": version.dataset.name, "sha256": version.sha256},
+        dataset={"version_id": version.pk, "name": version.dataset.name, "sha256": read_sha256},
     )
     manifest = sharding.write_shards(table, shard_spec, parts=parts, out_dir=target, seed=seed, overwrite=overwrite)
     return target, manifest
+
+
+def shards_match_version(*, out_dir: Path, version: DatasetVersion) -> bool:
+    """Whether ``out_dir`` holds complete, consistent shards written from this version's registered bytes."""
+    try:
+        manifest = json.loads((out_dir / sharding.MANIFEST_NAME).read_text(encoding="utf-8"))
+        dataset = manifest["dataset"]
+        if dataset["sha256"] != version.sha256 or dataset["version_id"] != version.pk:
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return not sharding.check_shards(out_dir)
 
 
 def shard_dir_default(*, version: DatasetVersion, parts: int, seed: int) -> Path:

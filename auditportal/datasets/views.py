@@ -4,6 +4,7 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -11,7 +12,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
-from auditportal.datasets.forms import DeclarationForm, UploadForm
+from auditportal.datasets.forms import DeclarationForm, RetireForm, UploadForm
+from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import report_rejected_uploads
@@ -102,6 +104,13 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
     user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
+    return _version_page(request, version, retire_form=RetireForm())
+
+
+def _version_page(
+    request: HttpRequest, version: DatasetVersion, *, retire_form: RetireForm, status: int = 200
+) -> HttpResponse:
+    user = request_user(request)
     return render(
         request,
         "datasets/version.html",
@@ -110,5 +119,43 @@ def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpRespons
             "attributes": version.attributes.order_by("position"),
             "tables": selectors.dataset_version_group_tables(version=version),
             "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
+            "integrity": selectors.dataset_version_integrity_latest(version=version),
+            "can_manage": services.dataset_version_can_retire(user=user),
+            "retire_form": retire_form,
         },
+        status=status,
     )
+
+
+@login_required
+@require_POST
+def dataset_version_check(request: HttpRequest, version_id: int) -> HttpResponse:
+    user = request_user(request)
+    version = selectors.dataset_version_get(user=user, version_id=version_id)
+    if not services.dataset_version_can_retire(user=user):
+        raise PermissionDenied("Only a data steward or an administrator can check a version's integrity.")
+    try:
+        services.dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.MANUAL)
+    except services.DatasetIntegrityError:
+        # The page's banner says what differs.
+        messages.error(request, f"The stored file of {version} failed its integrity check.")
+    else:
+        messages.success(request, f"The stored file of {version} still has its registered SHA-256.")
+    return redirect("datasets:version", version_id=version.pk)
+
+
+@login_required
+@require_POST
+def dataset_version_retire(request: HttpRequest, version_id: int) -> HttpResponse:
+    user = request_user(request)
+    version = selectors.dataset_version_get(user=user, version_id=version_id)
+    form = RetireForm(request.POST)
+    if form.is_valid():
+        try:
+            services.dataset_version_retire(user=user, version=version, reason=form.cleaned_data["reason"])
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            messages.success(request, f"Retired {version}.")
+            return redirect("datasets:version", version_id=version.pk)
+    return _version_page(request, version, retire_form=form, status=400)

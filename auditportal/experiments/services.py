@@ -15,8 +15,13 @@ from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.datasets.models import DatasetVersion
-from auditportal.datasets.services import dataset_version_shard
+from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
+from auditportal.datasets.services import (
+    DatasetIntegrityError,
+    dataset_version_check_integrity,
+    dataset_version_shard,
+    shards_match_version,
+)
 from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
@@ -34,7 +39,7 @@ from auditportal.experiments.models import (
     TrialState,
 )
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.sharding import MANIFEST_NAME, ShardingError
+from auditportal.fairness.sharding import ShardingError
 from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -56,9 +61,18 @@ def experiment_create(
 ) -> Experiment:
     """Check the launch parameters, store the experiment and queue its launch after commit.
 
-    Wrong parameters raise a UserError naming the field (template, hparams, max_trials, batches).
+    Wrong parameters raise a UserError naming the field (dataset_version, template, hparams,
+    max_trials, batches). A retired version, or one whose stored file fails its integrity check, is
+    refused. Runs outside any transaction: the integrity check commits its own record.
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    if dataset_version.is_retired:
+        assert dataset_version.retired_at is not None
+        raise UserError(
+            f"Dataset version {dataset_version.dataset.name} v{dataset_version.number} was retired on "
+            f"{dataset_version.retired_at:%Y-%m-%d} ({dataset_version.retired_reason}); choose another version.",
+            field="dataset_version",
+        )
     space = configs.space_build(template, hparams, features=_feature_counts(dataset_version))
     if template == "single":
         if max_trials not in (None, 1):
@@ -77,6 +91,10 @@ def experiment_create(
     if template == "asha" and batches < 16:
         raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
     chosen_backend = backend or settings.EXPERIMENT_BACKEND
+    try:
+        dataset_version_check_integrity(version=dataset_version, actor=user, purpose=IntegrityPurpose.LAUNCH)
+    except DatasetIntegrityError as exc:
+        raise DatasetIntegrityError(exc.message, field="dataset_version") from None
     shard_dir = _shard_dir(dataset_version)
     with transaction.atomic():
         experiment = Experiment.objects.create(
@@ -142,12 +160,25 @@ def _shard_dir(version: DatasetVersion) -> Path:
     return Path(settings.SHARD_DIR) / f"version-{version.pk}-k1-seed0"
 
 
-def _shard(experiment: Experiment) -> Path:
-    target = Path(experiment.shard_dir)
-    if (target / MANIFEST_NAME).is_file():
-        return target  # written earlier, atomically (complete or absent)
+def _check_integrity(experiment: Experiment) -> None:
+    # Again at launch: the file may have changed since the experiment was queued.
     try:
-        path, _ = dataset_version_shard(version=experiment.dataset_version, parts=1, out_dir=target)
+        dataset_version_check_integrity(version=experiment.dataset_version, actor=None, purpose=IntegrityPurpose.LAUNCH)
+    except DatasetIntegrityError as exc:
+        raise BackendError(exc.message) from exc
+
+
+def _shard(experiment: Experiment) -> Path:
+    version = experiment.dataset_version
+    target = Path(experiment.shard_dir)
+    # Shards written earlier (atomically: complete or absent) are reused only when their manifest
+    # says they came from the registered bytes; anything else is written again over them.
+    if shards_match_version(out_dir=target, version=version):
+        return target
+    try:
+        path, _ = dataset_version_shard(version=version, parts=1, out_dir=target, overwrite=True)
+    except DatasetIntegrityError as exc:
+        raise BackendError(exc.message) from exc
     except (DatasetError, ShardingError, OSError) as exc:
         raise BackendError(f"dataset invalid: {exc}") from exc
     return path
@@ -173,6 +204,7 @@ def experiment_launch(*, experiment: Experiment) -> bool:
 def _launch(experiment: Experiment) -> None:
     backend = backend_for(experiment.backend)
     try:
+        _check_integrity(experiment)
         shard_dir = _shard(experiment)
         submission = backend.submit(experiment, shard_dir=shard_dir)
     except BackendError as exc:

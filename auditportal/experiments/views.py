@@ -8,7 +8,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
-from auditportal.datasets.selectors import dataset_version_list
+from auditportal.datasets.selectors import dataset_version_launch_choices
 from auditportal.experiments import selectors, services
 from auditportal.experiments.forms import LaunchForm
 from auditportal.fairness.errors import UserError
@@ -35,7 +35,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
     initial = {"dataset_version": request.GET.get("dataset_version")}
-    form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_list(user=user))
+    form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_launch_choices(user=user))
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -23,7 +23,7 @@ from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.fairness.tabular import DatasetSpec
 from tests.audits.conftest import PREDICTIONS_CSV
-from tests.datasets.conftest import SMALL_CSV
+from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.experiments.conftest import poll_until_done
 from tests.factories import PredictionAuditFactory
 
@@ -71,6 +71,23 @@ def _dataset_registered(request: pytest.FixtureRequest) -> Callable[[], object]:
         name="loans",
         spec=DatasetSpec(label="approved", positive="1", attributes=("gender",)),
     )
+
+
+def _dataset_version_integrity_failed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    flip_labels(version)
+
+    def call() -> None:
+        with pytest.raises(dataset_services.DatasetIntegrityError):
+            dataset_services.dataset_version_check_integrity(version=version, actor=_user(request, "alice"))
+
+    return call
+
+
+def _dataset_version_retired(request: pytest.FixtureRequest) -> Callable[[], object]:
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    alice = _user(request, "alice")
+    return lambda: dataset_services.dataset_version_retire(user=alice, version=version, reason="superseded")
 
 
 def _prediction_audit_created(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -148,6 +165,8 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.ROLE_REVOKED: _role_revoked,
     Verb.DATASET_CREATED: _dataset_registered,
     Verb.DATASET_VERSION_REGISTERED: _dataset_registered,
+    Verb.DATASET_VERSION_INTEGRITY_FAILED: _dataset_version_integrity_failed,
+    Verb.DATASET_VERSION_RETIRED: _dataset_version_retired,
     Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,
     Verb.PREDICTION_AUDIT_RETIRED: _prediction_audit_retired,
     Verb.EXPERIMENT_LAUNCHED: _experiment_launched,

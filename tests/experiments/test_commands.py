@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.models import Experiment
+from tests.datasets.conftest import flip_labels
 
 
 def _launch(version: DatasetVersion, hparams: dict[str, object]) -> str:
@@ -57,4 +58,16 @@ def test_a_wrong_launch_parameter_names_its_option(demo_version: DatasetVersion,
     with pytest.raises(CommandError) as caught:
         call_command("launch_experiment", "--dataset", str(demo_version.pk), *args, stdout=StringIO())
     assert str(caught.value).startswith(message)
+    assert not Experiment.objects.exists()
+
+
+def test_launch_experiment_refuses_a_tampered_dataset_file_naming_the_option(
+    bob: User, demo_version: DatasetVersion
+) -> None:
+    flip_labels(demo_version)
+    with pytest.raises(CommandError) as caught:
+        _launch(demo_version, {})
+    assert str(caught.value).startswith(
+        "--dataset: Dataset version credit-demo v1 failed its integrity check: the stored file's SHA-256 is "
+    )
     assert not Experiment.objects.exists()

@@ -146,7 +146,7 @@ def test_cancel_kills_the_trainer_process_group_and_cancels_the_trials(
     assert Event.objects.filter(verb="experiment.cancelled", actor=bob, target_id=str(experiment.pk)).exists()
 
 
-def test_an_invalid_dataset_fails_the_launch_with_the_reason_and_no_trials(
+def test_a_missing_dataset_file_fails_the_launch_with_the_reason_and_no_trials(
     bob: User, demo_version: DatasetVersion, fake_trainer: Path
 ) -> None:
     experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
@@ -154,7 +154,11 @@ def test_an_invalid_dataset_fails_the_launch_with_the_reason_and_no_trials(
     experiment_launch_task(experiment.pk)
     experiment.refresh_from_db()
     assert experiment.status == ExperimentStatus.LAUNCH_FAILED
-    assert experiment.error.startswith("launch failed: dataset invalid: ")
+    assert experiment.error == (
+        "launch failed: Dataset version credit-demo v1 failed its integrity check: the stored file "
+        f"credit-demo-400-seed20261129.csv is missing (registered SHA-256 {demo_version.sha256}). "
+        "Restore it, or register the file again as a new version."
+    )
     assert experiment.trials.count() == 0
 
 

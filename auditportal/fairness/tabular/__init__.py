@@ -18,6 +18,7 @@ from auditportal.fairness.tabular.profile import (
     Profile,
     inspect_file,
     load_normalized,
+    load_normalized_hashed,
     profile_file,
 )
 from auditportal.fairness.tabular.read import RawColumns, file_sha256, read_columns
@@ -68,6 +69,7 @@ __all__ = [
     "inspect_file",
     "integer_label",
     "load_normalized",
+    "load_normalized_hashed",
     "numpy_view",
     "parse_unknown_tokens",
     "profile_file",

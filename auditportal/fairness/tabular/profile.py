@@ -141,6 +141,19 @@ def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes:
     )
 
 
+def load_normalized_hashed(path: Path, spec: DatasetSpec, *, display_name: str) -> tuple[pa.Table, str]:
+    """``load_normalized`` and the file's SHA-256, hashed beside the read (the shard manifest's hash)."""
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as pool:
+        digest = pool.submit(sha256_of, path, stop)
+        try:
+            table = load_normalized(path, spec, display_name=display_name)
+        except BaseException:
+            stop.set()
+            raise
+        return table, digest.result()
+
+
 def load_normalized(path: Path, spec: DatasetSpec, *, display_name: str) -> pa.Table:
     file_format = file_format_of(path, display_name)
     check_spec(spec, display_name)

@@ -54,6 +54,7 @@ class Command(BaseCommand):
                 overwrite=options["overwrite"],
             )
         except UserError as exc:
+            # A failed integrity check is recorded (and its event written) before this refusal.
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Wrote {parts} part(s) of {version} ({manifest['num_examples']} rows)")
         self.stdout.write(str(out_dir))

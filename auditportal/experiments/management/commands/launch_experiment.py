@@ -53,7 +53,9 @@ class Command(BaseCommand):
                 batches=options["batches"],
             )
         except UserError as exc:
-            option = f"--{exc.field.replace('_', '-')}: " if exc.field else ""
+            # The form's and the API's dataset_version is this command's --dataset.
+            name = "dataset" if exc.field == "dataset_version" else exc.field
+            option = f"--{name.replace('_', '-')}: " if name else ""
             raise CommandError(f"{option}{exc}") from None
         if not options["wait"]:
             if options["format"] == "json":
