@@ -36,6 +36,7 @@ def test_json_output_is_one_document_with_the_documented_keys(predictions_csv: P
     assert audit.created_by.username == "portal-cli"
     assert {"rows", "tolerance", "alpha", "policy", "attributes"} <= set(document)
     assert document["tolerance"] == 0.05  # fairness policy version 1's, seeded from FAIRNESS_TOLERANCE
+    assert audit.policy is not None
     assert document["policy"] == audit.policy.as_document()
     assert list(document["attributes"]) == ["gender", "age_group", "gender&age_group"]
     gender = document["attributes"]["gender"]

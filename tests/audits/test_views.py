@@ -249,6 +249,7 @@ def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User,
     assert body["id"] == audit.pk
     assert body["rows"] == 12
     assert (body["tolerance"], body["alpha"]) == (0.05, 0.05)
+    assert audit.policy is not None
     assert body["policy"]["version"] == 1 == audit.policy.version
     assert body["attributes"]["gender"]["reference"] == "m"
     assert body["prediction"]["threshold"] == 0.5
