@@ -13,6 +13,7 @@ urlpatterns = [
     path("datasets/", include("auditportal.datasets.urls")),
     path("experiments/", include("auditportal.experiments.urls")),
     path("audits/", include("auditportal.audits.urls")),
+    path("policy/", include("auditportal.policies.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),
 ]

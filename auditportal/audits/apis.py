@@ -51,8 +51,6 @@ class PredictionAuditListCreateApi(APIView):
         unknown_tokens = serializers.ListField(
             child=serializers.CharField(allow_blank=True), required=False, allow_empty=True
         )
-        tolerance = serializers.FloatField(default=stats.DEFAULT_TOLERANCE)
-        alpha = serializers.FloatField(default=stats.DEFAULT_ALPHA)
         power = serializers.FloatField(default=stats.DEFAULT_POWER)
 
     class OutputSerializer(serializers.Serializer[Any]):
@@ -78,6 +76,8 @@ class PredictionAuditListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         user = request_user(request)
         services.require_auditor(user)
+        # The fairness policy sets these; a client that sends them would believe it had.
+        services.refuse_policy_parameters(list(request.data))
         serializer = self.InputSerializer(data=request.data)
         rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
         if rejected:
@@ -102,8 +102,6 @@ class PredictionAuditListCreateApi(APIView):
             intersect=data["intersect"],
             references=data["references"],
             unknown_tokens=data.get("unknown_tokens"),
-            tolerance=data["tolerance"],
-            alpha=data["alpha"],
             power=data["power"],
             max_groups=settings.DATASET_MAX_GROUPS,
         )

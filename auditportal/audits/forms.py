@@ -5,7 +5,6 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
 from auditportal.lib.env import human_size
@@ -54,20 +53,6 @@ class PredictionAuditForm(forms.Form):
         help_text="Comma-separated, matched case-insensitively. Empty values are always unknown. Rows with an "
         "unknown group are counted and left out of the comparisons.",
     )
-    tolerance = forms.FloatField(
-        initial=stats.DEFAULT_TOLERANCE,
-        min_value=0,
-        max_value=0.99,
-        label="Tolerance δ",
-        help_text="The policy's largest acceptable gap between a group and the reference.",
-    )
-    alpha = forms.FloatField(
-        initial=stats.DEFAULT_ALPHA,
-        min_value=0.0001,
-        max_value=0.5,
-        label="Alpha",
-        help_text="Familywise error rate per metric and attribute (Bonferroni for intervals, Holm for p-values).",
-    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -89,8 +74,6 @@ class PredictionAuditForm(forms.Form):
             references=data.get("reference") or "",
             # The field starts with the defaults; emptied, only empty values are unknown.
             unknown_tokens=data.get("unknown_tokens") or "",
-            tolerance=data["tolerance"],
-            alpha=data["alpha"],
             max_groups=settings.DATASET_MAX_GROUPS,
         )
 

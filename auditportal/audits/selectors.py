@@ -11,7 +11,7 @@ def prediction_audit_list(*, user: User) -> QuerySet[PredictionAudit]:
     # Every member may read every audit; an account without a role sees none.
     if not user.is_authenticated or not user.is_member:
         return PredictionAudit.objects.none()
-    return PredictionAudit.objects.select_related("created_by", "retired_by").order_by("-created_at", "-id")
+    return PredictionAudit.objects.select_related("created_by", "retired_by", "policy").order_by("-created_at", "-id")
 
 
 def prediction_audit_get(*, user: User, audit_id: int) -> PredictionAudit:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from auditportal.fairness import tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError
+from auditportal.policies.models import FairnessPolicy
+from auditportal.policies.selectors import policy_active
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +29,25 @@ RETIRE_REASON_MAX_LENGTH = 2000
 class AuditorRequired(PermissionDenied):
     def __init__(self) -> None:
         super().__init__("Only an ML engineer or a reviewer can run prediction audits.")
+
+
+# What the fairness policy decides, not the person running an audit.
+POLICY_PARAMETERS = ("tolerance", "alpha")
+
+
+class SetByPolicy(UserError):
+    def __init__(self, field: str, policy: FairnessPolicy) -> None:
+        super().__init__(
+            f"set by the fairness policy (version {policy.version}); administrators change it on /policy/",
+            field=field,
+        )
+
+
+def refuse_policy_parameters(given: list[str]) -> None:
+    """Raise SetByPolicy for the first policy parameter a request tried to set."""
+    for field in POLICY_PARAMETERS:
+        if field in given:
+            raise SetByPolicy(field, policy_active())
 
 
 def can_run_audits(user: User) -> bool:
@@ -42,17 +64,33 @@ def prediction_audit_run(
 ) -> PredictionAudit:
     """Audit the predictions in ``source`` and store the result; the file itself is not kept.
 
+    The active fairness policy decides the tolerance, alpha, judged metrics and minimum group size
+    (whatever ``spec`` says about them); the audit records its version.
+
     ``sha256`` is the digest of ``source`` when it was taken as the file was received (uploads);
     otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
     AuditSpecError for impossible parameters (both UserErrors).
     """
     require_auditor(user)
+    policy = policy_active()
+    spec = dataclasses.replace(
+        spec,
+        tolerance=policy.tolerance,
+        alpha=policy.alpha,
+        metrics=tuple(policy.metrics),
+        min_group_size=policy.min_group_size,
+    )
     spec.check()
     tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
     outcome = audit_predictions(
-        source, spec, display_name=original_name, max_bytes=settings.DATASET_MAX_UPLOAD_BYTES, sha256=sha256
+        source,
+        spec,
+        display_name=original_name,
+        max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+        sha256=sha256,
+        policy=policy.as_document(),
     )
     with transaction.atomic():
         audit = PredictionAudit.objects.create(
@@ -65,6 +103,7 @@ def prediction_audit_run(
             parameters=spec.parameters(),
             result=outcome.document,
             verdict=outcome.document["verdict"] or "",
+            policy=policy,
         )
         event_record(
             actor=user,
@@ -75,6 +114,7 @@ def prediction_audit_run(
                 "sha256": outcome.sha256,
                 "rows": outcome.num_rows,
                 "verdict": outcome.document["verdict"],
+                "policy": policy.version,
             },
         )
     logger.info("%s: %d rows, verdict %s", audit, audit.num_rows, audit.verdict or "none")

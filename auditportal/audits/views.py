@@ -17,6 +17,7 @@ from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import received_sha256, report_rejected_uploads
+from auditportal.policies.selectors import policy_active
 
 AUDITS_PER_PAGE = 25
 
@@ -59,7 +60,12 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
             return redirect("audits:prediction", audit_id=audit.pk)
-    return render(request, "audits/new.html", {"form": form}, status=400 if form.errors else 200)
+    return render(
+        request,
+        "audits/new.html",
+        {"form": form, "policy": policy_active()},
+        status=400 if form.errors else 200,
+    )
 
 
 def _detail(

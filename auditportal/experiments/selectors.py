@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
@@ -23,7 +23,8 @@ def experiment_get(*, user: User, experiment_id: int) -> Experiment:
 
 
 def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
-    return experiment.trials.order_by("number").prefetch_related("verdicts")
+    verdicts = TrialVerdict.objects.select_related("policy")
+    return experiment.trials.order_by("number").prefetch_related(Prefetch("verdicts", queryset=verdicts))
 
 
 def verdict_as_json(verdict: TrialVerdict) -> dict[str, Any]:
@@ -39,6 +40,7 @@ def verdict_as_json(verdict: TrialVerdict) -> dict[str, Any]:
         "positives_needed": verdict.positives_needed,
         "tolerance": verdict.tolerance,
         "alpha": verdict.alpha,
+        "policy_version": verdict.policy.version if verdict.policy else None,
     }
 
 

@@ -11,20 +11,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.fairness import judge, stats
 from auditportal.fairness.metricsfile import confusion_counts
+from auditportal.policies.selectors import policy_active
 
 HEADLINE_METRIC = "tpr"  # equal opportunity: the gap the trainer's eod measures
 
 
 def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, float | None]) -> list[TrialVerdict]:
-    """Judge every attribute in one validation report; call inside the ingesting transaction."""
-    tolerance, alpha = settings.FAIRNESS_TOLERANCE, settings.FAIRNESS_ALPHA
+    """Judge every attribute in one validation report under the active fairness policy; call inside
+    the ingesting transaction. Each verdict records the policy version."""
+    policy = policy_active()
+    tolerance, alpha = policy.tolerance, policy.alpha
     existing = {verdict.attribute: verdict for verdict in trial.verdicts.all()}
     updated = []
     for attribute, counts in confusion_counts(metrics).items():
@@ -39,6 +41,8 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
             alpha=alpha,
             columns=counts.columns,
             values=counts.values,
+            metrics=policy.metrics,
+            min_group_size=policy.min_group_size,
         )
         headline = _headline(document["comparisons"])
         verdict = "" if headline is None else str(headline["verdict"])
@@ -46,6 +50,7 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
             "step": step,
             "tolerance": tolerance,
             "alpha": alpha,
+            "policy": policy,
             "reference": document["reference"] or "",
             "verdict": verdict,
             "group": "" if headline is None else headline["group"],
@@ -62,7 +67,13 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
                 actor=None,
                 verb=Verb.TRIAL_VERDICT_CHANGED,
                 target=trial,
-                data={"attribute": attribute, "from": previous, "to": verdict, "step": step},
+                data={
+                    "attribute": attribute,
+                    "from": previous,
+                    "to": verdict,
+                    "step": step,
+                    "policy": policy.version,
+                },
             )
         updated.append(saved)
     return updated

@@ -68,6 +68,9 @@ class AuditSpec:
     alpha: float = stats.DEFAULT_ALPHA
     power: float = stats.DEFAULT_POWER
     max_groups: int = 50
+    # The fairness policy's judged metrics and minimum group size (judge.judge_attribute).
+    metrics: tuple[str, ...] = stats.COMPARED
+    min_group_size: int | None = None
 
     @classmethod
     def from_input(
@@ -86,6 +89,8 @@ class AuditSpec:
         alpha: float = stats.DEFAULT_ALPHA,
         power: float = stats.DEFAULT_POWER,
         max_groups: int = 50,
+        metrics: Sequence[str] = stats.COMPARED,
+        min_group_size: int | None = None,
     ) -> AuditSpec:
         """The spec for what a user gave the form, the API or the command, normalised one way.
 
@@ -111,6 +116,8 @@ class AuditSpec:
             alpha=alpha,
             power=power,
             max_groups=max_groups,
+            metrics=tuple(metrics),
+            min_group_size=min_group_size,
         )
 
     def check(self) -> None:
@@ -155,6 +162,15 @@ class AuditSpec:
             raise AuditSpecError("alpha", f"alpha must be between 0 and 1, not {self.alpha}")
         if not 0 < self.power < 1:
             raise AuditSpecError("power", f"the power must be between 0 and 1, not {self.power}")
+        unknown = [metric for metric in self.metrics if metric not in stats.COMPARED]
+        if unknown or not self.metrics:
+            raise AuditSpecError(
+                "metrics", f"judge one or more of {', '.join(stats.COMPARED)}, not {', '.join(unknown) or 'none'}"
+            )
+        if self.min_group_size is not None and self.min_group_size < 1:
+            raise AuditSpecError(
+                "min_group_size", f"the minimum group size must be a positive integer, not {self.min_group_size}"
+            )
 
     def columns_spec(self) -> DatasetSpec:
         """The label and attributes as the dataset registry reads them (no features)."""
@@ -169,7 +185,7 @@ class AuditSpec:
 
     def parameters(self) -> JSON:
         values = asdict(self)
-        for key in ("attributes", "references", "unknown_tokens"):
+        for key in ("attributes", "references", "unknown_tokens", "metrics"):
             values[key] = list(values[key])
         return values
 
@@ -190,11 +206,19 @@ class AuditOutcome:
 
 
 def audit_predictions(
-    path: Path, spec: AuditSpec, *, display_name: str, max_bytes: int, sha256: str | None = None
+    path: Path,
+    spec: AuditSpec,
+    *,
+    display_name: str,
+    max_bytes: int,
+    sha256: str | None = None,
+    policy: JSON | None = None,
 ) -> AuditOutcome:
     """Audit the predictions in ``path``; raise DatasetError (file problems) or AuditSpecError.
 
     ``sha256``: the file's digest when the caller already has it (see ``ingest.read_columns``).
+    ``policy``: the fairness policy the spec's tolerance, alpha, metrics and minimum group size came
+    from (its document, plain values), written into the result as it is.
     """
     spec.check()
     output = cast(str, spec.prediction or spec.score)
@@ -230,6 +254,8 @@ def audit_predictions(
             power=spec.power,
             columns=table.columns,
             values=table.values,
+            metrics=spec.metrics,
+            min_group_size=spec.min_group_size,
         )
         for table in tables
     }
@@ -259,6 +285,7 @@ def audit_predictions(
         "tolerance": spec.tolerance,
         "alpha": spec.alpha,
         "power": spec.power,
+        **({"policy": dict(policy)} if policy is not None else {}),
         "verdict": judge.worst([item["verdict"] for item in attributes.values()]),
         "attributes": attributes,
     }

@@ -48,12 +48,19 @@ def judge_attribute(
     power: float = stats.DEFAULT_POWER,
     columns: Sequence[str] | None = None,
     values: Sequence[Sequence[str]] | None = None,
+    metrics: Sequence[str] = stats.COMPARED,
+    min_group_size: int | None = None,
 ) -> JSON:
     """The JSON of one attribute: groups, comparisons against the reference, spreads and verdict.
 
     ``groups`` are the groups' keys; ``columns`` (the attribute, or the intersected attributes) and
     ``values`` (per group, its value in each column), when given, are written out as lists beside
     them, so a reader never has to take a key apart (auditportal/fairness/intersections.py).
+
+    The fairness policy's rules: only comparisons of ``metrics`` are judged (count towards the
+    attribute's verdict; the others are still shown, with ``judged`` false), and a comparison whose
+    group or reference has fewer than ``min_group_size`` rows cannot PASS: it is INCONCLUSIVE with a
+    note. It can still FAIL, so a small group never hides a real gap.
     """
     counts = np.asarray(counts, dtype=np.int64).reshape(len(groups), 4)
     if reference is None:
@@ -69,8 +76,11 @@ def judge_attribute(
         for metric, comparison in compared.items():
             for index, name in enumerate(groups):
                 if index != reference:
-                    comparisons.append(_comparison(metric, name, groups[reference], comparison, index))
-    verdicts = [item["verdict"] for item in comparisons]
+                    entry = _comparison(metric, name, groups[reference], comparison, index)
+                    entry["judged"] = metric in metrics
+                    entry["note"] = _small_group(entry, counts, index, reference, min_group_size)
+                    comparisons.append(entry)
+    verdicts = [item["verdict"] for item in comparisons if item["judged"]]
     return {
         **({"columns": list(columns)} if columns is not None else {}),
         "reference": None if reference is None else groups[reference],
@@ -81,6 +91,24 @@ def judge_attribute(
         "verdict": worst(verdicts),
         "verdicts": {name: verdicts.count(name) for name in stats.VERDICTS},
     }
+
+
+def _small_group(
+    entry: JSON, counts: stats.Counts, index: int, reference: int, min_group_size: int | None
+) -> str | None:
+    """Demote a PASS resting on a group below the policy's minimum size; the note says why."""
+    if min_group_size is None:
+        return None
+    sizes = {entry["group"]: int(counts[index].sum()), entry["reference"]: int(counts[reference].sum())}
+    small = [(name, size) for name, size in sizes.items() if size < min_group_size]
+    if not small:
+        return None
+    name, size = min(small, key=lambda item: item[1])
+    role = "the reference" if name == entry["reference"] and name != entry["group"] else "the group"
+    if entry["verdict"] == stats.Verdict.PASS:
+        entry["verdict"] = stats.Verdict.INCONCLUSIVE.value
+        return f"{role} has {size:,} rows, fewer than the policy's minimum of {min_group_size:,}: it cannot PASS"
+    return f"{role} has {size:,} rows, fewer than the policy's minimum of {min_group_size:,}"
 
 
 def worst(verdicts: Sequence[str | None]) -> str | None:

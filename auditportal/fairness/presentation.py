@@ -82,6 +82,7 @@ class ComparisonRow:
     verdict: str
     positives_needed: str
     note: str
+    judged: bool  # False: shown, but the fairness policy does not count it towards a verdict
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,11 @@ def _rate(entry: Mapping[str, Any], metric: str) -> tuple[str, str]:
 
 
 def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> ComparisonRow:
-    notes: list[str] = []
+    # Documents stored before the policy chose metrics judged every comparison.
+    judged = bool(item.get("judged", True))
+    notes: list[str] = [] if judged else ["not judged under the policy"]
+    if item.get("note"):
+        notes.append(item["note"])
     if item["undefined"]:
         notes.append("undefined: a rate has no denominator")
     if item.get("component"):
@@ -195,6 +200,7 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         verdict=item["verdict"],
         positives_needed=f"{needed:,}" if needed is not None else "—",
         note="; ".join(notes),
+        judged=judged,
     )
 
 

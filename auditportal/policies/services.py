@@ -1,11 +1,44 @@
 from __future__ import annotations
 
-from django.conf import settings
-from django.db import transaction
+import math
+from collections.abc import Sequence
+from typing import Final
 
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+
+from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.fairness import stats
+from auditportal.fairness.errors import UserError
 from auditportal.policies.models import DEFAULT_METRICS, FairnessPolicy, ReferenceRule
+from auditportal.policies.selectors import policy_active
+
+# Trial verdicts judge recall, the gap the trainer's EOD measures; a policy that did not judge it
+# would leave every trial without a verdict.
+REQUIRED_METRIC: Final = "tpr"
+_ATTEMPTS: Final = 5
+
+
+class PolicyError(UserError):
+    """An impossible policy; ``field`` names the value to fix."""
+
+
+class AdministratorRequired(PermissionDenied):
+    def __init__(self) -> None:
+        super().__init__("Only an administrator can change the fairness policy.")
+
+
+class Keep:
+    """A value not given: it carries over from the active policy."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Final = Keep()
 
 
 def policy_seed(*, using: str = "default") -> FairnessPolicy | None:
@@ -25,3 +58,104 @@ def policy_seed(*, using: str = "default") -> FairnessPolicy | None:
         if using == "default":
             event_record(actor=None, verb=Verb.FAIRNESS_POLICY_CREATED, target=policy, data=policy.as_document())
         return policy
+
+
+def can_change_policy(user: User) -> bool:
+    return user.is_authenticated and user.has_role(Role.ADMIN)
+
+
+def policy_create(
+    *,
+    user: User,
+    reason: str,
+    tolerance: float | Keep = KEEP,
+    alpha: float | Keep = KEEP,
+    metrics: Sequence[str] | None = None,
+    reference_rule: str | None = None,
+    min_group_size: int | Keep | None = KEEP,
+) -> FairnessPolicy:
+    """The next version of the fairness policy (administrators only); values not given carry over.
+
+    Existing verdicts keep the version they were judged under; only later verdicts use this one.
+    Two administrators at once both get a version: the loser of the race for a version number
+    re-reads the active policy and tries the next one.
+    """
+    if not can_change_policy(user):
+        raise AdministratorRequired
+    reason = reason.strip()
+    if not reason:
+        raise PolicyError("give a reason for the new version: it is shown in the policy's history", field="reason")
+    for _ in range(_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                active = policy_active()
+                values = _checked(
+                    tolerance=active.tolerance if isinstance(tolerance, Keep) else tolerance,
+                    alpha=active.alpha if isinstance(alpha, Keep) else alpha,
+                    metrics=active.metrics if metrics is None else metrics,
+                    reference_rule=active.reference_rule if reference_rule is None else reference_rule,
+                    min_group_size=active.min_group_size if isinstance(min_group_size, Keep) else min_group_size,
+                )
+                current = active.as_document()
+                del current["version"]
+                if values == current:
+                    raise PolicyError(f"nothing changed: version {active.version} already has these values")
+                policy = FairnessPolicy.objects.create(
+                    version=active.version + 1, reason=reason, created_by=user, **values
+                )
+                event_record(
+                    actor=user,
+                    verb=Verb.FAIRNESS_POLICY_CREATED,
+                    target=policy,
+                    data={**policy.as_document(), "reason": reason},
+                )
+                return policy
+        except IntegrityError:
+            if not FairnessPolicy.objects.filter(version=active.version + 1).exists():
+                raise  # not the race for the version number
+    raise RuntimeError(f"could not number a new policy version in {_ATTEMPTS} attempts")
+
+
+def _checked(
+    *, tolerance: float, alpha: float, metrics: Sequence[str], reference_rule: str, min_group_size: int | None
+) -> dict[str, object]:
+    if not _number(tolerance) or not 0 <= tolerance < 1:
+        raise PolicyError(f"the tolerance δ must be at least 0 and below 1, not {tolerance}", field="tolerance")
+    if not _number(alpha) or not 0 < alpha <= 0.5:
+        raise PolicyError(f"alpha must be above 0 and at most 0.5, not {alpha}", field="alpha")
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    chosen = {str(metric).strip() for metric in metrics} - {""}
+    unknown = sorted(chosen - set(stats.COMPARED))
+    if unknown or not chosen:
+        raise PolicyError(
+            f"the metrics are one or more of {', '.join(stats.COMPARED)}, not {', '.join(unknown) or 'none'}",
+            field="metrics",
+        )
+    if REQUIRED_METRIC not in chosen:
+        raise PolicyError(
+            f"the metrics must include {REQUIRED_METRIC}: trial verdicts judge recall (the trainer's EOD)",
+            field="metrics",
+        )
+    if reference_rule not in ReferenceRule.values:
+        raise PolicyError(
+            f"the reference rule is one of {', '.join(ReferenceRule.values)}, not {reference_rule!r}",
+            field="reference_rule",
+        )
+    if min_group_size is not None and (
+        isinstance(min_group_size, bool) or not isinstance(min_group_size, int) or min_group_size < 1
+    ):
+        raise PolicyError(
+            f"the minimum group size must be a positive integer or none, not {min_group_size}", field="min_group_size"
+        )
+    return {
+        "tolerance": float(tolerance),
+        "alpha": float(alpha),
+        "metrics": [metric for metric in stats.COMPARED if metric in chosen],
+        "reference_rule": reference_rule,
+        "min_group_size": min_group_size,
+    }
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -136,8 +136,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 DATASET_STORAGE_DIR = Path(env_str("DATASET_STORAGE_DIR", str(VAR_DIR / "datasets"))).resolve()
 DATASET_MAX_UPLOAD_BYTES = env_size("DATASET_MAX_UPLOAD_SIZE", 2 * 1024**3)
 DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
-# Fairness policy applied to every trial's latest validation counts (prediction audits take their
-# own tolerance and alpha per run): FAIL when a gap's familywise interval lies beyond +-tolerance.
+# Only seed version 1 of the fairness policy at the first migrate; later versions are data
+# (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=1.0)
 FAIRNESS_ALPHA = env_float("FAIRNESS_ALPHA", 0.05, minimum=1e-6, maximum=0.5)
 SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()

@@ -5,6 +5,7 @@
   var section = document.getElementById("experiment");
   if (!section) { return; }
   var url = section.getAttribute("data-progress-url");
+  var policyUrl = section.getAttribute("data-policy-url");
   var table = document.querySelector("#trials tbody");
   var PERIOD_MS = 2000;
 
@@ -96,6 +97,13 @@
           text += "; ~" + v.positives_needed + " positives per group to decide";
         }
         box.appendChild(cell("small", text));
+      }
+      if (v.policy_version) {
+        var link = cell("a", undefined, "policy");
+        link.href = policyUrl + "#v" + v.policy_version;
+        link.appendChild(cell("small", "policy v" + v.policy_version));
+        box.appendChild(document.createTextNode(" "));
+        box.appendChild(link);
       }
       target.appendChild(box);
     });

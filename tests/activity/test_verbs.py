@@ -22,6 +22,7 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.fairness.tabular import DatasetSpec
+from auditportal.policies import services as policy_services
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.experiments.conftest import poll_until_done
@@ -159,6 +160,11 @@ def _trial_verdict_changed(request: pytest.FixtureRequest) -> Callable[[], objec
     return lambda: trial_metrics_ingest(trial=trial, records=[report])
 
 
+def _fairness_policy_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    erin = _user(request, "erin")
+    return lambda: policy_services.policy_create(user=erin, tolerance=0.1, reason="Stricter review board")
+
+
 SCENARIOS: dict[Verb, Scenario] = {
     Verb.USER_CREATED: _user_created,
     Verb.ROLE_GRANTED: _role_granted,
@@ -176,6 +182,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_FAILED: _experiment_failed,
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
+    Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
 }
 
 

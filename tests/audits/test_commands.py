@@ -29,13 +29,15 @@ def _json(*args: str) -> dict[str, Any]:
 def test_json_output_is_one_document_with_the_documented_keys(predictions_csv: Path) -> None:
     document = _json(
         str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender",
-        "--attribute", "age_group", "--intersect", "--tolerance", "0.1",
+        "--attribute", "age_group", "--intersect",
     )  # fmt: skip
     audit = PredictionAudit.objects.get()
     assert document["id"] == audit.pk
     assert audit.created_by.username == "portal-cli"
-    assert {"rows", "tolerance", "alpha", "attributes"} <= set(document)
-    assert document["tolerance"] == 0.1
+    assert {"rows", "tolerance", "alpha", "policy", "attributes"} <= set(document)
+    assert document["tolerance"] == 0.05  # fairness policy version 1's, seeded from FAIRNESS_TOLERANCE
+    assert audit.policy is not None
+    assert document["policy"] == audit.policy.as_document()
     assert list(document["attributes"]) == ["gender", "age_group", "gender&age_group"]
     gender = document["attributes"]["gender"]
     assert set(gender["groups"]["f"]) >= {"n", "positives", "negatives", "tp", "fn", "fp", "tn", "tpr", "fpr", "fnr"}
@@ -67,7 +69,14 @@ def test_the_table_format_shows_groups_comparisons_and_the_verdict(predictions_c
         (["--prediction", "nope"], "declared columns not in the file: 'nope' (prediction)"),
         (["--score", "score"], "--threshold: a score column needs a threshold"),
         (["--prediction", "pred", "--label", "score"], "row 3, column 'score': value '0.1' makes the label non-binary"),
-        (["--prediction", "pred", "--alpha", "2"], "--alpha: alpha must be between 0 and 1, not 2.0"),
+        (
+            ["--prediction", "pred", "--alpha", "0.2"],
+            "--alpha: set by the fairness policy (version 1); administrators change it on /policy/",
+        ),
+        (
+            ["--prediction", "pred", "--tolerance", "0.1"],
+            "--tolerance: set by the fairness policy (version 1); administrators change it on /policy/",
+        ),
     ],
 )
 def test_bad_input_exits_non_zero_with_a_clear_message(predictions_csv: Path, args: list[str], message: str) -> None:

@@ -69,8 +69,6 @@ def _through_the_form(user: User, tokens: list[str] | None) -> None:
         "attributes": " gender ,age_group",
         "reference": "m, age_group=old",
         "unknown_tokens": text,
-        "tolerance": "0.1",
-        "alpha": "0.05",
     }
     response = _client(user).post(reverse("audits:prediction-new"), data)
     assert response.status_code == 302, response.content.decode()
@@ -84,7 +82,6 @@ def _through_the_api(user: User, tokens: list[str] | None) -> None:
         "prediction": "pred ",
         "attributes": [" gender ", "age_group"],
         "references": ["m", " age_group=old"],
-        "tolerance": "0.1",
     }
     if tokens is not None:
         data["unknown_tokens"] = tokens
@@ -95,7 +92,7 @@ def _through_the_api(user: User, tokens: list[str] | None) -> None:
 def _through_the_command(user: User, tokens: list[str] | None, source: Path) -> None:
     args = [str(source), "--label", " label ", "--positive", " 1", "--prediction", "pred "]
     args += ["--attribute", " gender ", "--attribute", "age_group", "--reference", "m", "--reference", " age_group=old"]
-    args += ["--tolerance", "0.1", "--user", user.username]
+    args += ["--user", user.username]
     for token in tokens or []:
         args += ["--unknown-token", token]
     call_command("audit_predictions", *args, stdout=StringIO())

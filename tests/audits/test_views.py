@@ -39,8 +39,6 @@ def _form(**changes: Any) -> dict[str, Any]:
         "score": "",
         "attributes": "gender, age_group",
         "unknown_tokens": "nan, -1, unknown",
-        "tolerance": "0.05",
-        "alpha": "0.05",
         **changes,
     }
 
@@ -243,7 +241,6 @@ def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User,
             "threshold": "0.5",
             "attributes": ["gender", "age_group"],
             "references": ["gender=m"],
-            "tolerance": "0.1",
         },
     )
     assert response.status_code == 201, response.content.decode()
@@ -251,7 +248,9 @@ def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User,
     audit = PredictionAudit.objects.get()
     assert body["id"] == audit.pk
     assert body["rows"] == 12
-    assert body["tolerance"] == 0.1
+    assert (body["tolerance"], body["alpha"]) == (0.05, 0.05)
+    assert audit.policy is not None
+    assert body["policy"]["version"] == 1 == audit.policy.version
     assert body["attributes"]["gender"]["reference"] == "m"
     assert body["prediction"]["threshold"] == 0.5
     assert audit.created_by == carol

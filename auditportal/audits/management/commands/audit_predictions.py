@@ -3,7 +3,7 @@ from __future__ import annotations
 import gc
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -70,8 +70,9 @@ class Command(BaseCommand):
             help="a value meaning unknown, matched case-insensitively (repeatable, or comma-separated; replaces "
             "the defaults: empty, NaN, -1, unknown; empty values are always unknown)",
         )
-        parser.add_argument("--tolerance", type=float, default=stats.DEFAULT_TOLERANCE, help="policy tolerance delta")
-        parser.add_argument("--alpha", type=float, default=stats.DEFAULT_ALPHA, help="familywise error rate")
+        # Refused with a message: the active fairness policy sets them (`fairness_policy show`).
+        parser.add_argument("--tolerance", help="refused: the fairness policy sets it (`fairness_policy show`)")
+        parser.add_argument("--alpha", help="refused: the fairness policy sets it (`fairness_policy show`)")
         parser.add_argument(
             "--power", type=float, default=stats.DEFAULT_POWER, help="power for the sample sizes of INCONCLUSIVE"
         )
@@ -92,6 +93,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         source: Path = options["file"]
+        try:
+            services.refuse_policy_parameters([name for name in ("tolerance", "alpha") if options[name] is not None])
+        except UserError as exc:
+            raise CommandError(f"{FLAGS[cast(str, exc.field)]}: {exc}") from exc
         spec = AuditSpec.from_input(
             label=options["label"],
             positive=options["positive"],
@@ -102,8 +107,6 @@ class Command(BaseCommand):
             intersect=options["intersect"],
             references=options["references"],
             unknown_tokens=options["unknown_tokens"],
-            tolerance=options["tolerance"],
-            alpha=options["alpha"],
             power=options["power"],
             max_groups=settings.DATASET_MAX_GROUPS,
         )
@@ -134,6 +137,11 @@ def _actor(username: str | None) -> User:
     return cli_user(username, role=Role.ML_ENGINEER)
 
 
+def _policy_text(document: dict[str, Any]) -> str:
+    policy = document.get("policy")
+    return "" if policy is None else f"fairness policy v{policy['version']}: "
+
+
 def render_table(audit: PredictionAudit) -> str:
     document = audit.result
     prediction = document["prediction"]
@@ -147,7 +155,8 @@ def render_table(audit: PredictionAudit) -> str:
         f"{document['rows']:,} rows; label {document['label']['column']!r} positive = "
         f"{document['label']['positive']!r} ({document['label']['positives']:,} positive); {output} "
         f"({prediction['predicted_positives']:,} predicted positive)",
-        f"tolerance {document['tolerance']:g}, alpha {document['alpha']:g} per metric and attribute; "
+        f"{_policy_text(document)}tolerance {document['tolerance']:g}, alpha {document['alpha']:g} per metric and "
+        "attribute; "
         f"overall verdict: {document['verdict'] or 'none (nothing to compare)'}",
     ]
     for table in presentation.attribute_tables(document):
@@ -198,7 +207,7 @@ def render_table(audit: PredictionAudit) -> str:
                             row.noise_floor,
                             row.p_value,
                             row.p_adjusted,
-                            row.verdict,
+                            row.verdict if row.judged else f"({row.verdict})",
                             row.positives_needed,
                             row.note,
                         ]

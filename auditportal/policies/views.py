@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from auditportal.accounts.permissions import request_user
+from auditportal.fairness.errors import UserError
+from auditportal.lib.forms import add_user_error
+from auditportal.policies import selectors, services
+from auditportal.policies.forms import PolicyForm
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def policy_page(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
+    if not user.is_member:
+        raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+    can_change = services.can_change_policy(user)
+    if request.method == "POST" and not can_change:
+        raise services.AdministratorRequired
+    active = selectors.policy_active()
+    form = PolicyForm.starting_from(active, request.POST or None) if can_change else None
+    if form is not None and request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            policy = services.policy_create(
+                user=user,
+                reason=data["reason"],
+                tolerance=data["tolerance"],
+                alpha=data["alpha"],
+                metrics=data["metrics"],
+                min_group_size=data["min_group_size"],
+            )
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            messages.success(request, f"Fairness policy version {policy.version} is active; later verdicts use it.")
+            return redirect("policies:page")
+    return render(
+        request,
+        "policies/page.html",
+        {"active": active, "history": selectors.policy_history(), "form": form},
+        status=400 if form is not None and form.errors else 200,
+    )
