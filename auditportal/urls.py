@@ -13,6 +13,7 @@ urlpatterns = [
     path("datasets/", include("auditportal.datasets.urls")),
     path("experiments/", include("auditportal.experiments.urls")),
     path("audits/", include("auditportal.audits.urls")),
+    path("documents/", include("auditportal.evidence.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -11,4 +11,5 @@ urlpatterns = [
     ),
     path("", include("auditportal.experiments.api_urls")),
     path("", include("auditportal.audits.api_urls")),
+    path("", include("auditportal.evidence.api_urls")),
 ]

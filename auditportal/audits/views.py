@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import selectors, services
 from auditportal.audits.forms import PredictionAuditForm
+from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
@@ -72,5 +73,6 @@ def prediction_audit_detail(request: HttpRequest, audit_id: int) -> HttpResponse
             "audit": audit,
             "attributes": presentation.attribute_tables(audit.result),
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
+            "documents": verdict_documents_of_audit(audit=audit),
         },
     )

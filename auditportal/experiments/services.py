@@ -17,6 +17,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard
+from auditportal.evidence.services import verdict_document_freeze_trial_completed
 from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
@@ -258,7 +259,9 @@ def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
         if trial is None:
             continue
         trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
-        _trial_update(trial, trial_snapshot)
+        if _trial_update(trial, trial_snapshot) == TrialState.COMPLETED:
+            # Its metrics, the last validation's included, were ingested just above.
+            verdict_document_freeze_trial_completed(trial=trial)
     _finish_if_done(experiment, snapshot)
 
 
@@ -282,7 +285,8 @@ def _trial_for(experiment: Experiment, snapshot: TrialSnapshot) -> Trial | None:
         )
 
 
-def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> None:
+def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> str | None:
+    """Apply the snapshot; the state the trial was moved into, if this call moved it."""
     updates: dict[str, Any] = {}
     if snapshot.hparams is not None and snapshot.hparams != trial.hparams:
         updates["hparams"] = snapshot.hparams
@@ -301,9 +305,10 @@ def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> None:
         elif snapshot.state == TrialState.RUNNING and trial.started_at is None:
             updates["started_at"] = timezone.now()
     if not updates:
-        return
+        return None
     # Never move a trial out of a final state (a cancel may have landed while we polled).
-    Trial.objects.filter(pk=trial.pk).exclude(state__in=TERMINAL_TRIAL_STATES).update(**updates)
+    changed = Trial.objects.filter(pk=trial.pk).exclude(state__in=TERMINAL_TRIAL_STATES).update(**updates)
+    return updates.get("state") if changed == 1 else None
 
 
 def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
