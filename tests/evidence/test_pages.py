@@ -108,7 +108,7 @@ def test_an_engineer_freezes_a_validation_from_the_experiment_page(trial: Trial,
     assert response["Location"] == f"/documents/{document.pk}/"
     assert (document.step, document.frozen_by, document.trigger) == (2, bob, "requested")
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
-    assert f'<code>{document.sha256[:12]}</code></a> <small class="muted">step 2, policy v1</small>' in page
+    assert f'<code>{document.sha256[:12]}</code></a> <small class="muted">(step 2, policy v1)</small>' in page
     detail = client.get(response["Location"]).content.decode()
     assert f"Trial {trial.number} of {trial.experiment.name}" in detail
     assert "by bob — frozen on request" in detail
