@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +36,6 @@ def test_a_committee_member_opens_a_verdict_document_and_downloads_bytes_with_it
     saved = tmp_path / "document.json"
     download_info.value.save_as(saved)
     assert hashlib.sha256(saved.read_bytes()).hexdigest() == document.sha256
+    # What docs/verdict-documents.md tells a reader to run.
+    printed = subprocess.run(["sha256sum", str(saved)], capture_output=True, text=True, check=True).stdout
+    assert printed.split()[0] == document.sha256

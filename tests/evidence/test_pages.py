@@ -141,3 +141,16 @@ def test_a_step_without_validation_is_reported_on_the_experiment_page(trial: Tri
         f"Trial {trial.number} of experiment {trial.experiment_id} has no validation counts at step 3."
         in response.content.decode()
     )
+
+
+def test_the_admin_only_reads_documents(document: VerdictDocument, django_user_model: type[User]) -> None:
+    root = django_user_model.objects.create_superuser("root", "root@example.org", "a long passphrase")
+    client = _client(root)
+    assert client.get(f"/admin/evidence/verdictdocument/{document.pk}/change/").status_code == 200  # view only
+    assert client.get("/admin/evidence/verdictdocument/add/").status_code == 403
+    changed = client.post(f"/admin/evidence/verdictdocument/{document.pk}/change/", {"sha256": "0" * 64})
+    assert changed.status_code == 403
+    deleted = client.post(f"/admin/evidence/verdictdocument/{document.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 403
+    stored = VerdictDocument.objects.get(pk=document.pk)
+    assert (stored.sha256, stored.canonical) == (document.sha256, document.canonical)
