@@ -14,6 +14,7 @@ urlpatterns = [
     path("experiments/", include("auditportal.experiments.urls")),
     path("audits/", include("auditportal.audits.urls")),
     path("policy/", include("auditportal.policies.urls")),
+    path("documents/", include("auditportal.evidence.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),
 ]

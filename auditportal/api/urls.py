@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("auditportal.experiments.api_urls")),
     path("", include("auditportal.audits.api_urls")),
     path("", include("auditportal.policies.api_urls")),
+    path("", include("auditportal.evidence.api_urls")),
 ]

@@ -13,6 +13,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
+from auditportal.evidence.services import verdict_document_freeze_prediction_audit
 from auditportal.fairness import tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.errors import UserError
@@ -117,6 +118,7 @@ def prediction_audit_run(
                 "policy": policy.version,
             },
         )
+        verdict_document_freeze_prediction_audit(audit=audit)
     logger.info("%s: %d rows, verdict %s", audit, audit.num_rows, audit.verdict or "none")
     return audit
 

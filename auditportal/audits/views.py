@@ -13,6 +13,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.audits import selectors, services
 from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
 from auditportal.audits.models import PredictionAudit
+from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
@@ -82,6 +83,7 @@ def _detail(
             "attributes": presentation.attribute_tables(audit.result),
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
             "retire_form": retire_form,
+            "documents": verdict_documents_of_audit(audit=audit),
         },
         status=400 if retire_form is not None and retire_form.errors else 200,
     )

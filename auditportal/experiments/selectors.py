@@ -6,7 +6,7 @@ from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
-from auditportal.experiments.models import Experiment, MetricPoint, Trial, TrialVerdict
+from auditportal.experiments.models import Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
 
 
 def experiment_list(*, user: User) -> QuerySet[Experiment]:
@@ -91,3 +91,26 @@ def experiment_as_json(experiment: Experiment) -> dict[str, Any]:
         "active": experiment.is_active,
         "trials": [trial_as_json(trial) for trial in trials],
     }
+
+
+def trial_validation_steps(*, trial: Trial) -> list[int]:
+    """The steps at which ``trial`` reported a validation, oldest first."""
+    steps = trial.metric_points.filter(kind=MetricKind.VALIDATION).values_list("step", flat=True).distinct()
+    return sorted(steps)
+
+
+def trial_validation_counts(*, trial: Trial, step: int) -> dict[str, float | None]:
+    """The ``count/...`` metrics of one validation, as the trainer reported them (the input of
+    fairness.metricsfile.confusion_counts); empty when there was no validation at ``step``."""
+    points = trial.metric_points.filter(kind=MetricKind.VALIDATION, step=step, name__startswith="count/")
+    return dict(points.values_list("name", "value"))
+
+
+def trial_get(*, user: User, trial_id: int) -> Trial:
+    """A trial of an experiment ``user`` may see; 404 otherwise."""
+    try:
+        return Trial.objects.select_related("experiment__dataset_version__dataset").get(
+            pk=trial_id, experiment__in=experiment_list(user=user).values("pk")
+        )
+    except Trial.DoesNotExist:
+        raise Http404("No such trial.") from None

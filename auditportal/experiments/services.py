@@ -22,6 +22,7 @@ from auditportal.datasets.services import (
     dataset_version_shard,
     shards_match_version,
 )
+from auditportal.evidence.services import verdict_document_freeze_trial_completed
 from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
@@ -290,7 +291,9 @@ def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
         if trial is None:
             continue
         trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
-        _trial_update(trial, trial_snapshot)
+        if _trial_update(trial, trial_snapshot) == TrialState.COMPLETED:
+            # Its metrics, the last validation's included, were ingested just above.
+            verdict_document_freeze_trial_completed(trial=trial)
     _finish_if_done(experiment, snapshot)
 
 
@@ -314,7 +317,8 @@ def _trial_for(experiment: Experiment, snapshot: TrialSnapshot) -> Trial | None:
         )
 
 
-def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> None:
+def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> str | None:
+    """Apply the snapshot; the state the trial was moved into, if this call moved it."""
     updates: dict[str, Any] = {}
     if snapshot.hparams is not None and snapshot.hparams != trial.hparams:
         updates["hparams"] = snapshot.hparams
@@ -333,9 +337,10 @@ def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> None:
         elif snapshot.state == TrialState.RUNNING and trial.started_at is None:
             updates["started_at"] = timezone.now()
     if not updates:
-        return
+        return None
     # Never move a trial out of a final state (a cancel may have landed while we polled).
-    Trial.objects.filter(pk=trial.pk).exclude(state__in=TERMINAL_TRIAL_STATES).update(**updates)
+    changed = Trial.objects.filter(pk=trial.pk).exclude(state__in=TERMINAL_TRIAL_STATES).update(**updates)
+    return updates.get("state") if changed == 1 else None
 
 
 def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:

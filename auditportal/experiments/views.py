@@ -9,6 +9,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets.selectors import dataset_version_launch_choices
+from auditportal.evidence import services as evidence_services
+from auditportal.evidence.selectors import verdict_documents_of_trials
 from auditportal.experiments import selectors, services
 from auditportal.experiments.forms import LaunchForm
 from auditportal.fairness.errors import UserError
@@ -59,12 +61,19 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    trials = list(selectors.trial_list(experiment=experiment))
+    documents = verdict_documents_of_trials(trials=trials)
+    can_freeze = evidence_services.can_freeze(user)
     return render(
         request,
         "experiments/detail.html",
         {
             "experiment": experiment,
-            "trials": selectors.trial_list(experiment=experiment),
+            # Per trial: its frozen verdict documents and, for those who may freeze, its validation steps.
+            "trial_rows": [
+                (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
+                for trial in trials
+            ],
             "can_cancel": user.has_role(Role.ML_ENGINEER) and experiment.is_active,
         },
     )

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "auditportal.experiments",
     "auditportal.audits",
     "auditportal.policies",
+    "auditportal.evidence",
 ]
 
 MIDDLEWARE = [

@@ -59,10 +59,13 @@
     });
     hparams.appendChild(small);
     row.appendChild(hparams);
+    var documents = cell("td", "—", "muted");  // frozen documents appear when the page is reloaded
+    documents.setAttribute("data-field", "documents");
+    row.appendChild(documents);
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
-    td.colSpan = 8;
+    td.colSpan = 9;
     var error = cell("div", "", "error");
     error.setAttribute("data-field", "error");
     var log = cell("pre", "", "log");

@@ -16,6 +16,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.audits import services as audit_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
+from auditportal.evidence import services as evidence_services
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
@@ -165,6 +166,19 @@ def _fairness_policy_created(request: pytest.FixtureRequest) -> Callable[[], obj
     return lambda: policy_services.policy_create(user=erin, tolerance=0.1, reason="Stricter review board")
 
 
+def _verdict_document_frozen(request: pytest.FixtureRequest) -> Callable[[], object]:
+    # An engineer freezes a trial's validation (a prediction audit is frozen as it is made, too).
+    bob = _user(request, "bob")
+    experiment = _experiment(request)
+    trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=4)
+    metrics: dict[str, float | None] = {}
+    for group, cells in {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)}.items():
+        for cell, value in zip(("tp", "fn", "fp", "tn"), cells, strict=True):
+            metrics[f"count/gender/{group}/{cell}"] = float(value)
+    trial_metrics_ingest(trial=trial, records=[MetricRecord(kind="validation", step=4, metrics=metrics)])
+    return lambda: evidence_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+
+
 SCENARIOS: dict[Verb, Scenario] = {
     Verb.USER_CREATED: _user_created,
     Verb.ROLE_GRANTED: _role_granted,
@@ -183,6 +197,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
+    Verb.VERDICT_DOCUMENT_FROZEN: _verdict_document_frozen,
 }
 
 

@@ -114,3 +114,23 @@ def test_fail_on_sets_a_distinct_exit_status_after_printing(tmp_path: Path) -> N
         )  # fmt: skip
     assert caught.value.returncode == 3
     assert json.loads(out.getvalue())["verdict"] == "FAIL"
+
+
+@pytest.mark.django_db
+def test_the_same_audit_run_twice_prints_the_same_document_hash_and_its_policy(predictions_csv: Path) -> None:
+    args = (str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender,age_group")
+    first, second = _json(*args), _json(*args)
+    assert first["id"] != second["id"]
+    assert first["document_sha256"] == second["document_sha256"]
+    documents = {audit.pk: audit.verdict_documents.get() for audit in PredictionAudit.objects.all()}
+    assert first["document_sha256"] == documents[first["id"]].sha256
+    assert first["policy"] == {
+        "version": 1,
+        "tolerance": 0.05,
+        "alpha": 0.05,
+        "metrics": ["tpr", "fpr", "equalized_odds", "selection_rate", "ppv"],
+        "reference_rule": "largest",
+        "min_group_size": None,
+    }
+    text = _run(*args)
+    assert text.rstrip().endswith(f"verdict document sha256 {first['document_sha256']} (policy v1)")

@@ -7,6 +7,8 @@ which the local backend passes on to trial processes:
 - ``FAKE_TRAINER_SLEEP``: seconds to sleep after each reported step (default 0).
 - ``FAKE_TRAINER_POINTS``: extra per-group counts per validation line (default 0).
 - ``FAKE_TRAINER_CRASH``: a trial folder name (``trial-2``) that crashes after its first validation.
+- ``FAKE_TRAINER_CELLS``: when set, every confusion cell per gender group (fn, fp, tn too), so the
+  validations can be judged (verdicts, frozen documents).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 
-def metrics_for(trial: int, step: int, extra: int) -> dict[str, float]:
+def metrics_for(trial: int, step: int, extra: int, cells: bool = False) -> dict[str, float]:
     base = (trial % 7) / 100 + step / 10_000
     metrics = {
         "eod": round(0.2 - base, 6),
@@ -32,6 +34,10 @@ def metrics_for(trial: int, step: int, extra: int) -> dict[str, float]:
         "count/gender/male/tp": float(20 + step),
         "eod/gender": round(0.2 - base, 6),
     }
+    if cells:
+        for group, offset in (("female", 10), ("male", 20)):
+            metrics |= {f"count/gender/{group}/fn": 5.0, f"count/gender/{group}/fp": 4.0}
+            metrics[f"count/gender/{group}/tn"] = float(offset + 30)
     for index in range(extra):
         metrics[f"count/synthetic/g{index}/tp"] = float(index + step)
     return metrics
@@ -61,7 +67,7 @@ def main() -> int:
         with args.metrics_out.open("a") as handle:
             line = {"schema": 1, "trial": args.trial_id, "kind": "training", "step": step, "metrics": {"loss": 0.5}}
             handle.write(json.dumps(line) + "\n")
-            metrics = metrics_for(args.trial_id, step, extra)
+            metrics = metrics_for(args.trial_id, step, extra, cells=bool(os.environ.get("FAKE_TRAINER_CELLS")))
             line = {"schema": 1, "trial": args.trial_id, "kind": "validation", "step": step, "metrics": metrics}
             handle.write(json.dumps(line) + "\n")
         print(f"fake trainer: step {step} of {args.batches}", flush=True)

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -189,9 +190,27 @@ class LocalBackend:
         if snapshot.state == TrialState.ERRORED:
             snapshot.log_tail = metricsfile.log_tail(directory / "trial.log", settings.EXPERIMENT_LOG_TAIL_LINES)
         snapshot.checkpoint = _latest_checkpoint(directory / "xdg" / "determined")
-        # Read after the exit status: once the trainer has exited its file is complete.
-        snapshot.records = metricsfile.read_records(directory / "metrics.jsonl", trial.metrics_offset)
+        # Read after the exit status: once the trainer has exited its file is complete, and it is read
+        # to the end, so a finished trial's last validation is ingested before it is marked finished
+        # (and its verdict document frozen).
+        path = directory / "metrics.jsonl"
+        if snapshot.state in (TrialState.COMPLETED, TrialState.ERRORED):
+            snapshot.records = _all_records(path, trial.metrics_offset)
+        else:
+            snapshot.records = metricsfile.read_records(path, trial.metrics_offset)
         return snapshot
+
+
+def _all_records(path: Path, offset: int) -> Iterator[metricsfile.MetricRecord]:
+    """Every complete line from ``offset`` on, read a chunk at a time."""
+    while True:
+        end = None
+        for record in metricsfile.read_records(path, offset):
+            end = record.end
+            yield record
+        if end is None:
+            return
+        offset = end
 
 
 def _reap() -> None:

@@ -12,6 +12,7 @@ from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role, User
 from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
+from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.fairness import presentation, stats
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.errors import UserError
@@ -117,10 +118,18 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc  # names the file, row and column itself
         except UserError as exc:
             raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
+        frozen = verdict_document_of_audit(audit=audit)
         if options["output_format"] == "json":
-            self.stdout.write(json.dumps({"id": audit.pk, **audit.result}, allow_nan=False, indent=2))
+            output = {
+                "id": audit.pk,
+                **audit.result,
+                "policy": frozen.document["policy"],
+                "document_sha256": frozen.sha256,
+            }
+            self.stdout.write(json.dumps(output, allow_nan=False, indent=2))
         else:
             self.stdout.write(render_table(audit))
+            self.stdout.write(f"\nverdict document sha256 {frozen.sha256} (policy v{frozen.policy.version})")
         fail_on = options["fail_on"]
         verdict = audit.result["verdict"]
         if fail_on and verdict and stats.VERDICTS.index(verdict) >= stats.VERDICTS.index(fail_on):

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from auditportal.audits.models import PredictionAudit
+from auditportal.experiments.models import Trial
+from auditportal.fairness.documents import PREDICTION_AUDIT, TRIAL_VALIDATION
+from auditportal.policies.models import FairnessPolicy
+
+
+class DocumentKind(models.TextChoices):
+    PREDICTION_AUDIT = PREDICTION_AUDIT, "Prediction audit"
+    TRIAL_VALIDATION = TRIAL_VALIDATION, "Trial validation"
+
+
+class FreezeTrigger(models.TextChoices):
+    CREATED = "created", "Frozen when the audit was made"
+    TRIAL_COMPLETED = "trial_completed", "Frozen when the trial completed"
+    REQUESTED = "requested", "Frozen on request"
+
+
+class VerdictDocument(models.Model):
+    """The canonical JSON of one judged subject and its SHA-256 (docs/verdict-documents.md).
+
+    Written once by evidence.services and never changed: there is no update or delete path, and the
+    admin is read-only. A subject may have several documents (a validation frozen again under a newer
+    policy is a new document); the same bytes for the same subject are stored once.
+    """
+
+    kind = models.CharField(max_length=32, choices=DocumentKind.choices)
+    prediction_audit = models.ForeignKey(
+        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents"
+    )
+    trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents")
+    # The validation step of a trial document; null for prediction audits.
+    step = models.PositiveIntegerField(null=True, blank=True)
+    schema_version = models.PositiveIntegerField()
+    # The exact canonical JSON (UTF-8 text); its bytes hash to ``sha256``.
+    canonical = models.TextField()
+    sha256 = models.CharField(max_length=64, db_index=True)
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, related_name="+")
+    # Null when frozen automatically (the audit's creation, a trial's completion).
+    frozen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    frozen_at = models.DateTimeField(auto_now_add=True)
+    trigger = models.CharField(max_length=16, choices=FreezeTrigger.choices)
+
+    class Meta:
+        ordering = ["-frozen_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(
+                        kind=DocumentKind.PREDICTION_AUDIT,
+                        prediction_audit__isnull=False,
+                        trial__isnull=True,
+                        step__isnull=True,
+                    )
+                    | models.Q(
+                        kind=DocumentKind.TRIAL_VALIDATION,
+                        prediction_audit__isnull=True,
+                        trial__isnull=False,
+                        step__isnull=False,
+                    )
+                ),
+                name="evidence_document_exactly_one_subject",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(trigger__in=FreezeTrigger.values), name="evidence_document_trigger_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["prediction_audit", "sha256"],
+                condition=models.Q(prediction_audit__isnull=False),
+                name="evidence_document_unique_audit_content",
+            ),
+            models.UniqueConstraint(
+                fields=["trial", "step", "sha256"],
+                condition=models.Q(trial__isnull=False),
+                name="evidence_document_unique_trial_content",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Verdict document #{self.pk} ({self.get_kind_display()}, {self.short_hash})"
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def document(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.canonical)
+        return value
+
+    @property
+    def canonical_bytes(self) -> bytes:
+        return self.canonical.encode()
