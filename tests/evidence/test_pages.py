@@ -131,7 +131,7 @@ def test_a_tampered_dataset_file_shows_its_message_and_freezes_nothing(trial: Tr
     response = _client(carol).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}, follow=True)
     assert response.redirect_chain == [(f"/experiments/{trial.experiment_id}/", 302)]
     html = response.content.decode()
-    assert "the file changed after registration" in html
+    assert "The file changed after registration" in html
     assert not VerdictDocument.objects.exists()
 
 

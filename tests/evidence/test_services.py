@@ -160,7 +160,7 @@ def test_a_tampered_dataset_file_is_not_frozen(trial: Trial, bob: User) -> None:
     with pytest.raises(DatasetIntegrityError) as caught:
         services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
     assert str(version) in caught.value.message
-    assert "the file changed after registration" in caught.value.message
+    assert "The file changed after registration" in caught.value.message
     assert not VerdictDocument.objects.exists()
     assert _frozen_events() == []
 
