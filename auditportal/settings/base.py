@@ -139,7 +139,7 @@ DATASET_MAX_UPLOAD_BYTES = env_size("DATASET_MAX_UPLOAD_SIZE", 2 * 1024**3)
 DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
 # Only seed version 1 of the fairness policy at the first migrate; later versions are data
 # (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
-FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=1.0)
+FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)
 FAIRNESS_ALPHA = env_float("FAIRNESS_ALPHA", 0.05, minimum=1e-6, maximum=0.5)
 SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
