@@ -72,6 +72,7 @@ class DatasetVersionDetailApi(APIView):
                 "reason": version.retired_reason,
             }
         )
+        data["warnings"] = version.warnings
         data["attributes"] = [
             {"name": a.name, "groups": a.groups, "unknown_count": a.unknown_count}
             for a in version.attributes.order_by("position")

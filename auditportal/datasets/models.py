@@ -6,6 +6,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
+from auditportal.fairness import tabular
+
 
 class Dataset(models.Model):
     name = models.CharField(max_length=120, unique=True)
@@ -84,6 +86,12 @@ class DatasetVersion(models.Model):
     @property
     def is_retired(self) -> bool:
         return self.retired_at is not None
+
+    @property
+    def warnings(self) -> list[str]:
+        """What registration warned about the file (repeated column names, left out of the features)."""
+        warning = tabular.repeated_columns_warning(self.columns)
+        return [warning] if warning else []
 
 
 class IntegrityPurpose(models.TextChoices):

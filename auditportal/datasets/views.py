@@ -14,6 +14,7 @@ from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, RetireForm, UploadForm
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
+from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import report_rejected_uploads
@@ -62,7 +63,10 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     # Fetch first: an upload is private to its owner, so anyone else gets 404 whatever their roles.
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
     require_role(user, Role.DATA_STEWARD, action="register datasets")
-    columns = [column["name"] for column in staged.profile["columns"]]
+    names = [column["name"] for column in staged.profile["columns"]]
+    # A repeated name cannot say which of its columns it means, so it is offered for no role.
+    repeated = set(tabular.repeated_names(names))
+    columns = [name for name in dict.fromkeys(names) if name not in repeated]
     form = DeclarationForm(request.POST or None, columns=columns)
     if request.method == "POST" and form.is_valid():
         try:
@@ -75,7 +79,12 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     return render(
         request,
         "datasets/declare.html",
-        {"form": form, "staged": staged, "profile": staged.profile},
+        {
+            "form": form,
+            "staged": staged,
+            "profile": staged.profile,
+            "warning": tabular.repeated_columns_warning(names),
+        },
         status=400 if form.errors else 200,
     )
 

@@ -33,6 +33,7 @@ from auditportal.fairness.tabular import (
     decode_labelled,
     numpy_view,
     read_columns,
+    repeated_columns_warning,
 )
 
 SCHEMA_VERSION = 1
@@ -288,6 +289,7 @@ def audit_predictions(
         **({"policy": dict(policy)} if policy is not None else {}),
         "verdict": judge.worst([item["verdict"] for item in attributes.values()]),
         "attributes": attributes,
+        "warnings": [warning] if (warning := repeated_columns_warning(raw.columns)) else [],
     }
     return AuditOutcome(
         document=document,

@@ -158,9 +158,12 @@ def count_blocks(
     if joint is not None:
         tables.append(_intersection_table(mapped, joint[..., order]))
     overall = singles[0][1].sum(axis=0)
+    positives = int(overall[2] + overall[3]) if positive - low == 1 else int(overall[0] + overall[1])
+    if not 0 < positives < table.num_rows:
+        return None  # a single-value label: the general path refuses it, naming its value
     return Counted(
         tables=tuple(tables),
-        positives=int(overall[2] + overall[3]) if positive - low == 1 else int(overall[0] + overall[1]),
+        positives=positives,
         predicted_positives=int(overall[1] + overall[3]),
     )
 

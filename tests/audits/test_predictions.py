@@ -102,12 +102,15 @@ def test_custom_unknown_tokens_replace_the_defaults(predictions_csv: Path) -> No
     assert "unknown" in document["attributes"]["gender"]["groups"]
 
 
-def test_all_unknown_values_give_an_attribute_without_groups(tmp_path: Path) -> None:
+def test_an_attribute_whose_every_value_is_unknown_is_refused(tmp_path: Path) -> None:
+    # It has no group to compare (issue 13): before, the audit judged nothing and said little.
     path = write(tmp_path / "p.csv", "label,pred,g\n1,1,unknown\n0,1,\n1,0,-1\n")
-    gender = _audit(path, attributes=("g",))["attributes"]["g"]
-    assert gender["groups"] == {}
-    assert gender["unknown"] == 3
-    assert gender["reference"] is None
+    error = _error(path, attributes=("g",))
+    assert (error.column, error.row) == ("g", None)
+    assert str(error) == (
+        "p.csv, column 'g': every value of the sensitive attribute is unknown (values seen: '', '-1', 'unknown'), "
+        "so it has no group to compare; declare another column, or change the values that mean unknown"
+    )
 
 
 def test_a_missing_column_is_named_with_a_suggestion(predictions_csv: Path) -> None:

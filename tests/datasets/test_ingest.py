@@ -238,12 +238,14 @@ def test_it_reads_crlf_line_endings_blank_lines_and_quoted_line_breaks(tmp_path:
     assert (inspection.num_rows, inspection.attributes) == (2, (AttributeInfo("gender", ("f", "m"), 0),))
 
 
-def test_it_rejects_duplicate_column_names(tmp_path: Path) -> None:
-    path = write(tmp_path, "credit.csv", "gender,label,gender,age,age,age\nf,1,f,1,2,3\n")
+def test_it_refuses_a_declared_column_whose_name_is_repeated(tmp_path: Path) -> None:
+    # Repeated names the declaration does not use are accepted (tests/datasets/test_real_world_files.py).
+    path = write(tmp_path, "credit.csv", "gender,label,gender,age,age,age\nf,1,f,1,2,3\nm,0,m,1,2,3\n")
     error = failure(lambda: inspect(path))
+    assert (error.column, error.row) == ("gender", None)
     assert str(error) == (
-        "credit.csv, column 'gender': duplicate column names: 'gender' (2 times), 'age' (3 times); "
-        "every column needs a unique name"
+        "credit.csv, column 'gender': the sensitive attribute 'gender' is ambiguous: the file has 2 columns "
+        "with this name (columns 1 and 3 from the left); give each column a unique name, or declare another column"
     )
 
 
@@ -364,12 +366,17 @@ def test_it_accepts_an_attribute_with_exactly_max_groups(tmp_path: Path) -> None
     assert inspect(write(tmp_path, "credit.csv", content), spec).attributes[0].groups == ("10115", "10117", "20095")
 
 
-def test_it_accepts_an_attribute_that_is_entirely_unknown(tmp_path: Path) -> None:
+def test_it_refuses_an_attribute_that_is_entirely_unknown(tmp_path: Path) -> None:
+    # It has no group to compare: registered, every experiment on it would judge nothing (issue 13).
     content = "race,label\nunknown,1\n,0\n-1,1\nUNKNOWN,0\n"
     spec = DatasetSpec(label="label", positive="1", attributes=("race",))
-    inspection = inspect(write(tmp_path, "credit.csv", content), spec)
-    assert inspection.attributes == (AttributeInfo("race", (), 4),)
-    assert inspection.groups == (GroupStat(("race",), None, 4, 2, 2, 1.0),)
+    error = failure(lambda: inspect(write(tmp_path, "credit.csv", content), spec))
+    assert (error.column, error.row) == ("race", None)
+    assert str(error) == (
+        "credit.csv, column 'race': every value of the sensitive attribute is unknown (values seen: '', '-1', "
+        "'UNKNOWN', 'unknown'), so it has no group to compare; declare another column, or change the values "
+        "that mean unknown"
+    )
 
 
 def test_it_rejects_a_file_over_the_size_limit(tmp_path: Path) -> None:
@@ -652,9 +659,13 @@ def test_a_dataset_error_survives_pickling_for_celery() -> None:
 
 groups = st.sampled_from(["f", "m", "x", "", "-1", "unknown", " Unknown", None])
 ages = st.sampled_from([18, 30, 45, -1, None])
-# At least one positive row: a label without the positive value is an error, tested above.
-rows = st.lists(st.tuples(groups, ages, st.booleans()), min_size=1, max_size=60).filter(
-    lambda data: any(y for _, _, y in data)
+# Both outcomes and a known value of each attribute: anything else is an error, tested above.
+rows = st.lists(st.tuples(groups, ages, st.booleans()), min_size=2, max_size=60).filter(
+    lambda data: (
+        len({y for _, _, y in data}) == 2
+        and any(g is not None and g.strip().lower() not in {"", "-1", "unknown"} for g, _, _ in data)
+        and any(a not in (None, -1) for _, a, _ in data)
+    )
 )
 
 

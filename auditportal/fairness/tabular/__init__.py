@@ -21,10 +21,19 @@ from auditportal.fairness.tabular.profile import (
     load_normalized_hashed,
     profile_file,
 )
-from auditportal.fairness.tabular.read import RawColumns, file_sha256, read_columns
+from auditportal.fairness.tabular.read import (
+    MAX_ROW_BYTES,
+    RawColumns,
+    file_sha256,
+    read_columns,
+    repeated_columns_warning,
+    repeated_names,
+)
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
     DEFAULT_UNKNOWN_TOKENS,
+    MAX_STORED_KEY,
+    MAX_STORED_NAME,
     SUPPORTED_SUFFIXES,
     TARGET_COLUMN,
     AttributeInfo,
@@ -46,6 +55,9 @@ from auditportal.fairness.tabular.validate import (
 __all__ = [
     "ATTRIBUTE_PREFIX",
     "DEFAULT_UNKNOWN_TOKENS",
+    "MAX_ROW_BYTES",
+    "MAX_STORED_KEY",
+    "MAX_STORED_NAME",
     "SUPPORTED_SUFFIXES",
     "TARGET_COLUMN",
     "AttributeInfo",
@@ -75,4 +87,6 @@ __all__ = [
     "profile_file",
     "read_columns",
     "read_labelled_columns",
+    "repeated_columns_warning",
+    "repeated_names",
 ]

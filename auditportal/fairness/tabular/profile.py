@@ -28,7 +28,7 @@ from auditportal.fairness.tabular.spec import (
     check_spec,
     needed_columns,
 )
-from auditportal.fairness.tabular.validate import AttributeCodes, Prepared, prepare
+from auditportal.fairness.tabular.validate import AttributeCodes, Prepared, check_stored_lengths, prepare
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ def profile_file(path: Path, *, display_name: str, max_bytes: int, max_values: i
     check_size(path, display_name, max_bytes)
     loaded = load(path, file_format, display_name, columns=None)
     profiles = []
-    for name in loaded.table.column_names:
-        column = loaded.table.column(name)
+    # By position: a repeated column name is profiled once per column (table.column(name) would refuse it).
+    for name, column in zip(loaded.table.column_names, loaded.table.columns, strict=True):
         coded = encode(column, display_name, name)
         codes = coded.codes()
         counts = np.bincount(codes[codes >= 0], minlength=len(coded.texts))
@@ -123,6 +123,7 @@ def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes:
             # already keeps every core busy: measured, a third thread there cost more than the hash.
             digest = pool.submit(sha256_of, path, stop)
             prepared = prepare(loaded, spec, display_name)
+            check_stored_lengths(spec, prepared.attributes, display_name)
         except BaseException:
             stop.set()
             raise

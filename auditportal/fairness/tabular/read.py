@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -137,20 +138,33 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
     # checked (an unused Latin-1 column still means the file is not UTF-8); ``columns`` is for
     # readers that use a few columns of a large file and check only those.
     include = [name for name in columns if name in header] if columns else []
+    # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
+    # its other text columns, so they are never hashed row by row on one thread.
+    convert = pacsv.ConvertOptions(
+        include_columns=include,
+        auto_dict_encode=bool(include),
+        auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
+    )
     try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(use_threads=True),
-            # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
-            # its other text columns, so they are never hashed row by row on one thread.
-            convert_options=pacsv.ConvertOptions(
-                include_columns=include,
-                auto_dict_encode=bool(include),
-                auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
-            ),
-        )
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=True), convert_options=convert)
     except pa.ArrowInvalid as exc:
-        raise _explain_csv_error(str(exc), path, display_name, header) from None
+        if _STRADDLING not in str(exc):
+            raise _explain_csv_error(str(exc), path, display_name, header) from None
+        # A row longer than the reader's block: a long free-text field, often in a column nobody
+        # uses. A larger block costs memory only (one block per parsing thread), so the file is read
+        # again with one that holds its longest row, up to MAX_ROW_BYTES; beyond that it is refused.
+        longest = _longest_line(path)
+        if longest.length > MAX_ROW_BYTES:
+            raise _long_row_error(path, display_name, header, longest) from None
+        block = 1 << (longest.length + 2).bit_length()
+        try:
+            table = pacsv.read_csv(
+                path, read_options=pacsv.ReadOptions(use_threads=True, block_size=block), convert_options=convert
+            )
+        except pa.ArrowInvalid as again:
+            if _STRADDLING in str(again):
+                raise _long_row_error(path, display_name, header, longest) from None
+            raise _explain_csv_error(str(again), path, display_name, header) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
     if any(_is_binary_text(field.type) for field in table.schema):
         raise _encoding_error(path, display_name, header)
@@ -165,6 +179,69 @@ def _is_binary_text(kind: pa.DataType) -> bool:
 
 # Text columns with more distinct values per block than this are read as plain strings.
 _AUTO_DICT_LIMIT = 4096
+# pyarrow's message when a row does not fit in one block (ReadOptions.block_size, 1 MiB by default).
+_STRADDLING = "straddling object straddles two block boundaries"
+# The longest row (in bytes, with its line end) a CSV file may have; see _load_csv.
+MAX_ROW_BYTES = 16 * 1024 * 1024
+# At most this much of a too-long row is read to find its longest field.
+_LONG_ROW_READ_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Line:
+    length: int  # bytes, with the line end
+    number: int  # 1 = the header line
+    offset: int  # of its first byte
+
+
+def _longest_line(path: Path) -> _Line:
+    """The file's longest line (the first of equals), found with numpy a chunk at a time."""
+    best = _Line(0, 0, 0)
+    start = 0  # offset of the current line's first byte
+    number = 1
+    consumed = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK_BYTES * 8):
+            ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 0x0A) + consumed
+            if len(ends):
+                starts = np.concatenate(([start], ends[:-1] + 1))
+                lengths = ends + 1 - starts
+                i = int(np.argmax(lengths))
+                if lengths[i] > best.length:
+                    best = _Line(int(lengths[i]), number + i, int(starts[i]))
+                number += len(ends)
+                start = int(ends[-1]) + 1
+            consumed += len(chunk)
+    if consumed - start > best.length:  # a last line without a line end
+        best = _Line(consumed - start, number, start)
+    return best
+
+
+def _long_row_error(path: Path, display_name: str, header: list[str], line: _Line) -> DatasetError:
+    size = human_size(line.length)
+    limit = human_size(MAX_ROW_BYTES)
+    if line.number == 1:
+        return DatasetError(
+            f"the header line is {size} long, over the limit of {limit} for one line", file=display_name
+        )
+    with path.open("rb") as handle:
+        handle.seek(line.offset)
+        data = np.frombuffer(handle.read(min(line.length, _LONG_ROW_READ_BYTES)).rstrip(b"\r\n"), np.uint8)
+    # Field separators are the commas outside quotes: those after an even number of quotes (a
+    # doubled quote inside a quoted value counts twice), found without a loop over the bytes.
+    outside = np.cumsum(data == ord('"')) % 2 == 0
+    edges = np.concatenate(([-1], np.flatnonzero((data == ord(",")) & outside), [len(data)]))
+    lengths = np.diff(edges) - 1
+    index = int(np.argmax(lengths))
+    column = header[index] if index < len(header) else None
+    field = human_size(int(lengths[index]))
+    return DatasetError(
+        f"this row is {size} long, over the limit of {limit} for one row (its longest field is {field}); "
+        "shorten the field, or leave the column out of the file",
+        file=display_name,
+        row=line.number - 1,
+        column=column,
+    )
 
 
 def _sniff_csv(path: Path, display_name: str) -> list[str]:
@@ -208,19 +285,29 @@ def _sniff_csv(path: Path, display_name: str) -> list[str]:
                     f"the file looks {described}-separated ({delimiter!r}), but the portal "
                     "accepts comma-separated CSV only; export it again with ',' as the separator"
                 )
-    _check_unique_names(header, display_name)
     return header
 
 
-def _check_unique_names(names: Sequence[str], display_name: str) -> None:
-    repeated = [(name, n) for name, n in Counter(names).items() if n > 1]
-    if repeated:
-        listed = ", ".join(f"{quote(name)} ({n} times)" for name, n in repeated)
-        raise DatasetError(
-            f"duplicate column names: {listed}; every column needs a unique name",
-            file=display_name,
-            column=repeated[0][0],
-        )
+def repeated_names(columns: Sequence[str]) -> tuple[str, ...]:
+    """The names that more than one of ``columns`` has, in the file's order."""
+    counts = Counter(columns)
+    return tuple(name for name in dict.fromkeys(columns) if counts[name] > 1)
+
+
+def repeated_columns_warning(columns: Sequence[str]) -> str | None:
+    """What a reader of a file with repeated column names is told, or None when every name is unique.
+
+    Such a file is read; only a repeated name cannot be used (check_columns_present refuses it),
+    and a dataset's default features leave it out."""
+    repeated = repeated_names(columns)
+    if not repeated:
+        return None
+    counts = Counter(columns)
+    listed = ", ".join(f"{quote(name)} ({counts[name]} columns)" for name in repeated)
+    return (
+        f"the file has more than one column named {listed}; a repeated name cannot tell its columns "
+        "apart, so they were not used (as label, sensitive attribute, prediction, score or feature)"
+    )
 
 
 _FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
@@ -322,7 +409,6 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> L
     try:
         parquet = pq.ParquetFile(path)
         schema = parquet.schema_arrow
-        _check_unique_names(schema.names, display_name)
         if parquet.metadata.num_rows == 0:
             raise DatasetError("the file has columns but no data rows", file=display_name)
         present = [name for name in columns if name in schema.names] if columns else None
@@ -353,8 +439,10 @@ def sha256_of(path: Path, stop: threading.Event) -> str:
 
 
 def check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
+    """Every declared (name, role) is one column of the file: present, and not a repeated name."""
     missing = [(name, role) for name, role in declared if name not in columns]
     if not missing:
+        _check_unambiguous(columns, declared, display_name)
         return
     listed = ", ".join(f"{quote(name)} ({role})" for name, role in missing)
     available = ", ".join(quote(name) for name in columns)
@@ -369,3 +457,17 @@ def check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, 
     if hints:
         message += f" (did you mean {', '.join(hints)}?)"
     raise DatasetError(message, file=display_name, column=missing[0][0])
+
+
+def _check_unambiguous(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
+    counts = Counter(columns)
+    for name, role in declared:
+        if counts[name] > 1:
+            positions = [str(i) for i, column in enumerate(columns, start=1) if column == name]
+            raise DatasetError(
+                f"the {role} {quote(name)} is ambiguous: the file has {counts[name]} columns with this name "
+                f"(columns {', '.join(positions[:-1])} and {positions[-1]} from the left); give each column "
+                "a unique name, or declare another column",
+                file=display_name,
+                column=name,
+            )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,6 +21,19 @@ TARGET_COLUMN = "_target"
 ATTRIBUTE_PREFIX = "_attr."
 FileFormat = Literal["csv", "parquet"]
 Codes = npt.NDArray[np.int32]
+
+# The longest name the database stores for what a registered file declares: the label column and
+# positive value (datasets DatasetVersion), a sensitive attribute's name (SensitiveAttribute), and
+# every metric the trainer reports about it (experiments MetricPoint.name, .attribute, .group).
+# The keys in GroupSummary and TrialVerdict have 2 * MAX_STORED_NAME + 1 (two names and the "&"
+# of an intersection). tests/datasets/test_stored_limits.py holds these to the models' max_length.
+MAX_STORED_NAME = 255
+MAX_STORED_KEY = 2 * MAX_STORED_NAME + 1
+# The longest metric name the trainer writes about a group (trainer/README.md), with room for
+# ranks up to 99 (the portal launches one slot per trial). Attribute and group parts are escaped
+# as the trainer escapes them (metric_part); a test holds this to trainer/bias.py's own names.
+LONGEST_GROUP_METRIC = "worker_share/{attribute}/{group}/rank99"
+LONGEST_ATTRIBUTE_METRIC = "worker_share/{attribute}/unknown/rank99"
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,22 @@ class AttributeInfo:
     name: str
     groups: tuple[str, ...]
     unknown_count: int
+
+
+def metric_part(parts: Sequence[str]) -> str:
+    """An attribute or group as the trainer writes it inside a metric name (trainer/bias.py
+    metric_key): each name with "%", "/" and "&" percent-encoded, joined by "&"."""
+    return "&".join(part.replace("%", "%25").replace("/", "%2F").replace("&", "%26") for part in parts)
+
+
+def group_metric_length(attribute: Sequence[str], group: Sequence[str]) -> int:
+    """The length of the longest metric name the trainer writes about this group of this attribute
+    (or, for an intersection, these names and values)."""
+    return len(LONGEST_GROUP_METRIC.format(attribute=metric_part(attribute), group=metric_part(group)))
+
+
+def attribute_metric_length(attribute: Sequence[str]) -> int:
+    return len(LONGEST_ATTRIBUTE_METRIC.format(attribute=metric_part(attribute)))
 
 
 def parse_unknown_tokens(text: str) -> tuple[str, ...]:

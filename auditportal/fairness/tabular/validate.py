@@ -31,15 +31,21 @@ from auditportal.fairness.tabular.encode import (
     values_seen,
 )
 from auditportal.fairness.tabular.errors import DatasetError, quote
-from auditportal.fairness.tabular.read import Loaded, RawColumns, check_columns_present, read_columns
+from auditportal.fairness.tabular.read import Loaded, RawColumns, check_columns_present, read_columns, repeated_names
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
+    LONGEST_ATTRIBUTE_METRIC,
+    LONGEST_GROUP_METRIC,
+    MAX_STORED_NAME,
     TARGET_COLUMN,
     AttributeInfo,
     Codes,
     DatasetSpec,
     FeatureInfo,
     FileFormat,
+    attribute_metric_length,
+    group_metric_length,
+    metric_part,
 )
 
 
@@ -142,7 +148,9 @@ def _check_declared_columns(columns: Sequence[str], spec: DatasetSpec, display_n
 
 def _feature_infos(loaded: Loaded, spec: DatasetSpec, display_name: str) -> tuple[FeatureInfo, ...]:
     if spec.features is None:
-        taken = {spec.label, *spec.attributes}
+        # A repeated name cannot be told apart, so the default leaves it out (with the warning of
+        # read.repeated_columns_warning); declaring it as a feature is refused.
+        taken = {spec.label, *spec.attributes, *repeated_names(loaded.columns)}
         names: Iterable[str] = [name for name in loaded.columns if name not in taken]
     else:
         names = spec.features
@@ -197,6 +205,8 @@ def _integer_target(column: pa.ChunkedArray[Any], positive: str) -> npt.NDArray[
 def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) -> npt.NDArray[np.int8]:
     fast = _integer_target(column, spec.positive)
     if fast is not None:
+        if not 0 < np.count_nonzero(fast) < len(fast):
+            raise single_value_label(column, spec, display_name)
         return fast
     name = spec.label
     coded = encode(column, display_name, name)
@@ -213,6 +223,8 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
             column=name,
         )
     positive = _match_positive(spec.positive, coded.texts, column.type)
+    if len(coded.texts) == 1:
+        raise single_value_label(column, spec, display_name, coded.texts)
     if len(coded.texts) > 2:
         codes = coded.codes()
         keep = _intended_pair(codes, coded.texts, positive)
@@ -236,6 +248,27 @@ def _target(column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str) 
     is_positive[positive] = 1
     target: npt.NDArray[np.int8] = coded.per_row(is_positive, 0)
     return target
+
+
+def single_value_label(
+    column: pa.ChunkedArray[Any], spec: DatasetSpec, display_name: str, texts: pa.Array[Any] | None = None
+) -> DatasetError:
+    """The error for a label whose every row has the same value (the caller has checked that)."""
+    if texts is None:
+        texts = encode(column, display_name, spec.label).texts
+    value = pylist(texts)[0]
+    positive = _match_positive(spec.positive, texts, column.type) is not None
+    missing = (
+        "negatives (rows with another value)"
+        if positive
+        else f"positives (the positive value is {quote(spec.positive.strip())})"
+    )
+    return DatasetError(
+        f"the label has a single value, {quote(value)}, in all {len(column):,} rows: there are no {missing}, "
+        "and a fairness comparison needs rows of both outcomes; check the label column and the positive value",
+        file=display_name,
+        column=spec.label,
+    )
 
 
 _PARTNERS = {"1": "0", "0": "1", "true": "false", "false": "true", "yes": "no", "no": "yes", "y": "n", "n": "y"}
@@ -295,6 +328,14 @@ def attribute_groups(
     unknown_values = pc.is_in(pc.utf8_lower(texts), value_set=tokens)
     unknown = to_numpy(unknown_values).astype(bool)
     known = np.flatnonzero(~unknown)
+    if not len(known):
+        seen = f" (values seen: {values_seen(texts)})" if len(texts) else " (every value is empty)"
+        raise DatasetError(
+            f"every value of the sensitive attribute is unknown{seen}, so it has no group to compare; "
+            "declare another column, or change the values that mean unknown",
+            file=display_name,
+            column=name,
+        )
     if len(known) > spec.max_groups:
         raise DatasetError(
             f"the sensitive attribute has {len(known)} known groups, more than the limit of "
@@ -309,3 +350,61 @@ def attribute_groups(
     group_of_text = np.full(len(texts), -1, np.int32)
     group_of_text[known[order]] = np.arange(len(known), dtype=np.int32)
     return groups, group_of_text
+
+
+def check_stored_lengths(spec: DatasetSpec, attributes: Sequence[AttributeCodes], display_name: str) -> None:
+    """Registration's check that every name it stores, and every metric name the trainer will
+    report, fits the database (spec.MAX_STORED_NAME): otherwise PostgreSQL refuses the row, at
+    registration or, worse, at every metric insert of every experiment on the dataset."""
+    limit = MAX_STORED_NAME
+
+    def too_long(what: str, length: int, **where: Any) -> DatasetError:
+        return DatasetError(
+            f"{what} is {length} characters long, more than the {limit} the database stores; shorten it",
+            file=display_name,
+            **where,
+        )
+
+    if len(spec.label) > limit:
+        raise too_long("the label column's name", len(spec.label), column=spec.label)
+    if len(spec.positive.strip()) > limit:
+        raise too_long("the positive label value", len(spec.positive.strip()), column=spec.label)
+    for attribute in attributes:
+        name = attribute.info.name
+        if len(name) > limit or attribute_metric_length((name,)) > limit:
+            room = limit - (attribute_metric_length(("",)))
+            raise DatasetError(
+                f"the sensitive attribute's name is {len(name)} characters long; in the trainer's metric names "
+                f"(such as {quote(LONGEST_ATTRIBUTE_METRIC)}) it may have at most {room}, to fit the "
+                f"{limit} characters the database stores; rename the column",
+                file=display_name,
+                column=name,
+            )
+        for index, group in enumerate(attribute.info.groups):
+            length = group_metric_length((name,), (group,))
+            if length > limit:
+                room = limit - group_metric_length((name,), ("",))
+                raise DatasetError(
+                    f"the value {quote(group)} is {len(group)} characters long; as a group of this attribute "
+                    f"it may have at most {room} ('/', '%' and '&' count three; the trainer's metric names, such as "
+                    f"{quote(LONGEST_GROUP_METRIC)}, must fit the {limit} characters the database stores); "
+                    "shorten or recode the value",
+                    file=display_name,
+                    row=first_row(attribute.codes == index),
+                    column=name,
+                )
+    if len(attributes) >= 2:
+        # The trainer and the group summaries intersect the first two attributes (every combination).
+        first, second = attributes[0].info, attributes[1].info
+        longest = [max(info.groups, key=lambda g: len(metric_part((g,))), default="") for info in (first, second)]
+        length = group_metric_length((first.name, second.name), longest)
+        if length > limit:
+            fault = first if len(metric_part((longest[0],))) >= len(metric_part((longest[1],))) else second
+            raise DatasetError(
+                f"the intersection of {quote(first.name)} and {quote(second.name)} makes metric names of up to "
+                f"{length} characters (group {quote(longest[0])} with {quote(longest[1])}), more than the "
+                f"{limit} the database stores; shorten or recode the longest values, or declare these "
+                "attributes in another order (the first two are intersected)",
+                file=display_name,
+                column=fault.name,
+            )

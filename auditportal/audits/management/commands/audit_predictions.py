@@ -118,6 +118,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc  # names the file, row and column itself
         except UserError as exc:
             raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
+        for warning in audit.result.get("warnings", ()):
+            self.stderr.write(f"warning: {audit.original_name}: {warning}")
         frozen = verdict_document_of_audit(audit=audit)
         if options["output_format"] == "json":
             output = {

@@ -56,6 +56,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc  # names the file, row and column itself
         except UserError as exc:
             raise CommandError(f"--{exc.field}: {exc}" if exc.field else str(exc)) from exc
+        for warning in version.warnings:
+            self.stderr.write(f"warning: {version.original_name}: {warning}; the default features leave them out")
         self.stdout.write(
             f"Registered {version} from {version.original_name}: {version.num_rows} rows, "
             f"{version.positives} positive, sha256 {version.sha256}"
