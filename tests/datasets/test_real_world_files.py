@@ -361,3 +361,12 @@ def test_a_row_over_the_bound_is_refused_with_its_row_and_column(
         "longest field is 3.0 MiB); shorten the field, or leave the column out of the file"
     )
     assert "straddl" not in str(error)
+
+
+def test_a_short_row_after_a_long_field_is_still_found(alice: User, dataset_storage: Path, tmp_path: Path) -> None:
+    source = long_field_csv(tmp_path / "in" / "loans.csv", field_bytes=3 * 2**20)
+    with source.open("a") as handle:
+        handle.write("11,f\n")
+    error = _refused(alice, source, SPEC)
+    assert error.row == 11
+    assert "this row has 2 fields but the header has 5 columns" in str(error)

@@ -164,7 +164,7 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
         except pa.ArrowInvalid as again:
             if _STRADDLING in str(again):
                 raise _long_row_error(path, display_name, header, longest) from None
-            raise _explain_csv_error(str(again), path, display_name, header) from None
+            raise _explain_csv_error(str(again), path, display_name, header, block) from None
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
     if any(_is_binary_text(field.type) for field in table.schema):
         raise _encoding_error(path, display_name, header)
@@ -181,6 +181,8 @@ def _is_binary_text(kind: pa.DataType) -> bool:
 _AUTO_DICT_LIMIT = 4096
 # pyarrow's message when a row does not fit in one block (ReadOptions.block_size, 1 MiB by default).
 _STRADDLING = "straddling object straddles two block boundaries"
+# pyarrow's default ReadOptions.block_size.
+_DEFAULT_BLOCK_BYTES = 1 << 20
 # The longest row (in bytes, with its line end) a CSV file may have; see _load_csv.
 MAX_ROW_BYTES = 16 * 1024 * 1024
 # At most this much of a too-long row is read to find its longest field.
@@ -313,20 +315,22 @@ def repeated_columns_warning(columns: Sequence[str]) -> str | None:
 _FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
 
 
-def _explain_csv_error(message: str, path: Path, display_name: str, header: list[str]) -> DatasetError:
+def _explain_csv_error(
+    message: str, path: Path, display_name: str, header: list[str], block_size: int | None = None
+) -> DatasetError:
     if "UTF8" in message or "UTF-8" in message:
         return _encoding_error(path, display_name, header)
     if "Empty CSV file" in message:
         return DatasetError("the file contains only blank lines", file=display_name)
     if _FIELD_COUNT.search(message):
-        return _field_count_error(path, display_name, header)
+        return _field_count_error(path, display_name, header, block_size)
     return DatasetError(
         f"cannot be read as comma-separated CSV ({message}); check that the file is a comma-separated UTF-8 CSV export",
         file=display_name,
     )
 
 
-def _field_count_error(path: Path, display_name: str, header: list[str]) -> DatasetError:
+def _field_count_error(path: Path, display_name: str, header: list[str], block_size: int | None) -> DatasetError:
     # The multi-threaded parser cannot number rows; a serial re-read (error path only) can.
     bad: list[pacsv.InvalidRow] = []
 
@@ -337,7 +341,7 @@ def _field_count_error(path: Path, display_name: str, header: list[str]) -> Data
     with contextlib.suppress(pa.ArrowInvalid):
         pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(use_threads=False),
+            read_options=pacsv.ReadOptions(use_threads=False, block_size=block_size or _DEFAULT_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(invalid_row_handler=first_bad_row),
             convert_options=pacsv.ConvertOptions(include_columns=header[:1], column_types={header[0]: pa.string()}),
         )
