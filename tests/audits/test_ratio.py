@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import math
 import time
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 from scipy import stats as scipy_stats  # type: ignore[import-untyped]
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from auditportal.fairness import judge, stats
+from auditportal.accounts.models import User
+from auditportal.audits.models import PredictionAudit
+from auditportal.fairness import judge, presentation, stats
+from tests.factories import PredictionAuditFactory
 
 ORACLE = 1e-12
 METRICS = ("tpr", "fpr", "selection_rate", "ppv")
@@ -258,7 +266,36 @@ def test_the_two_sample_noise_floor_is_at_the_familys_z_on_the_pooled_plus_four_
     assert compared["tpr"].noise_floor[2] > 0  # the group's TPR is 0
 
 
-# --------------------------------------------------------------------------- equalized odds
+# --------------------------------------------------------------------------- equalized odds, shown
+
+
+def _equalized_odds(ci: tuple[float, float], components: dict[str, tuple[float, float]] | None) -> dict[str, Any]:
+    item: dict[str, Any] = {"metric": "equalized_odds", "ci_low": ci[0], "ci_high": ci[1]}
+    if components is not None:
+        item["components"] = {
+            name: {"difference": (low + high) / 2, "ci_low": low, "ci_high": high, "ci_level": 0.99}
+            for name, (low, high) in components.items()
+        }
+    return item
+
+
+def test_equalized_odds_interval_is_shown_as_a_magnitude_naming_the_component_of_each_bound() -> None:
+    # [-0.401, 0]: the gap is at most 0.401, and that bound is TPR's.
+    text, parts = presentation.magnitude_interval(
+        _equalized_odds((-0.401, 0.0), {"tpr": (-0.401, 0.02), "fpr": (-0.05, 0.03)})
+    )
+    assert text == "|gap| ≤ 0.401 (TPR)"
+    assert parts == ["TPR [-0.401, +0.020]", "FPR [-0.050, +0.030]"]
+    # Both bounds from one component.
+    text, _ = presentation.magnitude_interval(
+        _equalized_odds((-0.177, -0.044), {"tpr": (-0.177, -0.044), "fpr": (-0.01, 0.1)})
+    )
+    assert text == "0.044 ≤ |gap| ≤ 0.177 (TPR)"
+    # The lower bound from FPR, the upper from TPR.
+    text, _ = presentation.magnitude_interval(_equalized_odds((0.06, 0.3), {"tpr": (-0.3, 0.01), "fpr": (0.06, 0.12)}))
+    assert text == "0.060 (FPR) ≤ |gap| ≤ 0.300 (TPR)"
+    # Documents stored before the components: the magnitude alone.
+    assert presentation.magnitude_interval(_equalized_odds((-0.401, 0.0), None)) == ("|gap| ≤ 0.401", [])
 
 
 def test_the_document_keeps_both_components_intervals_for_equalized_odds() -> None:
@@ -278,3 +315,76 @@ def test_the_document_keeps_both_components_intervals_for_equalized_odds() -> No
     low, high = item["ci_low"], item["ci_high"]
     largest = max(max(abs(p["ci_low"]), abs(p["ci_high"])) for p in item["components"].values())
     assert max(abs(low), abs(high)) == pytest.approx(largest)
+    row = presentation.attribute_tables({"attributes": {"a": document}})[0].comparisons
+    shown = next(r for r in row if r.metric == "equalized_odds")
+    assert shown.interval.startswith("|gap| ≤ ") or "≤ |gap| ≤" in shown.interval
+    assert shown.interval.endswith("(TPR)")
+    assert shown.parts_level == "97.5%"
+
+
+def test_a_document_stored_before_ratio_intervals_is_shown_as_it_was() -> None:
+    item = {
+        "metric": "selection_rate", "group": "b", "reference": "a", "difference": -0.2, "ratio": 0.6,
+        "ci_low": -0.3, "ci_high": -0.1, "ci_level": 0.95, "family_size": 1, "p_value": 0.001,
+        "p_adjusted": 0.001, "test": "score", "noise_floor": 0.05, "noise_floor_group": 0.04,
+        "verdict": "FAIL", "positives_needed": None, "n_needed": None, "n_unit": "rows", "undefined": False,
+        "disparate_impact": 0.6, "four_fifths": "FAIL",
+    }  # fmt: skip
+    document = {"attributes": {"g": {"reference": "a", "unknown": 0, "groups": {}, "comparisons": [item]}}}
+    row = presentation.attribute_tables(document)[0].comparisons[0]
+    assert row.note == "disparate impact 0.600, four-fifths FAIL"
+    assert (row.ratio, row.ratio_interval, row.ratio_verdict) == ("0.600", "", "")
+    assert (row.noise_floor, row.noise_floor_family) == ("±0.040", "")
+
+
+# --------------------------------------------------------------------------- page and table
+
+
+@pytest.mark.django_db
+def test_the_audit_page_shows_ratio_intervals_four_fifths_verdicts_noise_floors_and_the_gaps_magnitude(
+    bob: User, dataset_storage: Path
+) -> None:
+    audit = PredictionAuditFactory.create(created_by=bob)
+    client = Client()
+    client.force_login(bob)
+    page = client.get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    document = audit.result["attributes"]["gender"]
+    selection = _comparison(document, "selection_rate", "m")
+    ratio_cell = (
+        f'<td class="num ratio">{selection["ratio"]:.3f}<br><small class="muted">'
+        f"[{selection['ratio_low']:.3f}, {selection['ratio_high']:.3f}]</small><br>"
+        f'<span class="badge verdict-{selection["ratio_verdict"]}"'
+    )
+    assert ratio_cell in page
+    assert f"±{selection['noise_floor_group']:.3f}<br>" in page
+    assert f"±{selection['noise_floor']:.3f}</small>" in page
+    equalized_odds = _comparison(document, "equalized_odds", "m")
+    text, parts = presentation.magnitude_interval(equalized_odds)
+    assert "|gap|" in text
+    assert f'<span class="wrap">{text}</span>' in page
+    for part in parts:
+        assert f'<small class="muted">{part}</small>' in page
+    assert "disparate impact" not in page  # the point-ratio label is gone
+
+
+@pytest.mark.django_db
+def test_the_cli_table_shows_the_ratio_its_interval_and_the_four_fifths_verdict(predictions_csv: Path) -> None:
+    out = StringIO()
+    call_command(
+        "audit_predictions", str(predictions_csv), "--label", "label", "--prediction", "pred", "--attribute", "gender",
+        "--format", "table", stdout=out,
+    )  # fmt: skip
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("metric"))
+    assert header.split("  ")[:1] == ["metric"]
+    for column in ("noise 2s", "ratio", "ratio interval", "4/5"):
+        assert f"  {column}  " in header
+    audit = PredictionAudit.objects.get()
+    selection = _comparison(audit.result["attributes"]["gender"], "selection_rate", "m")
+    row = next(line for line in lines if line.startswith("selection_rate  m"))
+    assert f"{selection['ratio']:.3f}  [{selection['ratio_low']:.3f}, {selection['ratio_high']:.3f}]" in row
+    assert selection["ratio_verdict"] in row
+    eo_row = next(line for line in lines if line.startswith("equalized_odds  m"))
+    assert "|gap| ≤" in eo_row
+    assert "TPR [" in eo_row
+    assert "FPR [" in eo_row
