@@ -151,6 +151,9 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
         "reference": reference,
         "difference": number(comparison.difference[index]),
         "ratio": number(comparison.ratio[index]),
+        "ratio_low": number(comparison.ratio_low[index]),
+        "ratio_high": number(comparison.ratio_high[index]),
+        "ratio_verdict": _ratio_verdict(comparison, index),
         "ci_low": number(comparison.ci_low[index]),
         "ci_high": number(comparison.ci_high[index]),
         "ci_level": number(comparison.level[index]) if defined else None,
@@ -168,13 +171,25 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
     }
     if metric == "equalized_odds":
         entry["component"] = ("tpr", "fpr")[int(comparison.component[index])] if defined else None
+        entry["components"] = {
+            name: {
+                "difference": number(part.difference[index]),
+                "ci_low": number(part.low[index]),
+                "ci_high": number(part.high[index]),
+                "ci_level": number(part.level[index]) if defined else None,
+            }
+            for name, part in comparison.components.items()
+        }
     if metric == "selection_rate":
-        ratio = entry["ratio"]
-        entry["disparate_impact"] = ratio
-        # Symmetric: neither rate may fall below four fifths of the other.
-        within = ratio is not None and stats.FOUR_FIFTHS <= ratio <= 1 / stats.FOUR_FIFTHS
-        entry["four_fifths"] = None if ratio is None else stats.Verdict.PASS if within else stats.Verdict.FAIL
+        entry["disparate_impact"] = entry["ratio"]
+        entry["four_fifths"] = entry["ratio_verdict"]
     return entry
+
+
+def _ratio_verdict(comparison: stats.Comparison, index: int) -> str | None:
+    """The four-fifths verdict on the ratio's interval; None where the ratio is undefined."""
+    verdict = int(comparison.ratio_verdict[index])
+    return None if verdict == stats.NO_VERDICT else stats.VERDICTS[verdict]
 
 
 def _summary(rates: dict[str, stats.Rate], groups: Sequence[str]) -> JSON:

@@ -73,9 +73,14 @@ class ComparisonRow:
     group_values: tuple[str, ...]
     difference: str
     ratio: str
-    interval: str
+    ratio_interval: str  # "" in documents stored before ratios had intervals
+    ratio_verdict: str  # four-fifths: PASS, INCONCLUSIVE or FAIL; "" when undefined or not stored
+    interval: str  # equalized odds: an interval on the gap's magnitude, "|gap| ≤ 0.401 (TPR)"
+    interval_parts: list[str]  # equalized odds: each component's interval, "TPR [-0.401, -0.020]"
+    parts_level: str  # the components' level, "99.2%"; "" without components
     level: str
-    noise_floor: str
+    noise_floor: str  # per group: z·√(p(1−p)/n) at the unadjusted z
+    noise_floor_family: str  # two-sample, at the family's z
     p_value: str
     p_adjusted: str
     test: str
@@ -180,9 +185,19 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         notes.append("undefined: a rate has no denominator")
     if item.get("component"):
         notes.append(f"larger gap: {item['component'].upper()}")
-    if item.get("four_fifths"):
+    # Stored before ratios had intervals: the four-fifths label on the point ratio, as it was.
+    if item.get("four_fifths") and "ratio_verdict" not in item:
         notes.append(f"disparate impact {fmt(item['disparate_impact'])}, four-fifths {item['four_fifths']}")
     needed = item.get("positives_needed")
+    if item["metric"] == "equalized_odds":
+        interval, parts = magnitude_interval(item)
+    else:
+        interval, parts = fmt_interval(item["ci_low"], item["ci_high"]), []
+    parts_level = f"{item['components']['tpr']['ci_level'] * 100:.1f}%" if parts else ""
+    # Documents stored before ratios had intervals have a two-sample noise_floor at the unadjusted
+    # z, not the family's: only their per-group floor (on the raw rate) is shown.
+    family_floor = item["noise_floor"] if "ratio_verdict" in item else None
+    group_floor = item.get("noise_floor_group")
     return ComparisonRow(
         metric=item["metric"],
         metric_label=SHORT_LABELS[item["metric"]],
@@ -191,9 +206,14 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         group_values=group_values,
         difference=fmt_signed(item["difference"]),
         ratio=fmt(item["ratio"]),
-        interval=fmt_interval(item["ci_low"], item["ci_high"]),
+        ratio_interval=_ratio_interval(item.get("ratio_low"), item.get("ratio_high")),
+        ratio_verdict=item.get("ratio_verdict") or "",
+        interval=interval,
+        interval_parts=parts,
+        parts_level=parts_level,
         level=f"{item['ci_level'] * 100:.1f}%" if item["ci_level"] is not None else "—",
-        noise_floor=fmt(item["noise_floor"]),
+        noise_floor="—" if group_floor is None else f"±{group_floor:.3f}",
+        noise_floor_family="" if family_floor is None else f"±{family_floor:.3f}",
         p_value=fmt_p(item["p_value"]),
         p_adjusted=fmt_p(item["p_adjusted"]),
         test=item["test"] or "—",
@@ -202,6 +222,44 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         note="; ".join(notes),
         judged=judged,
     )
+
+
+def _ratio_interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return ""
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def magnitude_interval(item: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """Equalized odds' interval as what it is, an interval on |gap| = max(|ΔTPR|, |ΔFPR|), naming the
+    component each bound comes from, and the components' own intervals.
+
+    The document stores it signed like ``difference`` ([-0.401, 0] for a gap of at most 0.401 whose
+    observed value is negative); the bounds on the magnitude are the absolute values.
+    """
+    low, high = item["ci_low"], item["ci_high"]
+    if low is None or high is None:
+        return "—", []
+    smallest = 0.0 if low <= 0 <= high else min(abs(low), abs(high))
+    largest = max(abs(low), abs(high))
+    components = {name: part for name, part in (item.get("components") or {}).items() if part["ci_low"] is not None}
+    parts = [f"{name.upper()} {fmt_interval(part['ci_low'], part['ci_high'])}" for name, part in components.items()]
+    if not components:  # stored before the components were
+        return (f"|gap| ≤ {largest:.3f}" if smallest == 0 else f"{smallest:.3f} ≤ |gap| ≤ {largest:.3f}"), parts
+
+    def largest_of(part: Mapping[str, Any]) -> float:
+        return float(max(abs(part["ci_low"]), abs(part["ci_high"])))
+
+    def smallest_of(part: Mapping[str, Any]) -> float:
+        return 0.0 if part["ci_low"] <= 0 <= part["ci_high"] else min(abs(part["ci_low"]), abs(part["ci_high"]))
+
+    upper = max(components, key=lambda name: largest_of(components[name])).upper()
+    if smallest == 0:
+        return f"|gap| ≤ {largest:.3f} ({upper})", parts
+    lower = max(components, key=lambda name: smallest_of(components[name])).upper()
+    if lower == upper:
+        return f"{smallest:.3f} ≤ |gap| ≤ {largest:.3f} ({upper})", parts
+    return f"{smallest:.3f} ({lower}) ≤ |gap| ≤ {largest:.3f} ({upper})", parts
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] = ()) -> str:

@@ -107,14 +107,16 @@ def test_holm_leaves_undefined_p_values_out_of_the_family() -> None:
     assert np.isnan(adjusted[1, 2:]).all()
 
 
-def test_the_noise_floor_is_the_classic_two_sample_and_one_sample_formula() -> None:
+def test_the_noise_floor_is_the_one_sample_formula_and_the_two_sample_one_at_the_familys_z() -> None:
+    # Issue 13, item 5: the plus-four rate (x+2)/(n+4), and the two-sample floor at the family's z
+    # (k = 1 here); tests/audits/test_ratio.py checks the rest.
     counts = _counts((300, 100, 50, 550), (40, 10, 5, 45))
     tpr = stats.compare(counts, reference=0)["tpr"]
-    pooled = 340 / 450
+    pooled = 342 / 454
     assert tpr.noise_floor[1] == pytest.approx(
         1.959963984540054 * math.sqrt(pooled * (1 - pooled) * (1 / 50 + 1 / 400))
     )
-    assert tpr.noise_floor_group[1] == pytest.approx(1.959963984540054 * math.sqrt(0.8 * 0.2 / 50))
+    assert tpr.noise_floor_group[1] == pytest.approx(1.959963984540054 * math.sqrt(42 / 54 * 12 / 54 / 50))
 
 
 def test_a_large_gap_on_many_rows_fails_and_a_tiny_gap_on_many_rows_passes() -> None:

@@ -153,6 +153,15 @@ def _policy_text(document: dict[str, Any]) -> str:
     return "" if policy is None else f"fairness policy v{policy['version']}: "
 
 
+def _note(row: presentation.ComparisonRow) -> str:
+    """The row's note; for equalized odds the components' intervals too (the page shows them in the
+    interval's cell)."""
+    notes = [row.note] if row.note else []
+    if row.interval_parts:
+        notes.append(f"{', '.join(row.interval_parts)} at {row.parts_level}")
+    return "; ".join(notes)
+
+
 def render_table(audit: PredictionAudit) -> str:
     document = audit.result
     prediction = document["prediction"]
@@ -202,10 +211,14 @@ def render_table(audit: PredictionAudit) -> str:
                         "interval",
                         "level",
                         "noise",
+                        "noise 2s",
                         "p",
                         "p adj",
                         "verdict",
                         "positives needed",
+                        "ratio",
+                        "ratio interval",
+                        "4/5",
                         "note",
                     ],
                     [
@@ -216,15 +229,19 @@ def render_table(audit: PredictionAudit) -> str:
                             row.interval,
                             row.level,
                             row.noise_floor,
+                            row.noise_floor_family,
                             row.p_value,
                             row.p_adjusted,
                             row.verdict if row.judged else f"({row.verdict})",
                             row.positives_needed,
-                            row.note,
+                            row.ratio,
+                            row.ratio_interval,
+                            row.ratio_verdict,
+                            _note(row),
                         ]
                         for row in table.comparisons
                     ],
-                    right=[False, False, True, False, True, True, True, True, False, True],
+                    right=[False, False, True, False, True, True, True, True, True, False, True, True],
                 ),
             ]
     return "\n".join(lines)
