@@ -76,7 +76,7 @@ def judge_attribute(
         for metric, comparison in compared.items():
             for index, name in enumerate(groups):
                 if index != reference:
-                    entry = _comparison(metric, name, groups[reference], comparison, index)
+                    entry = _comparison(metric, name, groups[reference], comparison, index, power)
                     entry["judged"] = metric in metrics
                     entry["note"] = _small_group(entry, counts, index, reference, min_group_size)
                     comparisons.append(entry)
@@ -138,7 +138,9 @@ def _group(cells: stats.Counts, rates: dict[str, stats.Rate], index: int) -> JSO
     return entry
 
 
-def _comparison(metric: str, group: str, reference: str, comparison: stats.Comparison, index: int) -> JSON:
+def _comparison(
+    metric: str, group: str, reference: str, comparison: stats.Comparison, index: int, power: float
+) -> JSON:
     defined = bool(comparison.defined[index])
     verdict = stats.VERDICTS[int(comparison.verdict[index])]
     if metric == "equalized_odds":
@@ -164,6 +166,10 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
         "positives_needed": count(comparison.positives_needed[index]),
         "n_needed": count(comparison.n_needed[index]),
         "n_unit": stats.DENOMINATOR.get(metric),
+        "planning_difference": number(comparison.planning_difference[index]),
+        "needed_towards": _towards(int(comparison.needed_towards[index])),
+        "needed_decidable": _decidable(int(comparison.needed_reason[index]), verdict, defined),
+        "needed_reason": _needed_reason(metric, comparison, index, power),
         "undefined": not defined,
     }
     if metric == "equalized_odds":
@@ -175,6 +181,35 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
         within = ratio is not None and stats.FOUR_FIFTHS <= ratio <= 1 / stats.FOUR_FIFTHS
         entry["four_fifths"] = None if ratio is None else stats.Verdict.PASS if within else stats.Verdict.FAIL
     return entry
+
+
+def _towards(code: int) -> str | None:
+    return None if code == stats.INCONCLUSIVE else stats.VERDICTS[code]
+
+
+def _decidable(reason: int, verdict: str, defined: bool) -> bool | None:
+    if verdict != stats.Verdict.INCONCLUSIVE or not defined:
+        return None
+    return reason not in (stats.NEEDED_OVER_CAP, stats.NEEDED_ALREADY_POWERED, stats.NEEDED_NO_PASS)
+
+
+def _needed_reason(metric: str, comparison: stats.Comparison, index: int, power: float) -> str | None:
+    """Why ``positives_needed`` is null for an INCONCLUSIVE comparison; None when it is a number."""
+    reason = int(comparison.needed_reason[index])
+    unit = stats.DENOMINATOR.get(metric, "positives or negatives")
+    if reason == stats.NEEDED_OVER_CAP:
+        return f"not decidable at this gap: more than {stats.NEEDED_CAP:,} {unit} in the group would be needed"
+    if reason == stats.NEEDED_ALREADY_POWERED:
+        planned = float(comparison.planning_difference[index])
+        return (
+            f"not decidable at this gap: the data at hand would already decide a gap of {planned:+.3f} "
+            f"with power {power:g}, so the true gap is likely closer to δ"
+        )
+    if reason == stats.NEEDED_NO_PASS:
+        return "not decidable: with a tolerance of 0 no interval lies within ±δ"
+    if reason == stats.NEEDED_NO_POSITIVES:
+        return f"the group has no label positives; n_needed counts {unit}"
+    return None
 
 
 def _summary(rates: dict[str, stats.Rate], groups: Sequence[str]) -> JSON:

@@ -183,6 +183,15 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
     if item.get("four_fifths"):
         notes.append(f"disparate impact {fmt(item['disparate_impact'])}, four-fifths {item['four_fifths']}")
     needed = item.get("positives_needed")
+    if item.get("needed_reason"):
+        notes.append(item["needed_reason"])
+    # Documents stored before needed_decidable was written have no key: a null number reads "—".
+    if needed is not None:
+        needed_text = f"{needed:,}"
+    elif item.get("needed_decidable") is False:
+        needed_text = "not decidable"
+    else:
+        needed_text = "—"
     return ComparisonRow(
         metric=item["metric"],
         metric_label=SHORT_LABELS[item["metric"]],
@@ -198,7 +207,7 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         p_adjusted=fmt_p(item["p_adjusted"]),
         test=item["test"] or "—",
         verdict=item["verdict"],
-        positives_needed=f"{needed:,}" if needed is not None else "—",
+        positives_needed=needed_text,
         note="; ".join(notes),
         judged=judged,
     )
