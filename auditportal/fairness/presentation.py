@@ -81,6 +81,8 @@ class ComparisonRow:
     test: str
     verdict: str
     positives_needed: str
+    needed_plan: str  # "towards FAIL at -0.075": the verdict and the gap positives_needed plans for
+    not_decidable: bool
     note: str
     judged: bool  # False: shown, but the fairness policy does not count it towards a verdict
 
@@ -192,6 +194,8 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         needed_text = "not decidable"
     else:
         needed_text = "—"
+    towards, planned = item.get("needed_towards"), item.get("planning_difference")
+    needed_plan = f"towards {towards} at {planned:+.3f}" if towards is not None and planned is not None else ""
     return ComparisonRow(
         metric=item["metric"],
         metric_label=SHORT_LABELS[item["metric"]],
@@ -208,6 +212,8 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         test=item["test"] or "—",
         verdict=item["verdict"],
         positives_needed=needed_text,
+        needed_plan=needed_plan,
+        not_decidable=item.get("needed_decidable") is False,
         note="; ".join(notes),
         judged=judged,
     )
