@@ -190,7 +190,7 @@ def _towards(code: int) -> str | None:
 def _decidable(reason: int, verdict: str, defined: bool) -> bool | None:
     if verdict != stats.Verdict.INCONCLUSIVE or not defined:
         return None
-    return reason not in (stats.NEEDED_OVER_CAP, stats.NEEDED_ALREADY_POWERED, stats.NEEDED_NO_PASS)
+    return reason not in (stats.NEEDED_OVER_CAP, stats.NEEDED_TOO_CLOSE, stats.NEEDED_NO_PASS)
 
 
 def _needed_reason(metric: str, comparison: stats.Comparison, index: int, power: float) -> str | None:
@@ -199,11 +199,12 @@ def _needed_reason(metric: str, comparison: stats.Comparison, index: int, power:
     unit = stats.DENOMINATOR.get(metric, "positives or negatives")
     if reason == stats.NEEDED_OVER_CAP:
         return f"not decidable at this gap: more than {stats.NEEDED_CAP:,} {unit} in the group would be needed"
-    if reason == stats.NEEDED_ALREADY_POWERED:
+    if reason == stats.NEEDED_TOO_CLOSE:
         planned = float(comparison.planning_difference[index])
         return (
             f"not decidable at this gap: the data at hand would already decide a gap of {planned:+.3f} "
-            f"with power {power:g}, so the true gap is likely closer to δ"
+            f"with power {power:g}, and the observed gap would take more than "
+            f"{stats.NEEDED_MAX_GROWTH} times the data"
         )
     if reason == stats.NEEDED_NO_PASS:
         return "not decidable: with a tolerance of 0 no interval lies within ±δ"

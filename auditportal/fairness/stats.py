@@ -25,9 +25,10 @@ Methods, per metric and attribute (a "family" of k comparisons of every group ag
   grow, the group and the reference together at their observed size ratio, for the interval at the
   comparison's own level (``level``) to decide with probability ``power`` at a planning gap: the
   observed gap, but at least ``PLANNING_MARGIN * delta`` away from delta on its side (towards FAIL one
-  bound must clear delta; towards PASS both must). Normal approximation with Agresti-Caffo variances;
-  above ``NEEDED_CAP`` per group, or when the data at hand would already decide the planning gap, the
-  answer is "not decidable at this gap" (NaN plus a reason). See :func:`scale_needed`;
+  bound must clear delta; towards PASS both must); where the data at hand already decides that, the
+  observed gap itself, up to ``NEEDED_MAX_GROWTH`` times the data. Normal approximation at the planned
+  rates; above ``NEEDED_CAP`` per group, or beyond that growth, the answer is "not decidable at this
+  gap" (NaN plus a reason). See :func:`scale_needed` and :func:`_needed`;
 * equalized odds: the larger in absolute value of the TPR and FPR differences (its sign kept). Its
   interval is derived conservatively from the two component Newcombe intervals, each at
   ``1 - alpha / 2k`` (Bonferroni over both components too): the gap ``max(|dTPR|, |dFPR|)`` lies in
@@ -100,7 +101,9 @@ PLANNING_MARGIN: Final = 0.5
 NEEDED_CAP: Final = 10_000_000
 # Why positives_needed is NaN for an INCONCLUSIVE, defined comparison (0: it is not, or it is decided).
 NEEDED_OVER_CAP: Final = 1  # more than NEEDED_CAP would be needed
-NEEDED_ALREADY_POWERED: Final = 2  # the data at hand would decide the planning gap: the gap is too close to delta
+NEEDED_TOO_CLOSE: Final = 2  # the data at hand decides the planning gap, and at the observed gap (next to
+# delta) more than NEEDED_MAX_GROWTH times the data would be needed
+NEEDED_MAX_GROWTH: Final = 100
 NEEDED_NO_PASS: Final = 3  # delta is 0: no interval lies within it
 NEEDED_NO_POSITIVES: Final = 4  # the group has no label positives to count (n_needed is given)
 
@@ -629,30 +632,31 @@ def _standard_error(plan: _Plan, planned: Floats, reference: int) -> Floats:
         return cast(Floats, np.sqrt(variance + variance_reference))
 
 
-def _needed(
+def _scale_for(
     plans: list[_Plan],
+    planned_each: list[Floats],
     *,
-    positives: Counts,
     reference: int,
     alpha: Floats,
     tolerance: float,
     power: float,
-    asked: Bools,
-) -> _Needed:
-    """How far the data must grow to decide ``asked`` comparisons (see :func:`scale_needed`).
+    where: Bools,
+) -> tuple[Floats, Floats]:
+    """The growth factor that decides, if each plan's true gap were ``planned_each``, and the gap it
+    plans for (for equalized odds the deciding component's).
 
     With one plan, a plain metric. With two (equalized odds: TPR and FPR), towards FAIL the component
     that decides first suffices; towards PASS both components must decide, and as they are counted on
     disjoint rows (positives, negatives) the chance of both is the product of their powers.
     """
-    plans_asked = [(plan, planning_difference(plan.gap.difference, tolerance)) for plan in plans]
+    plans_asked = list(zip(plans, planned_each, strict=True))
     scales, errors = [], []
     for plan, planned in plans_asked:
         error = _standard_error(plan, planned, reference)
         errors.append(error)
         scales.append(
             scale_needed(
-                planned=planned, standard_error=error, tolerance=tolerance, alpha=alpha, power=power, where=asked
+                planned=planned, standard_error=error, tolerance=tolerance, alpha=alpha, power=power, where=where
             )
         )
     if len(plans) == 1:
@@ -685,13 +689,13 @@ def _needed(
                 tolerance=tolerance,
                 alpha=alpha,
                 power=power**0.5,
-                where=asked,
+                where=where,
             )
             for (_plan, planned_c), error in zip(plans_asked, errors, strict=True)
         ]
         low, high = np.fmax(scales[0], scales[1]), np.fmax(each_at_root[0], each_at_root[1])
         solvable = np.isfinite(low) & np.isfinite(high) & ~beyond[0] & ~beyond[1]
-        pass_scale = _solve_scale(joint_power, low, high, power, solvable & asked)
+        pass_scale = _solve_scale(joint_power, low, high, power, solvable & where)
         pass_planned = np.copysign(
             np.fmax(np.abs(plans_asked[0][1]), np.abs(plans_asked[1][1])), np.nan_to_num(difference)
         )
@@ -699,14 +703,52 @@ def _needed(
         scale = np.where(towards_fail_eo, np.where(np.isfinite(fail_scale), fail_scale, _NAN), pass_scale)
         planned = np.where(towards_fail_eo, fail_planned, pass_planned)
 
+    return scale, planned
+
+
+def _needed(
+    plans: list[_Plan],
+    *,
+    positives: Counts,
+    reference: int,
+    alpha: Floats,
+    tolerance: float,
+    power: float,
+    asked: Bools,
+) -> _Needed:
+    """How far the data must grow to decide ``asked`` comparisons, and what it plans for.
+
+    First at the planning gap (:func:`planning_difference`). Where the data at hand would already
+    decide that gap, the true gap is likely closer to delta than the margin: then at the observed gap
+    itself, up to ``NEEDED_MAX_GROWTH`` times the data at hand.
+    """
+
+    def solve(planned_each: list[Floats], where: Bools) -> tuple[Floats, Floats]:
+        return _scale_for(
+            plans, planned_each, reference=reference, alpha=alpha, tolerance=tolerance, power=power, where=where
+        )
+
+    scale, planned = solve([planning_difference(plan.gap.difference, tolerance) for plan in plans], asked)
+    close = asked & (scale <= 1)
+    if close.any():
+        close_scale, close_planned = solve([plan.gap.difference for plan in plans], close)
+        scale = np.where(close, close_scale, scale)
+        # A gap too close to delta keeps the planning gap its reason names.
+        planned = np.where(close & (close_scale > 1) & (close_scale <= NEEDED_MAX_GROWTH), close_planned, planned)
+
+    difference = plans[0].gap.difference
+    if len(plans) == 2:
+        use_second = np.abs(np.nan_to_num(plans[1].gap.difference)) > np.abs(np.nan_to_num(difference))
+        difference = np.where(use_second, plans[1].gap.difference, difference)
     towards_fail = np.abs(np.nan_to_num(difference)) > tolerance
     # The cap is counted in each plan's denominator, per group; the larger one for equalized odds.
     with np.errstate(invalid="ignore"):
         units = [np.ceil(scale * plan.trials) for plan in plans]
         largest = np.fmax(units[0], units[1]) if len(units) == 2 else units[0]
+        too_close = close & ~((scale > 1) & (scale <= NEEDED_MAX_GROWTH))
         reason = np.select(
-            [~asked, np.isnan(scale), scale <= 1, largest > NEEDED_CAP, positives == 0],
-            [0, NEEDED_NO_PASS, NEEDED_ALREADY_POWERED, NEEDED_OVER_CAP, NEEDED_NO_POSITIVES],
+            [~asked, too_close, np.isnan(scale), largest > NEEDED_CAP, positives == 0],
+            [0, NEEDED_TOO_CLOSE, NEEDED_NO_PASS, NEEDED_OVER_CAP, NEEDED_NO_POSITIVES],
             0,
         ).astype(np.int8)
         positives_needed = np.ceil(scale * positives)

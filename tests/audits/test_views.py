@@ -213,8 +213,8 @@ def _rows(gender: str, tp: int, fn: int, fp: int, tn: int) -> str:
 def test_the_page_shows_the_planning_gap_and_a_gap_too_close_to_delta_as_not_decidable(
     bob: User, dataset_storage: Path
 ) -> None:
-    # TPR 0.749 on 4,000 positives against 0.80 on 20,000: 0.001 beyond delta, and the data at hand
-    # would already decide a gap of 0.075, so no number of positives is a plan.
+    # TPR 0.749 on 4,000 positives against 0.80 on 20,000: 0.001 beyond delta. The data at hand would
+    # already decide a gap of 0.075, and the observed one would take some 430 times the data: no plan.
     content = "label,pred,gender\n" + _rows("a", 16_000, 4_000, 500, 4_500) + _rows("b", 2_996, 1_004, 100, 900)
     audit = PredictionAuditFactory.create(
         created_by=bob, content=content, spec=AuditSpec(label="label", prediction="pred", attributes=("gender",))
