@@ -76,7 +76,7 @@ def judge_attribute(
         for metric, comparison in compared.items():
             for index, name in enumerate(groups):
                 if index != reference:
-                    entry = _comparison(metric, name, groups[reference], comparison, index)
+                    entry = _comparison(metric, name, groups[reference], comparison, index, power)
                     entry["judged"] = metric in metrics
                     entry["note"] = _small_group(entry, counts, index, reference, min_group_size)
                     comparisons.append(entry)
@@ -138,7 +138,9 @@ def _group(cells: stats.Counts, rates: dict[str, stats.Rate], index: int) -> JSO
     return entry
 
 
-def _comparison(metric: str, group: str, reference: str, comparison: stats.Comparison, index: int) -> JSON:
+def _comparison(
+    metric: str, group: str, reference: str, comparison: stats.Comparison, index: int, power: float
+) -> JSON:
     defined = bool(comparison.defined[index])
     verdict = stats.VERDICTS[int(comparison.verdict[index])]
     if metric == "equalized_odds":
@@ -167,6 +169,10 @@ def _comparison(metric: str, group: str, reference: str, comparison: stats.Compa
         "positives_needed": count(comparison.positives_needed[index]),
         "n_needed": count(comparison.n_needed[index]),
         "n_unit": stats.DENOMINATOR.get(metric),
+        "planning_difference": number(comparison.planning_difference[index]),
+        "needed_towards": _towards(int(comparison.needed_towards[index])),
+        "needed_decidable": _decidable(int(comparison.needed_reason[index]), verdict, defined),
+        "needed_reason": _needed_reason(metric, comparison, index, power),
         "undefined": not defined,
     }
     if metric == "equalized_odds":
@@ -190,6 +196,36 @@ def _ratio_verdict(comparison: stats.Comparison, index: int) -> str | None:
     """The four-fifths verdict on the ratio's interval; None where the ratio is undefined."""
     verdict = int(comparison.ratio_verdict[index])
     return None if verdict == stats.NO_VERDICT else stats.VERDICTS[verdict]
+
+
+def _towards(code: int) -> str | None:
+    return None if code == stats.INCONCLUSIVE else stats.VERDICTS[code]
+
+
+def _decidable(reason: int, verdict: str, defined: bool) -> bool | None:
+    if verdict != stats.Verdict.INCONCLUSIVE or not defined:
+        return None
+    return reason not in (stats.NEEDED_OVER_CAP, stats.NEEDED_TOO_CLOSE, stats.NEEDED_NO_PASS)
+
+
+def _needed_reason(metric: str, comparison: stats.Comparison, index: int, power: float) -> str | None:
+    """Why ``positives_needed`` is null for an INCONCLUSIVE comparison; None when it is a number."""
+    reason = int(comparison.needed_reason[index])
+    unit = stats.DENOMINATOR.get(metric, "positives or negatives")
+    if reason == stats.NEEDED_OVER_CAP:
+        return f"not decidable at this gap: more than {stats.NEEDED_CAP:,} {unit} in the group would be needed"
+    if reason == stats.NEEDED_TOO_CLOSE:
+        planned = float(comparison.planning_difference[index])
+        return (
+            f"not decidable at this gap: the data at hand would already decide a gap of {planned:+.3f} "
+            f"with power {power:g}, and the observed gap would take more than "
+            f"{stats.NEEDED_MAX_GROWTH} times the data"
+        )
+    if reason == stats.NEEDED_NO_PASS:
+        return "not decidable: with a tolerance of 0 no interval lies within ±δ"
+    if reason == stats.NEEDED_NO_POSITIVES:
+        return f"the group has no label positives; n_needed counts {unit}"
+    return None
 
 
 def _summary(rates: dict[str, stats.Rate], groups: Sequence[str]) -> JSON:

@@ -86,6 +86,8 @@ class ComparisonRow:
     test: str
     verdict: str
     positives_needed: str
+    needed_plan: str  # "towards FAIL at -0.075": the verdict and the gap positives_needed plans for
+    not_decidable: bool
     note: str
     judged: bool  # False: shown, but the fairness policy does not count it towards a verdict
 
@@ -198,6 +200,17 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
     # z, not the family's: only their per-group floor (on the raw rate) is shown.
     family_floor = item["noise_floor"] if "ratio_verdict" in item else None
     group_floor = item.get("noise_floor_group")
+    if item.get("needed_reason"):
+        notes.append(item["needed_reason"])
+    # Documents stored before needed_decidable was written have no key: a null number reads "—".
+    if needed is not None:
+        needed_text = f"{needed:,}"
+    elif item.get("needed_decidable") is False:
+        needed_text = "not decidable"
+    else:
+        needed_text = "—"
+    towards, planned = item.get("needed_towards"), item.get("planning_difference")
+    needed_plan = f"towards {towards} at {planned:+.3f}" if towards is not None and planned is not None else ""
     return ComparisonRow(
         metric=item["metric"],
         metric_label=SHORT_LABELS[item["metric"]],
@@ -218,7 +231,9 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         p_adjusted=fmt_p(item["p_adjusted"]),
         test=item["test"] or "—",
         verdict=item["verdict"],
-        positives_needed=f"{needed:,}" if needed is not None else "—",
+        positives_needed=needed_text,
+        needed_plan=needed_plan,
+        not_decidable=item.get("needed_decidable") is False,
         note="; ".join(notes),
         judged=judged,
     )

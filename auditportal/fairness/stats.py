@@ -34,11 +34,14 @@ Methods, per metric and attribute (a "family" of k comparisons of every group ag
   gap the family's interval could tell from 0 (its half-width when both rates are equal);
 * verdict against the tolerance delta: FAIL when the interval lies entirely beyond +-delta, PASS when
   it lies entirely within [-delta, delta], otherwise INCONCLUSIVE;
-* sample size: for an INCONCLUSIVE comparison, the per-group denominator (equal group sizes) at which
-  a normal-approximation test at the family's level has ``power`` to decide at the observed
-  difference: ``n = v (z_{1-alpha/2k} + z_power)^2 / (|d| - delta)^2`` with v the sum of the two
-  Bernoulli variances (Agresti-Caffo shrunk, so it is never 0). This is statsmodels'
-  ``NormalIndPower`` in closed form (tests check the two agree);
+* sample size (``positives_needed``): for an INCONCLUSIVE comparison, how far the data would have to
+  grow, the group and the reference together at their observed size ratio, for the interval at the
+  comparison's own level (``level``) to decide with probability ``power`` at a planning gap: the
+  observed gap, but at least ``PLANNING_MARGIN * delta`` away from delta on its side (towards FAIL one
+  bound must clear delta; towards PASS both must); where the data at hand already decides that, the
+  observed gap itself, up to ``NEEDED_MAX_GROWTH`` times the data. Normal approximation at the planned
+  rates; above ``NEEDED_CAP`` per group, or beyond that growth, the answer is "not decidable at this
+  gap" (NaN plus a reason). See :func:`scale_needed` and :func:`_needed`;
 * equalized odds: the larger in absolute value of the TPR and FPR differences (its sign kept). Its
   interval is derived conservatively from the two component Newcombe intervals, each at
   ``1 - alpha / 2k`` (Bonferroni over both components too): the gap ``max(|dTPR|, |dFPR|)`` lies in
@@ -52,7 +55,8 @@ Methods, per metric and attribute (a "family" of k comparisons of every group ag
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar, cast
 
@@ -105,6 +109,18 @@ FOUR_FIFTHS: Final = 0.8
 DEFAULT_ALPHA: Final = 0.05
 DEFAULT_TOLERANCE: Final = 0.05
 DEFAULT_POWER: Final = 0.8
+# The planning gap of a sample size keeps at least this fraction of delta between itself and delta:
+# at 0.5 and delta 0.05, a gap observed at 0.051 is planned at 0.075 and one at 0.049 at 0.025.
+PLANNING_MARGIN: Final = 0.5
+# Above this many (in the metric's denominator, per group) a sample size is no plan: not decidable.
+NEEDED_CAP: Final = 10_000_000
+# Why positives_needed is NaN for an INCONCLUSIVE, defined comparison (0: it is not, or it is decided).
+NEEDED_OVER_CAP: Final = 1  # more than NEEDED_CAP would be needed
+NEEDED_TOO_CLOSE: Final = 2  # the data at hand decides the planning gap, and at the observed gap (next to
+# delta) more than NEEDED_MAX_GROWTH times the data would be needed
+NEEDED_MAX_GROWTH: Final = 100
+NEEDED_NO_PASS: Final = 3  # delta is 0: no interval lies within it
+NEEDED_NO_POSITIVES: Final = 4  # the group has no label positives to count (n_needed is given)
 
 _NAN = float("nan")
 _T = TypeVar("_T", bound=np.generic)
@@ -279,9 +295,12 @@ class Comparison:
     noise_floor: Floats  # two-sample
     noise_floor_group: Floats  # one-sample, the group's own rate
     verdict: npt.NDArray[np.int8]
-    n_needed: Floats  # per group, in DENOMINATOR units; NaN unless INCONCLUSIVE and decidable
-    positives_needed: Floats
+    n_needed: Floats  # the group's, in DENOMINATOR units; NaN unless INCONCLUSIVE and decidable
+    positives_needed: Floats  # the group's label positives at that size
     component: npt.NDArray[np.int8]  # equalized odds only: 0 = TPR, 1 = FPR gave the difference
+    planning_difference: Floats  # the gap positives_needed plans for; NaN unless INCONCLUSIVE
+    needed_towards: npt.NDArray[np.int8]  # PASS or FAIL: the verdict it plans for (INCONCLUSIVE: none)
+    needed_reason: npt.NDArray[np.int8]  # NEEDED_* when positives_needed is NaN for a reason, else 0
     ratio_low: Floats  # the interval for ``ratio`` at ``level`` (Katz's or MOVER's bound, the wider)
     ratio_high: Floats
     ratio_verdict: npt.NDArray[np.int8]  # four-fifths verdict on the ratio interval; NO_VERDICT if undefined
@@ -297,12 +316,17 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
     p_values: bool = True,
+    sample_sizes: bool | None = None,
 ) -> dict[str, Comparison]:
     """Compare every group with ``reference`` (an index on the group axis) for each of COMPARED.
 
     ``p_values=False`` skips the tests (NaN instead), which simulations that need only intervals
-    and verdicts use: Fisher's test is not vectorised.
+    and verdicts use: Fisher's test is not vectorised. ``sample_sizes=False`` skips the sample sizes
+    (NaN, no reason): solving them calls the normal distribution function per entry. Unless given,
+    it follows ``p_values``, so such simulations skip both.
     """
+    if sample_sizes is None:
+        sample_sizes = p_values
     counts = np.asarray(counts, dtype=np.int64)
     if counts.ndim < 2 or counts.shape[-1] != 4:
         raise ValueError(f"counts must be shaped (..., groups, 4), not {counts.shape}")
@@ -327,18 +351,26 @@ def compare(
         p_value, exact = (
             _p_values(successes, trials, reference, defined) if p_values else (_nans(defined), _falses(defined))
         )
-        n_needed = _n_needed(gap, successes, trials, reference, level_alpha, tolerance, power)
         verdict = _verdict(gap.low, gap.high, tolerance, defined)
-        n_needed = np.where(verdict == INCONCLUSIVE, n_needed, _NAN)
         ratio = _ratio(successes, trials, reference, defined)
         ratio_low, ratio_high = _ratio_interval(successes, trials, reference, level_alpha, ratio)
+        level = np.broadcast_to(1 - level_alpha, defined.shape).astype(np.float64)
+        needed = _needed(
+            [_Plan(gap, successes, trials)],
+            positives=positives,
+            reference=reference,
+            alpha=1 - level,
+            tolerance=tolerance,
+            power=power,
+            asked=(verdict == INCONCLUSIVE) & defined & sample_sizes,
+        )
         result[name] = Comparison(
             defined=defined,
             difference=gap.difference,
             ratio=ratio,
             ci_low=gap.low,
             ci_high=gap.high,
-            level=np.broadcast_to(1 - level_alpha, defined.shape).astype(np.float64),
+            level=level,
             family_size=k[..., 0],
             p_value=p_value,
             p_adjusted=holm(p_value),
@@ -346,14 +378,19 @@ def compare(
             noise_floor=_noise_floor(successes, trials, reference, level_alpha, defined),
             noise_floor_group=_noise_floor_group(successes, trials, alpha, defined),
             verdict=verdict,
-            n_needed=n_needed,
-            positives_needed=_as_positives(n_needed, positives, trials, reference),
+            n_needed=needed.n_needed,
+            positives_needed=needed.positives_needed,
             component=np.zeros(defined.shape, np.int8),
+            planning_difference=needed.planning_difference,
+            needed_towards=needed.towards,
+            needed_reason=needed.reason,
             ratio_low=ratio_low,
             ratio_high=ratio_high,
             ratio_verdict=four_fifths_verdict(ratio_low, ratio_high, ratio),
         )
-    result["equalized_odds"] = _equalized_odds(parts, result["tpr"], result["fpr"], reference, tolerance, alpha, power)
+    result["equalized_odds"] = _equalized_odds(
+        parts, result["tpr"], result["fpr"], reference, tolerance, alpha, power if sample_sizes else None
+    )
     return {name: result[name] for name in COMPARED}
 
 
@@ -370,17 +407,63 @@ def holm(p: Floats) -> Floats:
     return cast(Floats, np.where(np.isnan(p), _NAN, out))
 
 
-def sample_size_needed(
-    *, p_group: Floats, p_reference: Floats, difference: Floats, tolerance: float, alpha: Floats | float, power: float
+def planning_difference(difference: Floats, tolerance: float) -> Floats:
+    """The gap a sample size plans for: the observed one, moved to at least ``PLANNING_MARGIN * delta``
+    from delta on its own side (beyond delta: towards FAIL; within, delta included: towards PASS)."""
+    size = np.abs(difference)
+    margin = PLANNING_MARGIN * tolerance
+    planned = np.where(size > tolerance, np.maximum(size, tolerance + margin), np.minimum(size, tolerance - margin))
+    return cast(Floats, np.copysign(planned, difference))
+
+
+def decision_power(
+    scale: Floats | float, *, planned: Floats, standard_error: Floats, tolerance: float, alpha: Floats | float
 ) -> Floats:
-    """Per-group size at which a two-sided level-``alpha`` test has ``power`` to decide ``|d|`` vs delta."""
-    variance = p_group * (1 - p_group) + p_reference * (1 - p_reference)
-    z = _z(np.asarray(alpha) / 2) + _z(1 - power)
-    distance = np.abs(np.abs(difference) - tolerance)
-    # At |d| == delta (to rounding) no sample size decides: the interval straddles delta forever.
+    """Normal-approximation probability that the two-sided level ``1 - alpha`` interval decides at
+    ``scale`` times the data (both groups grown at their ratio), if the true gap is ``planned``.
+
+    ``standard_error`` is the difference's at the data at hand. Beyond delta (towards FAIL) one bound
+    must clear it: ``Phi((|d| - delta) / se - z)``, the one-sided power (the interval clearing the
+    opposite -delta is left out: negligible, and the same as statsmodels' ``alternative="larger"``).
+    Within delta (towards PASS) both bounds must: ``Phi((delta - |d|) / se - z) + Phi((delta + |d|) / se
+    - z) - 1``, the power of two one-sided tests (TOST), which needs z at ``1 - beta/2`` at d = 0.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(distance > _DECIDABLE, np.ceil(variance * (z / distance) ** 2), _NAN)
-    return cast(Floats, n)
+        root = np.sqrt(np.asarray(scale, dtype=np.float64))
+    power, _slope = _power_and_slope(root, planned, standard_error, tolerance, _z(np.asarray(alpha) / 2))
+    return cast(Floats, np.maximum(power, 0.0))
+
+
+def scale_needed(
+    *,
+    planned: Floats,
+    standard_error: Floats,
+    tolerance: float,
+    alpha: Floats | float,
+    power: float,
+    where: Bools | None = None,
+) -> Floats:
+    """The factor by which the data must grow (group and reference at their ratio) for
+    :func:`decision_power` to reach ``power``; NaN where no factor does (a gap at delta), and
+    outside ``where`` when given."""
+    z_alpha, z_beta, z_half_beta = _z(np.asarray(alpha) / 2), _z(1 - power), _z((1 - power) / 2)
+    planned, standard_error, z_alpha = np.broadcast_arrays(planned, standard_error, z_alpha)
+    distance = np.abs(np.abs(planned) - tolerance)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Towards FAIL the closed form; towards PASS it lies between the one-sided size (at z_beta)
+        # and the size that gives each one-sided test 1 - beta/2 (at z_half_beta).
+        low = (standard_error * (z_alpha + z_beta) / distance) ** 2
+        high = (standard_error * (z_alpha + z_half_beta) / distance) ** 2
+    towards_pass = np.abs(planned) <= tolerance
+
+    def power_at(root: Floats, where: Bools) -> tuple[Floats, Floats]:
+        return _power_and_slope(root, planned[where], standard_error[where], tolerance, z_alpha[where])
+
+    asked = distance > _DECIDABLE
+    if where is not None:
+        asked = asked & where
+    solved = _solve_scale(power_at, low, high, power, towards_pass & asked)
+    return cast(Floats, np.where(asked, np.where(towards_pass, solved, low), _NAN))
 
 
 def four_fifths_verdict(low: Floats, high: Floats, ratio: Floats) -> npt.NDArray[np.int8]:
@@ -405,6 +488,67 @@ class _Gap:
 def _z(upper_tail: float | Floats) -> Floats:
     """The standard normal quantile with ``upper_tail`` probability above it."""
     return -normal_quantile(upper_tail)
+
+
+def _normal_cdf(x: Floats) -> Floats:
+    tail = normal_two_sided_p(x) / 2  # P(Z > |x|)
+    return cast(Floats, np.where(x > 0, 1 - tail, tail))
+
+
+def _normal_density(x: Floats) -> Floats:
+    return np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _power_and_slope(
+    root: Floats, planned: Floats, standard_error: Floats, tolerance: float, z: Floats
+) -> tuple[Floats, Floats]:
+    """:func:`decision_power` (not clipped at 0) at ``root**2`` times the data, and its derivative in
+    ``root``."""
+    size = np.abs(planned)
+    towards_fail = size > tolerance
+    with np.errstate(divide="ignore", invalid="ignore"):
+        near = np.where(towards_fail, size - tolerance, tolerance - size) / standard_error
+        far = (tolerance + size) / standard_error
+    first, second = near * root - z, far * root - z
+    power = _normal_cdf(first) + np.where(towards_fail, 1.0, _normal_cdf(second)) - 1
+    slope = near * _normal_density(first) + np.where(towards_fail, 0.0, far * _normal_density(second))
+    return power, slope
+
+
+def _solve_scale(
+    power_at: Callable[[Floats, Bools], tuple[Floats, Floats]],
+    low: Floats,
+    high: Floats,
+    power: float,
+    where: Bools,
+) -> Floats:
+    """Where ``where``: the scale in [low, high] at which the increasing power reaches ``power``.
+
+    ``power_at(root, where)`` gives the power at ``root**2`` times the data and its derivative in
+    ``root``, for the entries of ``where``; callers bracket the answer (power at ``low`` at most
+    ``power``, at ``high`` at least). Newton's method in the root, falling back to bisection whenever
+    a step leaves the bracket; only the entries asked about are computed, so simulations stay fast.
+    """
+    result = np.full(where.shape, _NAN)
+    if not where.any():
+        return cast(Floats, result)
+    below, above = np.sqrt(low[where]), np.sqrt(high[where])
+    root = below.copy()
+    for _ in range(100):
+        value, slope = power_at(root, where)
+        short = value < power
+        below = np.where(short, root, below)
+        above = np.where(short, above, root)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = root - (value - power) / slope
+        inside = np.isfinite(step) & (step > below) & (step < above)
+        following = np.where(inside, step, (below + above) / 2)
+        converged = np.abs(following - root) <= 1e-13 * following
+        root = following
+        if converged.all():
+            break
+    result[where] = root**2
+    return cast(Floats, result)
 
 
 def _check_level(name: str, value: float) -> None:
@@ -556,34 +700,164 @@ def _score_test(count1: Counts, nobs1: Counts, count2: Counts, nobs2: Counts) ->
     return normal_two_sided_p(z)
 
 
-def _n_needed(
-    gap: _Gap,
-    successes: Counts,
-    trials: Counts,
+@dataclass(frozen=True)
+class _Plan:
+    """One difference a sample size plans for: the gap and the counts it came from."""
+
+    gap: _Gap
+    successes: Counts
+    trials: Counts
+
+
+@dataclass(frozen=True)
+class _Needed:
+    n_needed: Floats
+    positives_needed: Floats
+    planning_difference: Floats
+    towards: npt.NDArray[np.int8]
+    reason: npt.NDArray[np.int8]
+
+
+def _standard_error(plan: _Plan, planned: Floats, reference: int) -> Floats:
+    """The difference's standard error at the data at hand, at the rates the plan assumes: the
+    reference's (Agresti-Caffo shrunk: one success and one failure added, so a 0% or 100% rate still
+    has variance) and, for the group, the reference's plus the planning gap."""
+    reference_rate = (_at(plan.successes, reference) + 1) / (_at(plan.trials, reference) + 2)
+    group_rate = np.clip(reference_rate + planned, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variance = group_rate * (1 - group_rate) / plan.trials
+        variance_reference = reference_rate * (1 - reference_rate) / _at(plan.trials, reference)
+        return cast(Floats, np.sqrt(variance + variance_reference))
+
+
+def _scale_for(
+    plans: list[_Plan],
+    planned_each: list[Floats],
+    *,
     reference: int,
     alpha: Floats,
     tolerance: float,
     power: float,
-) -> Floats:
-    # Agresti-Caffo: one success and one failure added, so a 0% or 100% rate still has variance.
-    shrunk = (successes + 1) / (trials + 2)
-    return sample_size_needed(
-        p_group=shrunk,
-        p_reference=_at(shrunk, reference),
-        difference=gap.difference,
-        tolerance=tolerance,
-        alpha=alpha,
-        power=power,
+    where: Bools,
+) -> tuple[Floats, Floats]:
+    """The growth factor that decides, if each plan's true gap were ``planned_each``, and the gap it
+    plans for (for equalized odds the deciding component's).
+
+    With one plan, a plain metric. With two (equalized odds: TPR and FPR), towards FAIL the component
+    that decides first suffices; towards PASS both components must decide, and as they are counted on
+    disjoint rows (positives, negatives) the chance of both is the product of their powers.
+    """
+    plans_asked = list(zip(plans, planned_each, strict=True))
+    scales, errors = [], []
+    for plan, planned in plans_asked:
+        error = _standard_error(plan, planned, reference)
+        errors.append(error)
+        scales.append(
+            scale_needed(
+                planned=planned, standard_error=error, tolerance=tolerance, alpha=alpha, power=power, where=where
+            )
+        )
+    if len(plans) == 1:
+        difference = plans[0].gap.difference
+        planned, scale = plans_asked[0][1], scales[0]
+    else:
+        sizes = [np.abs(np.nan_to_num(plan.gap.difference)) for plan in plans]
+        use_second = sizes[1] > sizes[0]
+        difference = np.where(use_second, plans[1].gap.difference, plans[0].gap.difference)
+        beyond = [size > tolerance for size in sizes]
+        fail_scales = [np.where(is_beyond, scale, np.inf) for is_beyond, scale in zip(beyond, scales, strict=True)]
+        first = fail_scales[1] < fail_scales[0]
+        fail_scale = np.fmin(fail_scales[0], fail_scales[1])
+        fail_planned = np.where(first, plans_asked[1][1], plans_asked[0][1])
+
+        alphas = np.broadcast_to(_z(np.asarray(alpha) / 2), difference.shape)
+
+        def joint_power(root: Floats, where: Bools) -> tuple[Floats, Floats]:
+            # The product of the components' powers, and its derivative by the product rule.
+            (power_1, slope_1), (power_2, slope_2) = (
+                _power_and_slope(root, planned_c[where], error[where], tolerance, alphas[where])
+                for (_plan, planned_c), error in zip(plans_asked, errors, strict=True)
+            )
+            return power_1 * power_2, slope_1 * power_2 + power_1 * slope_2
+
+        each_at_root = [
+            scale_needed(
+                planned=planned_c,
+                standard_error=error,
+                tolerance=tolerance,
+                alpha=alpha,
+                power=power**0.5,
+                where=where,
+            )
+            for (_plan, planned_c), error in zip(plans_asked, errors, strict=True)
+        ]
+        low, high = np.fmax(scales[0], scales[1]), np.fmax(each_at_root[0], each_at_root[1])
+        solvable = np.isfinite(low) & np.isfinite(high) & ~beyond[0] & ~beyond[1]
+        pass_scale = _solve_scale(joint_power, low, high, power, solvable & where)
+        pass_planned = np.copysign(
+            np.fmax(np.abs(plans_asked[0][1]), np.abs(plans_asked[1][1])), np.nan_to_num(difference)
+        )
+        towards_fail_eo = beyond[0] | beyond[1]
+        scale = np.where(towards_fail_eo, np.where(np.isfinite(fail_scale), fail_scale, _NAN), pass_scale)
+        planned = np.where(towards_fail_eo, fail_planned, pass_planned)
+
+    return scale, planned
+
+
+def _needed(
+    plans: list[_Plan],
+    *,
+    positives: Counts,
+    reference: int,
+    alpha: Floats,
+    tolerance: float,
+    power: float,
+    asked: Bools,
+) -> _Needed:
+    """How far the data must grow to decide ``asked`` comparisons, and what it plans for.
+
+    First at the planning gap (:func:`planning_difference`). Where the data at hand would already
+    decide that gap, the true gap is likely closer to delta than the margin: then at the observed gap
+    itself, up to ``NEEDED_MAX_GROWTH`` times the data at hand.
+    """
+
+    def solve(planned_each: list[Floats], where: Bools) -> tuple[Floats, Floats]:
+        return _scale_for(
+            plans, planned_each, reference=reference, alpha=alpha, tolerance=tolerance, power=power, where=where
+        )
+
+    scale, planned = solve([planning_difference(plan.gap.difference, tolerance) for plan in plans], asked)
+    close = asked & (scale <= 1)
+    if close.any():
+        close_scale, close_planned = solve([plan.gap.difference for plan in plans], close)
+        scale = np.where(close, close_scale, scale)
+        # A gap too close to delta keeps the planning gap its reason names.
+        planned = np.where(close & (close_scale > 1) & (close_scale <= NEEDED_MAX_GROWTH), close_planned, planned)
+
+    difference = plans[0].gap.difference
+    if len(plans) == 2:
+        use_second = np.abs(np.nan_to_num(plans[1].gap.difference)) > np.abs(np.nan_to_num(difference))
+        difference = np.where(use_second, plans[1].gap.difference, difference)
+    towards_fail = np.abs(np.nan_to_num(difference)) > tolerance
+    # The cap is counted in each plan's denominator, per group; the larger one for equalized odds.
+    with np.errstate(invalid="ignore"):
+        units = [np.ceil(scale * plan.trials) for plan in plans]
+        largest = np.fmax(units[0], units[1]) if len(units) == 2 else units[0]
+        too_close = close & ~((scale > 1) & (scale <= NEEDED_MAX_GROWTH))
+        reason = np.select(
+            [~asked, too_close, np.isnan(scale), largest > NEEDED_CAP, positives == 0],
+            [0, NEEDED_TOO_CLOSE, NEEDED_NO_PASS, NEEDED_OVER_CAP, NEEDED_NO_POSITIVES],
+            0,
+        ).astype(np.int8)
+        positives_needed = np.ceil(scale * positives)
+    answered = asked & (reason == 0)
+    return _Needed(
+        n_needed=cast(Floats, np.where(answered | (reason == NEEDED_NO_POSITIVES), units[0], _NAN)),
+        positives_needed=cast(Floats, np.where(answered, positives_needed, _NAN)),
+        planning_difference=cast(Floats, np.where(asked, planned, _NAN)),
+        towards=np.where(asked, np.where(towards_fail, FAIL, PASS), INCONCLUSIVE).astype(np.int8),
+        reason=reason,
     )
-
-
-def _as_positives(n_needed: Floats, positives: Counts, trials: Counts, reference: int) -> Floats:
-    """Convert a needed denominator into label positives at the pair's pooled mix."""
-    pooled_positives = positives + _at(positives, reference)
-    pooled_trials = trials + _at(trials, reference)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mix = pooled_positives / pooled_trials
-    return cast(Floats, np.where(pooled_trials > 0, np.ceil(n_needed * mix), _NAN))
 
 
 def _equalized_odds(
@@ -593,19 +867,19 @@ def _equalized_odds(
     reference: int,
     tolerance: float,
     alpha: float,
-    power: float,
+    power: float | None,
 ) -> Comparison:
+    """``power`` None: no sample sizes."""
     defined = tpr.defined & fpr.defined
     k = _family_size(defined)
     level_alpha = alpha / (2 * np.maximum(k, 1))
     positives = parts["tpr"][1]
-    gaps, needed, floors = [], [], []
+    gaps, plans, floors = [], [], []
     for name in ("tpr", "fpr"):
         successes, trials = parts[name]
         gap = _gap(successes, trials, reference, level_alpha, defined)
         gaps.append(gap)
-        n = _n_needed(gap, successes, trials, reference, level_alpha, tolerance, power)
-        needed.append(_as_positives(n, positives, trials, reference))
+        plans.append(_Plan(gap, successes, trials))
         floors.append(_noise_floor(successes, trials, reference, level_alpha, defined))
     use_fpr = np.abs(np.nan_to_num(gaps[1].difference)) > np.abs(np.nan_to_num(gaps[0].difference))
     difference = np.where(use_fpr, gaps[1].difference, gaps[0].difference)
@@ -624,14 +898,16 @@ def _equalized_odds(
     high = np.where(defined, np.where(negative, -size_low, size_high), _NAN) + 0.0
     verdict = _verdict(low, high, tolerance, defined)
 
-    # Towards FAIL one component beyond delta suffices (the first to decide); towards PASS both
-    # components must be decided within delta.
-    beyond = [np.abs(gap.difference) > tolerance for gap in gaps]
-    towards_fail = np.fmin(np.where(beyond[0], needed[0], np.inf), np.where(beyond[1], needed[1], np.inf))
-    towards_pass = np.fmax(needed[0], needed[1])
-    positives_needed = np.where(np.abs(difference) > tolerance, towards_fail, towards_pass)
-    positives_needed = np.where(
-        (verdict == INCONCLUSIVE) & defined & np.isfinite(positives_needed), positives_needed, _NAN
+    level = np.broadcast_to(1 - 2 * level_alpha, defined.shape).astype(np.float64)
+    # Each component's interval is at 1 - alpha/2k: half of what the comparison's level leaves.
+    needed = _needed(
+        plans,
+        positives=positives,
+        reference=reference,
+        alpha=(1 - level) / 2,
+        tolerance=tolerance,
+        power=DEFAULT_POWER if power is None else power,
+        asked=(verdict == INCONCLUSIVE) & defined & (power is not None),
     )
 
     component_level = np.broadcast_to(1 - level_alpha, defined.shape).astype(np.float64)
@@ -643,7 +919,7 @@ def _equalized_odds(
         ratio=_nans(defined),
         ci_low=low,
         ci_high=high,
-        level=np.broadcast_to(1 - 2 * level_alpha, defined.shape).astype(np.float64),
+        level=level,
         family_size=k[..., 0],
         p_value=cast(Floats, p_value),
         p_adjusted=holm(cast(Floats, p_value)),
@@ -654,8 +930,11 @@ def _equalized_odds(
         ),
         verdict=verdict,
         n_needed=_nans(defined),
-        positives_needed=cast(Floats, positives_needed),
+        positives_needed=needed.positives_needed,
         component=np.where(defined & use_fpr, 1, 0).astype(np.int8),
+        planning_difference=needed.planning_difference,
+        needed_towards=needed.towards,
+        needed_reason=needed.reason,
         ratio_low=_nans(defined),
         ratio_high=_nans(defined),
         ratio_verdict=np.full(defined.shape, NO_VERDICT, np.int8),

@@ -205,6 +205,29 @@ def test_the_list_offers_the_form_only_to_those_who_may_run_audits(
     assert new in _client(bob).get(reverse("audits:predictions")).content
 
 
+def _rows(gender: str, tp: int, fn: int, fp: int, tn: int) -> str:
+    cells = [("1,1", tp), ("1,0", fn), ("0,1", fp), ("0,0", tn)]
+    return "".join(f"{label_pred},{gender}\n" * n for label_pred, n in cells)
+
+
+def test_the_page_shows_the_planning_gap_and_a_gap_too_close_to_delta_as_not_decidable(
+    bob: User, dataset_storage: Path
+) -> None:
+    # TPR 0.749 on 4,000 positives against 0.80 on 20,000: 0.001 beyond delta. The data at hand would
+    # already decide a gap of 0.075, and the observed one would take some 430 times the data: no plan.
+    content = "label,pred,gender\n" + _rows("a", 16_000, 4_000, 500, 4_500) + _rows("b", 2_996, 1_004, 100, 900)
+    audit = PredictionAuditFactory.create(
+        created_by=bob, content=content, spec=AuditSpec(label="label", prediction="pred", attributes=("gender",))
+    )
+    tpr = next(c for c in audit.result["attributes"]["gender"]["comparisons"] if c["metric"] == "tpr")
+    assert (tpr["verdict"], tpr["positives_needed"], tpr["needed_decidable"]) == ("INCONCLUSIVE", None, False)
+    page = _client(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    row = page[page.index('data-metric="tpr" data-group="b"') :]
+    row = row[: row.index("</tr>")]
+    assert '<em class="muted">not decidable</em><br><small class="muted">towards FAIL at -0.075</small>' in row
+    assert "the data at hand would already decide a gap of -0.075 with power 0.8" in row
+
+
 def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> None:
     from auditportal.audits.views import AUDITS_PER_PAGE
 
