@@ -12,6 +12,7 @@ from typing import Any, cast
 import factory
 from django.conf import settings
 from django.db.models import Max
+from django.test import Client
 
 from auditportal.accounts.models import Role, RoleGrant, User
 from auditportal.audits import services as audit_services
@@ -201,3 +202,10 @@ class PredictionAuditFactory(factory.django.DjangoModelFactory[PredictionAudit])
             return audit_services.prediction_audit_run(
                 user=created_by, source=path, original_name=original_name, spec=spec
             )
+
+
+def client_for(user: User) -> Client:
+    """A test client with ``user`` logged in."""
+    client = Client()
+    client.force_login(user)
+    return client

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.services import role_grant
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
-from tests.factories import DatasetVersionFactory, PredictionAuditFactory, make_user
+from tests.factories import DatasetVersionFactory, PredictionAuditFactory, client_for, make_user
 
 
 @pytest.fixture
@@ -34,12 +33,6 @@ def version(alice: User, dataset_storage: Path) -> DatasetVersion:
     return DatasetVersionFactory.create(created_by=alice, name="loans")
 
 
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_a_superuser_holds_no_role_and_is_no_member(root: User) -> None:
     assert not any(root.has_role(role) for role in Role)
     assert not root.is_member
@@ -48,7 +41,7 @@ def test_a_superuser_holds_no_role_and_is_no_member(root: User) -> None:
 def test_a_superuser_without_grants_sees_nothing_and_may_do_nothing(
     root: User, audit: PredictionAudit, version: DatasetVersion
 ) -> None:
-    client = _client(root)
+    client = client_for(root)
     home = client.get(reverse("home")).content
     assert b"Your account has no role yet" in home
     assert b"loans" not in home
@@ -70,7 +63,7 @@ def test_a_superuser_without_grants_sees_nothing_and_may_do_nothing(
 
 def test_a_superuser_engineer_is_not_a_reviewer(root: User, audit: PredictionAudit, erin: User) -> None:
     role_grant(user=root, role=Role.ML_ENGINEER, granted_by=erin)
-    client = _client(root)
+    client = client_for(root)
     page = client.get(reverse("audits:prediction", args=[audit.pk]))
     assert page.status_code == 200
     assert b"Retire this audit" not in page.content  # someone else's audit: a reviewer's call

@@ -13,7 +13,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -21,6 +20,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.tabular import DatasetError, read
+from tests.factories import client_for
 from tests.realworld import (
     LONG_GROUP,
     REPEATED_WARNING,
@@ -54,12 +54,6 @@ def _error(path: Path, **kwargs: Any) -> DatasetError:
     with pytest.raises(DatasetError) as caught:
         _audit(path, **kwargs)
     return caught.value
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _upload(path: Path) -> SimpleUploadedFile:
@@ -193,7 +187,7 @@ def _form(path: Path, **changes: Any) -> dict[str, Any]:
 
 
 def test_the_audit_page_shows_the_warning(bob: User, dataset_storage: Path, tmp_path: Path) -> None:
-    client = _client(bob)
+    client = client_for(bob)
     form = _form(recidivism_csv(tmp_path / "compas.csv"), label="two_year_recid", prediction="high_risk")
     response = client.post(reverse("audits:prediction-new"), {**form, "attributes": "race"})
     assert response.status_code == 302, response.content.decode()
@@ -218,7 +212,7 @@ def test_the_form_shows_the_refusal(
     message: str,
 ) -> None:
     path = make(tmp_path / ("compas.csv" if make is recidivism_csv else "loans.csv"))
-    response = _client(bob).post(reverse("audits:prediction-new"), _form(path, **changes))
+    response = client_for(bob).post(reverse("audits:prediction-new"), _form(path, **changes))
     assert response.status_code == 400
     assert message.replace("'", "&#x27;") in response.content.decode()
     assert not PredictionAudit.objects.exists()
@@ -229,7 +223,7 @@ def test_the_form_shows_the_refusal(
 
 def test_the_api_returns_the_warning_in_the_document(carol: User, dataset_storage: Path, tmp_path: Path) -> None:
     data = {"file": _upload(recidivism_csv(tmp_path / "compas.csv")), "label": "two_year_recid"}
-    response = _client(carol).post(API, {**data, "prediction": "high_risk", "attributes": ["race", "sex"]})
+    response = client_for(carol).post(API, {**data, "prediction": "high_risk", "attributes": ["race", "sex"]})
     assert response.status_code == 201, response.content.decode()
     assert response.json()["warnings"] == [REPEATED_WARNING]
 
@@ -237,7 +231,7 @@ def test_the_api_returns_the_warning_in_the_document(carol: User, dataset_storag
 def test_the_api_refuses_with_file_row_and_column(
     bob: User, dataset_storage: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = _client(bob)
+    client = client_for(bob)
     compas = _upload(recidivism_csv(tmp_path / "compas.csv"))
     data = {
         "file": compas,

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import PermissionDenied
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import Role, User
@@ -14,15 +13,9 @@ from auditportal.activity.models import Event
 from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.errors import UserError
-from tests.factories import PredictionAuditFactory, make_user
+from tests.factories import PredictionAuditFactory, client_for, make_user
 
 REFUSED = "Only the audit's author, a reviewer or an administrator can retire a prediction audit."
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -103,12 +96,12 @@ def test_the_retirement_and_its_event_commit_together(
 
 def test_the_author_sees_the_retire_form_and_others_do_not(audit: PredictionAudit, bob: User, frank: User) -> None:
     url = reverse("audits:prediction", args=[audit.pk])
-    assert b"Retire this audit" in _client(bob).get(url).content
-    assert b"Retire this audit" not in _client(frank).get(url).content
+    assert b"Retire this audit" in client_for(bob).get(url).content
+    assert b"Retire this audit" not in client_for(frank).get(url).content
 
 
 def test_retiring_on_the_page_shows_a_banner_and_hides_the_form(audit: PredictionAudit, carol: User) -> None:
-    client = _client(carol)
+    client = client_for(carol)
     response = client.post(
         reverse("audits:prediction-retire", args=[audit.pk]), {"reason": "Scores came from the wrong model."}
     )
@@ -124,7 +117,7 @@ def test_retiring_on_the_page_shows_a_banner_and_hides_the_form(audit: Predictio
 
 
 def test_the_page_says_why_an_empty_reason_is_refused(audit: PredictionAudit, bob: User) -> None:
-    response = _client(bob).post(reverse("audits:prediction-retire", args=[audit.pk]), {"reason": " "})
+    response = client_for(bob).post(reverse("audits:prediction-retire", args=[audit.pk]), {"reason": " "})
     assert response.status_code == 400
     assert b"Say why this audit is retired." in response.content
     audit.refresh_from_db()
@@ -135,9 +128,9 @@ def test_the_page_refuses_others_and_hides_the_audit_from_outsiders(
     audit: PredictionAudit, frank: User, oscar: User
 ) -> None:
     url = reverse("audits:prediction-retire", args=[audit.pk])
-    assert _client(frank).post(url, {"reason": "x"}).status_code == 403
-    assert _client(oscar).post(url, {"reason": "x"}).status_code == 404
-    assert _client(frank).get(url).status_code == 405
+    assert client_for(frank).post(url, {"reason": "x"}).status_code == 403
+    assert client_for(oscar).post(url, {"reason": "x"}).status_code == 404
+    assert client_for(frank).get(url).status_code == 405
     audit.refresh_from_db()
     assert not audit.is_retired
 
@@ -145,7 +138,7 @@ def test_the_page_refuses_others_and_hides_the_audit_from_outsiders(
 def test_the_list_marks_retired_audits(audit: PredictionAudit, bob: User, dataset_storage: Path) -> None:
     kept = PredictionAuditFactory.create(created_by=bob)
     services.prediction_audit_retire(user=bob, audit=audit, reason="duplicate upload")
-    page = _client(bob).get(reverse("audits:predictions")).content.decode()
+    page = client_for(bob).get(reverse("audits:predictions")).content.decode()
     assert page.count('<span class="badge retired"') == 1
     assert f'<tr class="retired">\n    <td><a href="{reverse("audits:prediction", args=[audit.pk])}">' in page
     assert f'<tr>\n    <td><a href="{reverse("audits:prediction", args=[kept.pk])}">' in page
@@ -155,7 +148,7 @@ def test_the_list_marks_retired_audits(audit: PredictionAudit, bob: User, datase
 
 
 def test_the_api_retires_and_returns_the_document_with_its_retirement(audit: PredictionAudit, carol: User) -> None:
-    client = _client(carol)
+    client = client_for(carol)
     response = client.post(
         f"/api/v1/audits/predictions/{audit.pk}/retire/", {"reason": "Wrong file."}, content_type="application/json"
     )
@@ -172,14 +165,14 @@ def test_the_api_retires_and_returns_the_document_with_its_retirement(audit: Pre
 
 def test_the_api_answers_400_403_and_404(audit: PredictionAudit, bob: User, frank: User, oscar: User) -> None:
     url = f"/api/v1/audits/predictions/{audit.pk}/retire/"
-    empty = _client(bob).post(url, {"reason": ""}, content_type="application/json")
+    empty = client_for(bob).post(url, {"reason": ""}, content_type="application/json")
     assert (empty.status_code, empty.json()) == (400, {"detail": "Say why this audit is retired.", "field": "reason"})
-    missing = _client(bob).post(url, {}, content_type="application/json")
+    missing = client_for(bob).post(url, {}, content_type="application/json")
     assert missing.status_code == 400
-    assert _client(frank).post(url, {"reason": "x"}, content_type="application/json").status_code == 403
-    assert _client(oscar).post(url, {"reason": "x"}, content_type="application/json").status_code == 404
-    assert _client(bob).get(f"/api/v1/audits/predictions/{audit.pk}/").json()["retired"] is None
-    _client(bob).post(url, {"reason": "first"}, content_type="application/json")
-    again = _client(bob).post(url, {"reason": "second"}, content_type="application/json")
+    assert client_for(frank).post(url, {"reason": "x"}, content_type="application/json").status_code == 403
+    assert client_for(oscar).post(url, {"reason": "x"}, content_type="application/json").status_code == 404
+    assert client_for(bob).get(f"/api/v1/audits/predictions/{audit.pk}/").json()["retired"] is None
+    client_for(bob).post(url, {"reason": "first"}, content_type="application/json")
+    again = client_for(bob).post(url, {"reason": "second"}, content_type="application/json")
     assert again.status_code == 400
     assert again.json()["detail"].startswith("This audit was already retired on ")

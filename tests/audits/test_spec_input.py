@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -17,6 +16,7 @@ from auditportal.audits.forms import PredictionAuditForm
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
+from tests.factories import client_for
 
 
 def test_unknown_tokens_are_split_stripped_lower_cased_deduplicated_and_sorted_with_empty_first() -> None:
@@ -47,12 +47,6 @@ def test_names_are_stripped_and_lists_split_on_commas_keeping_a_repeated_attribu
     assert spec.references == ("m", "age_group=old")
 
 
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def _upload() -> SimpleUploadedFile:
     return SimpleUploadedFile("scores.csv", PREDICTIONS_CSV.encode(), content_type="text/csv")
 
@@ -70,7 +64,7 @@ def _through_the_form(user: User, tokens: list[str] | None) -> None:
         "reference": "m, age_group=old",
         "unknown_tokens": text,
     }
-    response = _client(user).post(reverse("audits:prediction-new"), data)
+    response = client_for(user).post(reverse("audits:prediction-new"), data)
     assert response.status_code == 302, response.content.decode()
 
 
@@ -85,7 +79,7 @@ def _through_the_api(user: User, tokens: list[str] | None) -> None:
     }
     if tokens is not None:
         data["unknown_tokens"] = tokens
-    response = _client(user).post("/api/v1/audits/predictions/", data)
+    response = client_for(user).post("/api/v1/audits/predictions/", data)
     assert response.status_code == 201, response.content.decode()
 
 

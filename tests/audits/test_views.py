@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
@@ -17,13 +16,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.tabular import read
 from tests.audits.conftest import PREDICTIONS_CSV
-from tests.factories import PredictionAuditFactory
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.factories import PredictionAuditFactory, client_for
 
 
 def _upload(name: str = "scores.csv", content: str = PREDICTIONS_CSV) -> SimpleUploadedFile:
@@ -90,7 +83,7 @@ def test_an_upload_is_hashed_as_it_streams_in_and_not_read_again_for_its_hash(
 
     monkeypatch.setattr(read, "sha256_of", no_second_read)
     upload = _upload(content=content)
-    client = _client(bob)
+    client = client_for(bob)
     if route == "form":
         response = client.post(reverse("audits:prediction-new"), _form(file=upload, attributes="gender"))
         assert response.status_code == 302, response.content.decode()
@@ -126,7 +119,7 @@ def test_only_ml_engineers_and_reviewers_may_run_an_audit(
 def test_ml_engineers_and_reviewers_audit_through_the_form_and_see_the_verdicts(
     request: pytest.FixtureRequest, fixture_name: str, dataset_storage: Path
 ) -> None:
-    client = _client(request.getfixturevalue(fixture_name))
+    client = client_for(request.getfixturevalue(fixture_name))
     assert client.get(reverse("audits:prediction-new")).status_code == 200
     response = client.post(reverse("audits:prediction-new"), _form(intersect="on"))
     audit = PredictionAudit.objects.get()
@@ -148,7 +141,7 @@ def test_ml_engineers_and_reviewers_audit_through_the_form_and_see_the_verdicts(
 
 @pytest.mark.parametrize("fixture_name", ["alice", "dave"])
 def test_other_members_get_403_on_the_audit_form(request: pytest.FixtureRequest, fixture_name: str) -> None:
-    client = _client(request.getfixturevalue(fixture_name))
+    client = client_for(request.getfixturevalue(fixture_name))
     response = client.get(reverse("audits:prediction-new"))
     assert response.status_code == 403
     assert b"Only an ML engineer or a reviewer can run prediction audits." in response.content
@@ -158,14 +151,14 @@ def test_other_members_get_403_on_the_audit_form(request: pytest.FixtureRequest,
 
 def test_a_file_error_is_shown_on_the_form_with_file_row_and_column(bob: User, dataset_storage: Path) -> None:
     upload = _upload(content="label,pred,gender\n1,1,f\n0,0,m\n1,7,f\n")
-    response = _client(bob).post(reverse("audits:prediction-new"), _form(file=upload, attributes="gender"))
+    response = client_for(bob).post(reverse("audits:prediction-new"), _form(file=upload, attributes="gender"))
     assert response.status_code == 400
     assert "scores.csv, row 3, column &#x27;pred&#x27;: value 7 is not a 0/1 prediction" in response.content.decode()
     assert not PredictionAudit.objects.exists()
 
 
 def test_a_score_without_threshold_is_shown_on_the_threshold_field(bob: User, dataset_storage: Path) -> None:
-    response = _client(bob).post(reverse("audits:prediction-new"), _form(prediction="", score="score"))
+    response = client_for(bob).post(reverse("audits:prediction-new"), _form(prediction="", score="score"))
     assert response.status_code == 400
     assert response.context["form"].errors["threshold"] == [
         "a score column needs a threshold: rows whose score is at least the threshold are predicted positive"
@@ -177,7 +170,7 @@ def test_an_oversized_upload_is_refused_and_nothing_is_kept(
     bob: User, dataset_storage: Path, settings: SettingsWrapper
 ) -> None:
     settings.DATASET_MAX_UPLOAD_BYTES = 100
-    response = _client(bob).post(reverse("audits:prediction-new"), _form())
+    response = client_for(bob).post(reverse("audits:prediction-new"), _form())
     assert response.status_code == 400
     assert "scores.csv: the file is larger than the 100 bytes limit" in response.content.decode()
     assert not any(Path(settings.FILE_UPLOAD_TEMP_DIR).iterdir())
@@ -187,10 +180,10 @@ def test_every_member_reads_audits_and_outsiders_see_none(
     audit: PredictionAudit, dave: User, oscar: User, alice: User
 ) -> None:
     for member in (dave, alice):
-        client = _client(member)
+        client = client_for(member)
         assert b"scores.csv" in client.get(reverse("audits:predictions")).content
         assert client.get(reverse("audits:prediction", args=[audit.pk])).status_code == 200
-    outsider = _client(oscar)
+    outsider = client_for(oscar)
     listing = outsider.get(reverse("audits:predictions"))
     assert b"scores.csv" not in listing.content
     assert b"Your account has no role yet" in listing.content
@@ -201,8 +194,8 @@ def test_the_list_offers_the_form_only_to_those_who_may_run_audits(
     audit: PredictionAudit, dave: User, bob: User
 ) -> None:
     new = reverse("audits:prediction-new").encode()
-    assert new not in _client(dave).get(reverse("audits:predictions")).content
-    assert new in _client(bob).get(reverse("audits:predictions")).content
+    assert new not in client_for(dave).get(reverse("audits:predictions")).content
+    assert new in client_for(bob).get(reverse("audits:predictions")).content
 
 
 def _rows(gender: str, tp: int, fn: int, fp: int, tn: int) -> str:
@@ -221,7 +214,7 @@ def test_the_page_shows_the_planning_gap_and_a_gap_too_close_to_delta_as_not_dec
     )
     tpr = next(c for c in audit.result["attributes"]["gender"]["comparisons"] if c["metric"] == "tpr")
     assert (tpr["verdict"], tpr["positives_needed"], tpr["needed_decidable"]) == ("INCONCLUSIVE", None, False)
-    page = _client(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
     row = page[page.index('data-metric="tpr" data-group="b"') :]
     row = row[: row.index("</tr>")]
     assert '<em class="muted">not decidable</em><br><small class="muted">towards FAIL at -0.075</small>' in row
@@ -233,7 +226,7 @@ def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> N
 
     for index in range(AUDITS_PER_PAGE):
         PredictionAuditFactory.create(created_by=audit.created_by, original_name=f"copy-{index}.csv")
-    client = _client(dave)
+    client = client_for(dave)
     first = client.get(reverse("audits:predictions")).content.decode()
     assert first.count('<td><a href="/audits/predictions/') == AUDITS_PER_PAGE
     assert "copy-0.csv" in first  # the copies are newer than the fixture's audit
@@ -255,7 +248,7 @@ def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> N
 
 
 def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User, dataset_storage: Path) -> None:
-    response = _client(carol).post(
+    response = client_for(carol).post(
         "/api/v1/audits/predictions/",
         {
             "file": _upload(),
@@ -280,7 +273,7 @@ def test_the_api_runs_an_audit_and_returns_the_document_with_its_id(carol: User,
 
 
 def test_the_api_reports_file_errors_with_file_row_and_column(bob: User, dataset_storage: Path) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         "/api/v1/audits/predictions/",
         {"file": _upload(content=""), "label": "label", "prediction": "pred", "attributes": ["gender"]},
     )
@@ -298,24 +291,24 @@ def test_the_api_refuses_a_score_without_threshold_and_other_roles(
     bob: User, dave: User, dataset_storage: Path
 ) -> None:
     data = {"file": _upload(), "label": "label", "score": "score", "attributes": ["gender"]}
-    response = _client(bob).post("/api/v1/audits/predictions/", data)
+    response = client_for(bob).post("/api/v1/audits/predictions/", data)
     assert response.status_code == 400
     assert response.json() == {
         "detail": "a score column needs a threshold: rows whose score is at least the threshold are predicted positive",
         "field": "threshold",
     }
     data["file"] = _upload()
-    assert _client(dave).post("/api/v1/audits/predictions/", data).status_code == 403
+    assert client_for(dave).post("/api/v1/audits/predictions/", data).status_code == 403
     assert not PredictionAudit.objects.exists()
 
 
 def test_the_api_returns_the_stored_document_to_members_only(audit: PredictionAudit, dave: User, oscar: User) -> None:
-    detail = _client(dave).get(f"/api/v1/audits/predictions/{audit.pk}/")
+    detail = client_for(dave).get(f"/api/v1/audits/predictions/{audit.pk}/")
     assert detail.status_code == 200
     assert detail.json()["attributes"] == audit.result["attributes"]
     assert detail.json()["id"] == audit.pk
-    listing = _client(dave).get("/api/v1/audits/predictions/").json()
+    listing = client_for(dave).get("/api/v1/audits/predictions/").json()
     assert [item["id"] for item in listing["results"]] == [audit.pk]
     assert listing["results"][0]["verdict"] == "INCONCLUSIVE"
-    assert _client(oscar).get(f"/api/v1/audits/predictions/{audit.pk}/").status_code == 404
-    assert _client(oscar).get("/api/v1/audits/predictions/").json()["results"] == []
+    assert client_for(oscar).get(f"/api/v1/audits/predictions/{audit.pk}/").status_code == 404
+    assert client_for(oscar).get("/api/v1/audits/predictions/").json()["results"] == []

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -18,18 +17,12 @@ from auditportal.datasets import services
 from auditportal.datasets.models import DatasetVersion, IntegrityCheck, IntegrityPurpose
 from auditportal.fairness import tabular
 from tests.datasets.conftest import flip_labels
-from tests.factories import DatasetVersionFactory
+from tests.factories import DatasetVersionFactory, client_for
 
 
 @pytest.fixture
 def version(alice: User, dataset_storage: Path) -> DatasetVersion:
     return DatasetVersionFactory.create(created_by=alice, name="loans")
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _tampered_message(version: DatasetVersion) -> str:
@@ -163,7 +156,7 @@ def test_a_file_changed_between_the_check_and_the_read_is_refused(
 
 
 def test_the_version_page_shows_the_latest_check(alice: User, carol: User, version: DatasetVersion) -> None:
-    client = _client(carol)
+    client = client_for(carol)
     page = client.get(reverse("datasets:version", args=[version.pk])).content.decode()
     assert "not checked since registration" in page
     services.dataset_version_check_integrity(version=version, actor=alice, purpose="shard")
@@ -179,7 +172,7 @@ def test_the_version_page_shows_a_failed_check_prominently(carol: User, version:
     with pytest.raises(services.DatasetIntegrityError):
         services.dataset_version_shard(version=version, parts=1)
     check = IntegrityCheck.objects.get()
-    page = _client(carol).get(reverse("datasets:version", args=[version.pk])).content.decode()
+    page = client_for(carol).get(reverse("datasets:version", args=[version.pk])).content.decode()
     assert 'id="integrity-failed"' in page
     assert (
         f"This version failed its integrity check on {check.checked_at:%Y-%m-%d %H:%M} UTC</strong>\n"
@@ -190,7 +183,7 @@ def test_the_version_page_shows_a_failed_check_prominently(carol: User, version:
 
 
 def test_a_steward_checks_integrity_from_the_page(alice: User, version: DatasetVersion) -> None:
-    client = _client(alice)
+    client = client_for(alice)
     url = reverse("datasets:check", args=[version.pk])
     assert "Check integrity now" in client.get(reverse("datasets:version", args=[version.pk])).content.decode()
     response = client.post(url, follow=True)
@@ -207,24 +200,24 @@ def test_a_steward_checks_integrity_from_the_page(alice: User, version: DatasetV
 
 def test_an_administrator_may_check_but_an_engineer_may_not(bob: User, erin: User, version: DatasetVersion) -> None:
     url = reverse("datasets:check", args=[version.pk])
-    assert _client(bob).post(url).status_code == 403
-    assert _client(erin).post(url).status_code == 302
+    assert client_for(bob).post(url).status_code == 403
+    assert client_for(erin).post(url).status_code == 302
     assert list(IntegrityCheck.objects.values_list("actor", flat=True)) == [erin.pk]
 
 
 def test_an_outsider_gets_404_for_the_check(oscar: User, version: DatasetVersion) -> None:
-    assert _client(oscar).post(reverse("datasets:check", args=[version.pk])).status_code == 404
+    assert client_for(oscar).post(reverse("datasets:check", args=[version.pk])).status_code == 404
     assert not IntegrityCheck.objects.exists()
 
 
 def test_the_api_includes_the_integrity_state(alice: User, bob: User, version: DatasetVersion) -> None:
     url = f"/api/v1/dataset-versions/{version.pk}/"
-    assert _client(bob).get(url).json()["integrity"] is None
+    assert client_for(bob).get(url).json()["integrity"] is None
     flip_labels(version)
     with pytest.raises(services.DatasetIntegrityError):
         services.dataset_version_check_integrity(version=version, actor=alice)
     check = IntegrityCheck.objects.get()
-    integrity = _client(bob).get(url).json()["integrity"]
+    integrity = client_for(bob).get(url).json()["integrity"]
     assert integrity["checked_at"].startswith(f"{check.checked_at:%Y-%m-%dT%H:%M:%S}")
     del integrity["checked_at"]
     assert integrity == {

@@ -12,7 +12,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -20,15 +19,10 @@ from auditportal.datasets import selectors, services
 from auditportal.datasets.models import DatasetVersion, GroupSummary
 from auditportal.fairness import sharding
 from auditportal.fairness.tabular import DatasetSpec, FeatureInfo, load_normalized
+from tests.factories import client_for
 from tests.intersection_file import ATTRIBUTE_KEY, CSV, PAIRS, UNKNOWN, rows_by_key, write_csv
 
 SPEC = DatasetSpec(label="label", positive="1", attributes=("gender", "race"))
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _register(user: User, tmp_path: Path) -> DatasetVersion:
@@ -76,7 +70,7 @@ def test_registration_summarises_four_intersection_groups_with_their_counts(
 def test_a_steward_registers_the_file_through_the_pages_and_sees_four_intersection_groups(
     alice: User, dataset_storage: Path
 ) -> None:
-    client = _client(alice)
+    client = client_for(alice)
     upload = SimpleUploadedFile("ampersands.csv", CSV.encode(), content_type="text/csv")
     response = client.post(reverse("datasets:upload"), {"name": "ampersands", "file": upload})
     assert response.status_code == 302, response.content.decode()
@@ -101,7 +95,7 @@ def test_the_version_api_lists_each_intersection_group_with_its_values(
     alice: User, carol: User, dataset_storage: Path, tmp_path: Path
 ) -> None:
     version = _register(alice, tmp_path)
-    response = _client(carol).get(reverse("api-dataset-version", args=[version.pk]))
+    response = client_for(carol).get(reverse("api-dataset-version", args=[version.pk]))
     assert response.status_code == 200
     (intersection,) = [table for table in response.json()["groups"] if table["is_intersection"]]
     assert (intersection["attribute"], intersection["columns"]) == (ATTRIBUTE_KEY, ["gender", "race"])

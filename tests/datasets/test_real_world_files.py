@@ -12,7 +12,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.db.models import CharField, Model
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -24,7 +23,7 @@ from auditportal.fairness import tabular
 from auditportal.fairness.metricsfile import metric_group
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, read
 from auditportal.fairness.tabular.spec import LONGEST_GROUP_METRIC, group_metric_length
-from tests.factories import ExperimentFactory, TrialFactory
+from tests.factories import ExperimentFactory, TrialFactory, client_for
 from tests.realworld import (
     LONG_GROUP,
     REPEATED_WARNING,
@@ -39,12 +38,6 @@ from trainer import bias
 
 RECIDIVISM_SPEC = DatasetSpec(label="two_year_recid", positive="1", attributes=("race", "sex"))
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender",))
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _register(user: User, source: Path, spec: DatasetSpec) -> DatasetVersion:
@@ -168,7 +161,7 @@ def test_the_cli_refuses_a_used_repeated_name(dataset_storage: Path, tmp_path: P
 def test_the_web_upload_step_warns_and_offers_no_repeated_name(
     alice: User, dataset_storage: Path, tmp_path: Path
 ) -> None:
-    client = _client(alice)
+    client = client_for(alice)
     content = recidivism_csv(tmp_path / "compas.csv").read_bytes()
     upload = SimpleUploadedFile("compas.csv", content, content_type="text/csv")
     response = client.post(reverse("datasets:upload"), {"name": "compas", "file": upload})
@@ -196,10 +189,10 @@ def test_the_web_upload_step_warns_and_offers_no_repeated_name(
 
 def test_the_api_gives_a_versions_warnings(alice: User, dataset_storage: Path, tmp_path: Path) -> None:
     version = _register(alice, recidivism_csv(tmp_path / "in" / "compas.csv"), RECIDIVISM_SPEC)
-    body = _client(alice).get(f"/api/v1/dataset-versions/{version.pk}/").json()
+    body = client_for(alice).get(f"/api/v1/dataset-versions/{version.pk}/").json()
     assert body["warnings"] == [REPEATED_WARNING]
     clean = _register(alice, _plain_csv(tmp_path), SPEC)
-    assert _client(alice).get(f"/api/v1/dataset-versions/{clean.pk}/").json()["warnings"] == []
+    assert client_for(alice).get(f"/api/v1/dataset-versions/{clean.pk}/").json()["warnings"] == []
 
 
 def _plain_csv(tmp_path: Path) -> Path:
@@ -324,7 +317,7 @@ def test_a_long_attribute_or_label_name_is_refused(alice: User, dataset_storage:
 def test_the_web_form_shows_a_long_value_as_a_form_error_not_a_server_error(
     alice: User, dataset_storage: Path, tmp_path: Path
 ) -> None:
-    client = _client(alice)
+    client = client_for(alice)
     upload = SimpleUploadedFile("loans.csv", long_group_csv(tmp_path / "l.csv").read_bytes(), content_type="text/csv")
     response = client.post(reverse("datasets:upload"), {"name": "loans", "file": upload})
     staged = StagedUpload.objects.get()

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import PermissionDenied
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -14,18 +13,12 @@ from auditportal.activity.models import Event, Verb
 from auditportal.datasets import services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
-from tests.factories import DatasetVersionFactory
+from tests.factories import DatasetVersionFactory, client_for
 
 
 @pytest.fixture
 def version(alice: User, dataset_storage: Path) -> DatasetVersion:
     return DatasetVersionFactory.create(created_by=alice, name="loans")
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_steward_retires_a_version_with_a_reason_and_an_event(alice: User, version: DatasetVersion) -> None:
@@ -77,18 +70,18 @@ def test_the_page_shows_the_retirement_and_offers_the_form_to_stewards_only(
     alice: User, bob: User, version: DatasetVersion
 ) -> None:
     url = reverse("datasets:version", args=[version.pk])
-    assert "Retire this version" in _client(alice).get(url).content.decode()
-    assert "Retire this version" not in _client(bob).get(url).content.decode()
-    response = _client(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": "superseded by v2"})
+    assert "Retire this version" in client_for(alice).get(url).content.decode()
+    assert "Retire this version" not in client_for(bob).get(url).content.decode()
+    response = client_for(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": "superseded by v2"})
     assert response.status_code == 302
     version.refresh_from_db()
-    page = _client(bob).get(url).content.decode()
+    page = client_for(bob).get(url).content.decode()
     assert f"<strong>Retired on {version.retired_at:%Y-%m-%d %H:%M} UTC by alice</strong>: superseded by v2" in page
-    assert "Retire this version" not in _client(alice).get(url).content.decode()
+    assert "Retire this version" not in client_for(alice).get(url).content.decode()
 
 
 def test_the_form_shows_a_missing_reason_on_its_field(alice: User, version: DatasetVersion) -> None:
-    response = _client(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": ""})
+    response = client_for(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": ""})
     assert response.status_code == 400
     assert '<p class="error" role="alert">Say why this version is retired.</p>' in response.content.decode()
     version.refresh_from_db()
@@ -96,12 +89,12 @@ def test_the_form_shows_a_missing_reason_on_its_field(alice: User, version: Data
 
 
 def test_an_engineer_posting_the_form_gets_403(bob: User, version: DatasetVersion) -> None:
-    assert _client(bob).post(reverse("datasets:retire", args=[version.pk]), {"reason": "x"}).status_code == 403
+    assert client_for(bob).post(reverse("datasets:retire", args=[version.pk]), {"reason": "x"}).status_code == 403
 
 
 def test_the_api_includes_the_retirement(alice: User, bob: User, version: DatasetVersion) -> None:
     url = f"/api/v1/dataset-versions/{version.pk}/"
-    assert _client(bob).get(url).json()["retired"] is None
+    assert client_for(bob).get(url).json()["retired"] is None
     services.dataset_version_retire(user=alice, version=version, reason="superseded")
-    retired = _client(bob).get(url).json()["retired"]
+    retired = client_for(bob).get(url).json()["retired"]
     assert (retired["by"], retired["reason"]) == ("alice", "superseded")

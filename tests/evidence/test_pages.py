@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -14,13 +13,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
 from tests.evidence.helpers import trial_with_validations
-from tests.factories import PredictionAuditFactory
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.factories import PredictionAuditFactory, client_for
 
 
 @pytest.fixture
@@ -39,7 +32,7 @@ def trial(demo_version: DatasetVersion, bob: User) -> Trial:
 
 
 def test_the_page_shows_the_hash_the_subject_the_policy_and_the_json(document: VerdictDocument, dave: User) -> None:
-    response = _client(dave).get(reverse("evidence:document", args=[document.pk]))
+    response = client_for(dave).get(reverse("evidence:document", args=[document.pk]))
     assert response.status_code == 200
     html = response.content.decode()
     assert f'<code class="hash" id="document-sha256">{document.sha256}</code>' in html
@@ -54,7 +47,7 @@ def test_the_page_shows_the_hash_the_subject_the_policy_and_the_json(document: V
 def test_the_download_is_the_stored_bytes_and_hashes_to_the_documents_sha256(
     document: VerdictDocument, carol: User
 ) -> None:
-    response = _client(carol).get(reverse("evidence:canonical", args=[document.pk]))
+    response = client_for(carol).get(reverse("evidence:canonical", args=[document.pk]))
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert f'filename="verdict-document-{document.pk}-{document.sha256[:12]}.json"' in response["Content-Disposition"]
@@ -63,7 +56,7 @@ def test_the_download_is_the_stored_bytes_and_hashes_to_the_documents_sha256(
 
 
 def test_the_api_returns_the_metadata_the_document_and_the_exact_bytes(document: VerdictDocument, dave: User) -> None:
-    client = _client(dave)
+    client = client_for(dave)
     response = client.get(reverse("api-verdict-document", args=[document.pk]))
     assert response.status_code == 200
     body = response.json()
@@ -84,13 +77,13 @@ def test_the_api_returns_the_metadata_the_document_and_the_exact_bytes(document:
 
 
 def test_outsiders_get_404_everywhere(document: VerdictDocument, oscar: User) -> None:
-    client = _client(oscar)
+    client = client_for(oscar)
     for name in ("evidence:document", "evidence:canonical", "api-verdict-document", "api-verdict-document-canonical"):
         assert client.get(reverse(name, args=[document.pk])).status_code == 404, name
 
 
 def test_the_audit_page_links_its_document_with_a_short_hash(document: VerdictDocument, carol: User) -> None:
-    html = _client(carol).get(reverse("audits:prediction", args=[document.prediction_audit_id])).content.decode()
+    html = client_for(carol).get(reverse("audits:prediction", args=[document.prediction_audit_id])).content.decode()
     assert (
         f'href="/documents/{document.pk}/" title="SHA-256 {document.sha256}"><code>{document.sha256[:12]}</code>'
         in html
@@ -98,7 +91,7 @@ def test_the_audit_page_links_its_document_with_a_short_hash(document: VerdictDo
 
 
 def test_an_engineer_freezes_a_validation_from_the_experiment_page(trial: Trial, bob: User) -> None:
-    client = _client(bob)
+    client = client_for(bob)
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
     assert f'action="/documents/trials/{trial.pk}/freeze/"' in page
     assert '<option value="2">step 2</option><option value="4" selected>step 4</option>' in page
@@ -117,18 +110,18 @@ def test_an_engineer_freezes_a_validation_from_the_experiment_page(trial: Trial,
 def test_a_committee_member_sees_documents_but_no_freeze_action_and_may_not_post_one(
     trial: Trial, dave: User, oscar: User
 ) -> None:
-    client = _client(dave)
+    client = client_for(dave)
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
     assert "Freeze validation" not in page
     assert client.post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}).status_code == 403
-    assert _client(oscar).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}).status_code == 404
+    assert client_for(oscar).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}).status_code == 404
     assert not VerdictDocument.objects.exists()
 
 
 def test_a_tampered_dataset_file_shows_its_message_and_freezes_nothing(trial: Trial, carol: User) -> None:
     path = trial.experiment.dataset_version.path
     path.write_bytes(path.read_bytes() + b"extra\n")
-    response = _client(carol).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}, follow=True)
+    response = client_for(carol).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}, follow=True)
     assert response.redirect_chain == [(f"/experiments/{trial.experiment_id}/", 302)]
     html = response.content.decode()
     assert "The file changed after registration" in html
@@ -136,7 +129,7 @@ def test_a_tampered_dataset_file_shows_its_message_and_freezes_nothing(trial: Tr
 
 
 def test_a_step_without_validation_is_reported_on_the_experiment_page(trial: Trial, bob: User) -> None:
-    response = _client(bob).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "3"}, follow=True)
+    response = client_for(bob).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "3"}, follow=True)
     assert (
         f"Trial {trial.number} of experiment {trial.experiment_id} has no validation counts at step 3."
         in response.content.decode()
@@ -145,7 +138,7 @@ def test_a_step_without_validation_is_reported_on_the_experiment_page(trial: Tri
 
 def test_the_admin_only_reads_documents(document: VerdictDocument, django_user_model: type[User]) -> None:
     root = django_user_model.objects.create_superuser("root", "root@example.org", "a long passphrase")
-    client = _client(root)
+    client = client_for(root)
     assert client.get(f"/admin/evidence/verdictdocument/{document.pk}/change/").status_code == 200  # view only
     assert client.get("/admin/evidence/verdictdocument/add/").status_code == 403
     changed = client.post(f"/admin/evidence/verdictdocument/{document.pk}/change/", {"sha256": "0" * 64})

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -20,12 +19,7 @@ from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from tests.datasets.conftest import flip_labels
 from tests.experiments.conftest import poll_until_done
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.factories import client_for
 
 
 def _message(version: DatasetVersion) -> str:
@@ -58,7 +52,7 @@ def test_the_launch_form_shows_the_integrity_failure_on_the_dataset_field(
     bob: User, demo_version: DatasetVersion
 ) -> None:
     flip_labels(demo_version)
-    response = _client(bob).post(reverse("experiments:new"), _launch_form(demo_version))
+    response = client_for(bob).post(reverse("experiments:new"), _launch_form(demo_version))
     assert response.status_code == 400
     field = response.context["form"]["dataset_version"]
     assert field.errors == [_message(demo_version)]
@@ -68,7 +62,7 @@ def test_the_launch_form_shows_the_integrity_failure_on_the_dataset_field(
 
 def test_the_api_refuses_a_tampered_file_with_the_field(bob: User, demo_version: DatasetVersion) -> None:
     flip_labels(demo_version)
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("api-experiment-list"), _launch_form(demo_version), content_type="application/json"
     )
     assert response.status_code == 400
@@ -161,7 +155,7 @@ def test_a_retired_version_is_refused_and_not_offered(alice: User, bob: User, de
         "(labels were mis-coded); choose another version.",
         "dataset_version",
     )
-    client = _client(bob)
+    client = client_for(bob)
     form = client.get(reverse("experiments:new")).context["form"]
     assert list(form.fields["dataset_version"].queryset) == []
     response = client.post(reverse("experiments:new"), _launch_form(demo_version))

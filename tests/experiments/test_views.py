@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -12,12 +11,7 @@ from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services
 from auditportal.experiments.models import Experiment
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.factories import client_for
 
 
 @pytest.fixture
@@ -26,7 +20,7 @@ def experiment(bob: User, demo_version: DatasetVersion, fake_trainer: Path) -> E
 
 
 def test_members_read_the_live_page_and_its_json(carol: User, experiment: Experiment) -> None:
-    client = _client(carol)
+    client = client_for(carol)
     page = client.get(reverse("experiments:detail", args=[experiment.pk]))
     assert page.status_code == 200
     assert b"js/experiments.js" in page.content
@@ -36,15 +30,15 @@ def test_members_read_the_live_page_and_its_json(carol: User, experiment: Experi
 
 
 def test_an_outsider_gets_404_for_an_experiment(oscar: User, experiment: Experiment) -> None:
-    assert _client(oscar).get(reverse("experiments:detail", args=[experiment.pk])).status_code == 404
-    assert _client(oscar).get(reverse("experiments:progress", args=[experiment.pk])).status_code == 404
+    assert client_for(oscar).get(reverse("experiments:detail", args=[experiment.pk])).status_code == 404
+    assert client_for(oscar).get(reverse("experiments:progress", args=[experiment.pk])).status_code == 404
 
 
 @pytest.mark.parametrize("fixture_name", ["alice", "carol", "dave"])
 def test_members_without_the_ml_engineer_role_cannot_launch_or_cancel(
     request: pytest.FixtureRequest, fixture_name: str, experiment: Experiment
 ) -> None:
-    client = _client(request.getfixturevalue(fixture_name))
+    client = client_for(request.getfixturevalue(fixture_name))
     response = client.get(reverse("experiments:new"))
     assert response.status_code == 403
     assert b"Only a ml engineer can launch experiments" in response.content
@@ -54,7 +48,7 @@ def test_members_without_the_ml_engineer_role_cannot_launch_or_cancel(
 
 
 def test_an_invalid_range_is_rejected_on_the_hparams_field(bob: User, demo_version: DatasetVersion) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("experiments:new"),
         {
             "dataset_version": demo_version.pk,
@@ -72,7 +66,7 @@ def test_an_invalid_range_is_rejected_on_the_hparams_field(bob: User, demo_versi
 def test_an_unknown_hyperparameter_is_rejected_by_the_api_with_the_field(
     bob: User, demo_version: DatasetVersion
 ) -> None:
-    client = _client(bob)
+    client = client_for(bob)
     response = client.post(
         reverse("api-experiment-list"),
         {"dataset_version": demo_version.pk, "template": "single", "hparams": {"lr": 0.1}},
@@ -89,7 +83,7 @@ LAYER_REFUSED = 'normalization: "layer" is not one of none, batch, sync_batch.'
 def test_the_form_shows_a_refused_normalization_on_the_hparams_field_with_the_allowed_values(
     bob: User, demo_version: DatasetVersion
 ) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("experiments:new"),
         {
             "dataset_version": demo_version.pk,
@@ -107,7 +101,7 @@ def test_the_form_shows_a_refused_normalization_on_the_hparams_field_with_the_al
 def test_the_api_refuses_a_normalization_with_the_allowed_values_and_accepts_sync_batch(
     bob: User, demo_version: DatasetVersion
 ) -> None:
-    client = _client(bob)
+    client = client_for(bob)
     url = reverse("api-experiment-list")
     body: dict[str, object] = {"dataset_version": demo_version.pk, "template": "single", "batches": 20}
     response = client.post(url, {**body, "hparams": {"normalization": "layer"}}, content_type="application/json")
@@ -120,7 +114,7 @@ def test_the_api_refuses_a_normalization_with_the_allowed_values_and_accepts_syn
 
 
 def test_the_api_refuses_a_double_range_for_an_integer_hyperparameter(bob: User, demo_version: DatasetVersion) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("api-experiment-list"),
         {
             "dataset_version": demo_version.pk,
@@ -141,7 +135,7 @@ def test_a_model_too_large_for_the_datasets_features_is_refused_at_launch(
     bob: User, demo_version: DatasetVersion
 ) -> None:
     # The demo dataset has 5 numeric and 3 categorical features: at most 5 + 3 * 256 inputs.
-    client = _client(bob)
+    client = client_for(bob)
     body: dict[str, object] = {"dataset_version": demo_version.pk, "template": "single", "batches": 20}
     hparams = {"hidden_sizes": "2048,2048", "embedding_dim": 256}
     response = client.post(
@@ -157,7 +151,7 @@ def test_a_model_too_large_for_the_datasets_features_is_refused_at_launch(
 
 
 def test_too_short_an_asha_search_is_refused_on_the_batches_field(bob: User, demo_version: DatasetVersion) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("experiments:new"),
         {"dataset_version": demo_version.pk, "template": "asha", "max_trials": 4, "batches": 8},
     )
@@ -169,7 +163,7 @@ def test_too_short_an_asha_search_is_refused_on_the_batches_field(bob: User, dem
 
 
 def test_the_api_names_the_field_of_a_wrong_launch_parameter(bob: User, demo_version: DatasetVersion) -> None:
-    response = _client(bob).post(
+    response = client_for(bob).post(
         reverse("api-experiment-list"),
         {"dataset_version": demo_version.pk, "template": "single", "max_trials": 3},
         content_type="application/json",
@@ -181,7 +175,7 @@ def test_the_api_names_the_field_of_a_wrong_launch_parameter(bob: User, demo_ver
 
 def test_cancelling_an_ended_experiment_says_there_is_nothing_to_cancel(bob: User, experiment: Experiment) -> None:
     Experiment.objects.filter(pk=experiment.pk).update(status="completed")
-    client = _client(bob)
+    client = client_for(bob)
     response = client.post(reverse("api-experiment-cancel", args=[experiment.pk]))
     assert response.status_code == 400
     assert response.json() == {"detail": f"Experiment {experiment.pk} is completed; nothing to cancel.", "field": None}

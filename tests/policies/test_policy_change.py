@@ -9,7 +9,6 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -23,7 +22,7 @@ from auditportal.fairness.audit import AuditSpec
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.services import policy_create
 from tests.audits.conftest import PREDICTIONS_CSV
-from tests.factories import TrialFactory
+from tests.factories import TrialFactory, client_for
 
 SPEC = AuditSpec(label="label", prediction="pred", attributes=("gender",))
 # recall 0.60 vs 0.90 over thousands of positives: FAIL under any tolerance below 0.25
@@ -42,12 +41,6 @@ def _audit(user: User, tmp_path: Path) -> PredictionAudit:
     source = tmp_path / "scores.csv"
     source.write_text(PREDICTIONS_CSV, encoding="utf-8")
     return audit_services.prediction_audit_run(user=user, source=source, original_name="scores.csv", spec=SPEC)
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -105,7 +98,7 @@ def test_a_minimum_group_size_applies_to_trial_verdicts(trial: Trial, erin: User
 
 def test_the_experiment_page_and_its_progress_show_the_verdicts_policy(trial: Trial, bob: User) -> None:
     trial_verdicts_update(trial=trial, step=5, metrics=_metrics(GAP))
-    client = _client(bob)
+    client = client_for(bob)
     html = client.get(reverse("experiments:detail", args=[trial.experiment.pk])).content.decode()
     assert '<a class="policy" href="/policy/#v1"><small>policy v1</small></a>' in html
     progress = client.get(reverse("experiments:progress", args=[trial.experiment.pk])).json()
@@ -115,7 +108,7 @@ def test_the_experiment_page_and_its_progress_show_the_verdicts_policy(trial: Tr
 
 def test_the_audit_form_has_no_tolerance_and_names_the_policy(bob: User, erin: User) -> None:
     policy_create(user=erin, tolerance=0.1, alpha=0.01, reason="stricter alpha")
-    response = _client(bob).get(reverse("audits:prediction-new"))
+    response = client_for(bob).get(reverse("audits:prediction-new"))
     form = response.context["form"]
     assert "tolerance" not in form.fields
     assert "alpha" not in form.fields
@@ -125,7 +118,7 @@ def test_the_audit_form_has_no_tolerance_and_names_the_policy(bob: User, erin: U
 
 def test_the_audit_page_shows_the_policy_version_with_a_link(bob: User, tmp_path: Path, dataset_storage: Path) -> None:
     audit = _audit(bob, tmp_path)
-    html = _client(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    html = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
     assert '<a href="/policy/#v1">version 1</a>' in html
 
 
@@ -134,7 +127,7 @@ def test_the_audit_api_refuses_a_tolerance_or_alpha(field: str, bob: User, erin:
     policy_create(user=erin, tolerance=0.1, reason="stricter")
     upload = SimpleUploadedFile("scores.csv", PREDICTIONS_CSV.encode(), content_type="text/csv")
     data = {"file": upload, "label": "label", "prediction": "pred", "attributes": ["gender"], field: "0.2"}
-    response = _client(bob).post("/api/v1/audits/predictions/", data)
+    response = client_for(bob).post("/api/v1/audits/predictions/", data)
     assert response.status_code == 400
     assert response.json() == {
         "detail": "set by the fairness policy (version 2); administrators change it on /policy/",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -11,15 +10,10 @@ from auditportal.activity.models import Event, Verb
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 from auditportal.policies.services import policy_create
+from tests.factories import client_for
 
 API = "/api/v1/policy/"
 NEEDS_TPR = "the metrics must include tpr: trial verdicts judge recall (the trainer's EOD)"
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def _form(**changes: object) -> dict[str, object]:
@@ -36,7 +30,7 @@ def _form(**changes: object) -> dict[str, object]:
 @pytest.mark.parametrize("name", ["alice", "bob", "carol", "dave", "erin"])
 def test_every_member_sees_the_history_and_the_nav_link(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
-    response = _client(user).get(reverse("policies:page"))
+    response = client_for(user).get(reverse("policies:page"))
     assert response.status_code == 200
     html = response.content.decode()
     assert '<a href="/policy/">Fairness policy</a>' in html
@@ -46,12 +40,12 @@ def test_every_member_sees_the_history_and_the_nav_link(name: str, request: pyte
 
 
 def test_an_outsider_is_refused(oscar: User) -> None:
-    assert _client(oscar).get(reverse("policies:page")).status_code == 403
-    assert _client(oscar).get(API).status_code == 403
+    assert client_for(oscar).get(reverse("policies:page")).status_code == 403
+    assert client_for(oscar).get(API).status_code == 403
 
 
 def test_an_administrator_creates_the_next_version_through_the_form(erin: User) -> None:
-    client = _client(erin)
+    client = client_for(erin)
     form = client.get(reverse("policies:page")).context["form"]
     assert form["tolerance"].value() == 0.05  # starts from the active version
     response = client.post(reverse("policies:page"), _form(metrics=["tpr", "fpr"], min_group_size="25"))
@@ -66,7 +60,7 @@ def test_an_administrator_creates_the_next_version_through_the_form(erin: User) 
 @pytest.mark.parametrize("name", ["alice", "bob", "carol", "dave"])
 def test_a_member_who_is_not_an_administrator_cannot_post_the_form(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
-    response = _client(user).post(reverse("policies:page"), _form())
+    response = client_for(user).post(reverse("policies:page"), _form())
     assert response.status_code == 403
     assert FairnessPolicy.objects.count() == 1
 
@@ -83,7 +77,7 @@ def test_a_member_who_is_not_an_administrator_cannot_post_the_form(name: str, re
 def test_the_form_shows_the_services_message(
     erin: User, changes: dict[str, object], field: str | None, message: str
 ) -> None:
-    response = _client(erin).post(reverse("policies:page"), _form(**changes))
+    response = client_for(erin).post(reverse("policies:page"), _form(**changes))
     assert response.status_code == 400
     form = response.context["form"]
     assert (form.errors[field] if field else form.non_field_errors()) == [message]
@@ -92,7 +86,7 @@ def test_the_form_shows_the_services_message(
 
 def test_the_api_lists_the_active_version_and_the_history(bob: User, erin: User) -> None:
     policy_create(user=erin, tolerance=0.1, reason="looser")
-    body = _client(bob).get(API).json()
+    body = client_for(bob).get(API).json()
     assert body["active"]["version"] == 2
     assert [(item["version"], item["active"], item["created_by"]) for item in body["history"]] == [
         (2, True, "erin"),
@@ -106,7 +100,7 @@ def test_the_api_lists_the_active_version_and_the_history(bob: User, erin: User)
 
 
 def test_an_administrator_posts_the_next_version(erin: User) -> None:
-    response = _client(erin).post(
+    response = client_for(erin).post(
         API, {"alpha": 0.01, "min_group_size": 40, "reason": "api"}, content_type="application/json"
     )
     assert response.status_code == 201, response.content.decode()
@@ -118,13 +112,13 @@ def test_an_administrator_posts_the_next_version(erin: User) -> None:
 
 
 def test_the_api_answers_a_bad_value_with_400_naming_the_field(erin: User) -> None:
-    response = _client(erin).post(API, {"tolerance": 1, "reason": "x"}, content_type="application/json")
+    response = client_for(erin).post(API, {"tolerance": 1, "reason": "x"}, content_type="application/json")
     assert response.status_code == 400
     assert response.json() == {
         "detail": "the tolerance δ must be at least 0 and below 1, not 1.0",
         "field": "tolerance",
     }
-    response = _client(erin).post(API, {"tolerance": 0.2}, content_type="application/json")
+    response = client_for(erin).post(API, {"tolerance": 0.2}, content_type="application/json")
     assert response.status_code == 400
     assert "reason" in response.json()
 
@@ -132,7 +126,7 @@ def test_the_api_answers_a_bad_value_with_400_naming_the_field(erin: User) -> No
 @pytest.mark.parametrize("name", ["bob", "carol", "dave"])
 def test_the_api_refuses_a_member_who_is_not_an_administrator(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
-    response = _client(user).post(API, {"tolerance": 0.2, "reason": "x"}, content_type="application/json")
+    response = client_for(user).post(API, {"tolerance": 0.2, "reason": "x"}, content_type="application/json")
     assert response.status_code == 403
     assert response.json()["detail"] == "Only an administrator can change the fairness policy."
     assert FairnessPolicy.objects.count() == 1
