@@ -124,6 +124,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js is served from the copy inside the installed plotly package (lib/staticfinders.py).
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "auditportal.lib.staticfinders.PackageFileFinder",
+]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)

@@ -1,0 +1,19 @@
+"""A figure as the JSON the page's plotly.js draws."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.utils import PlotlyJSONEncoder
+
+
+def figure_json(figure: go.Figure) -> dict[str, Any]:
+    """``{"data": [...], "layout": {...}}`` with numpy arrays as lists and NaN as null.
+
+    plotly's own encoder does the conversion; the round trip through text gives plain Python
+    values the JSON response and the canonical JSON of the evidence can take.
+    """
+    parsed: dict[str, Any] = json.loads(json.dumps(figure.to_plotly_json(), cls=PlotlyJSONEncoder))
+    return {"data": parsed.get("data", []), "layout": parsed.get("layout", {})}
