@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,13 @@ class AttributeTable:
     @property
     def is_intersection(self) -> bool:
         return len(self.columns) > 1
+
+
+def document_tolerance(document: Mapping[str, Any]) -> float:
+    """The tolerance δ a document was judged under: its policy's (audits stored before the policy was
+    data have only the top-level ``tolerance``, which is the same number)."""
+    policy = document.get("policy") or {}
+    return float(policy["tolerance"] if "tolerance" in policy else document["tolerance"])
 
 
 def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:
@@ -275,6 +283,89 @@ def magnitude_interval(item: Mapping[str, Any]) -> tuple[str, list[str]]:
     if lower == upper:
         return f"{smallest:.3f} ≤ |gap| ≤ {largest:.3f} ({upper})", parts
     return f"{smallest:.3f} ({lower}) ≤ |gap| ≤ {largest:.3f} ({upper})", parts
+
+
+# The comparison table as data (the audit page's CSV download): one row per comparison, the numbers
+# exactly as stored (fractions, full precision; empty where the document has null).
+# Keys of the stored comparison, copied as they are:
+STORED_COMPARISON_KEYS = (
+    "difference",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "family_size",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "ratio_verdict",
+    "p_value",
+    "p_adjusted",
+    "test",
+    "noise_floor_group",
+    "noise_floor",
+    "positives_needed",
+    "n_needed",
+    "n_unit",
+    "planning_difference",
+    "needed_towards",
+    "needed_reason",
+    "component",
+    "undefined",
+    "note",
+)
+COMPARISON_COLUMNS = (
+    "attribute",
+    "metric",
+    "group",
+    "group_values",
+    "reference",
+    "judged",
+    "verdict",
+    "tolerance",
+    "group_n",
+    "reference_n",
+    "group_rate",
+    "reference_rate",
+    *STORED_COMPARISON_KEYS,
+)
+
+
+def comparison_records(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every comparison of every attribute of an audit document, keyed by ``COMPARISON_COLUMNS``.
+
+    ``attribute``, ``group`` and ``reference`` are the document's keys (docs/audit-json.md),
+    ``group_values`` the group's value per column as a JSON list, ``tolerance`` the δ it was judged
+    against; ``group_rate`` and ``reference_rate`` are the compared rates (none for equalized odds,
+    which compares two: its ``component`` names the one that gave the difference).
+    """
+    tolerance = document_tolerance(document)
+    records: list[dict[str, Any]] = []
+    for table in attribute_tables(document):
+        section = document["attributes"][table.name]
+        for row, item in zip(table.comparisons, section["comparisons"], strict=True):
+            group = section["groups"].get(item["group"], {})
+            reference = section["groups"].get(item["reference"], {})
+            metric = item["metric"]
+            is_rate = metric in RATE_COLUMNS
+            records.append(
+                {
+                    "attribute": table.name,
+                    "metric": metric,
+                    "group": item["group"],
+                    "group_values": json.dumps(list(row.group_values), ensure_ascii=False),
+                    "reference": item["reference"],
+                    "judged": row.judged,
+                    "verdict": item["verdict"],
+                    "tolerance": tolerance,
+                    "group_n": group.get("n"),
+                    "reference_n": reference.get("n"),
+                    "group_rate": group.get(metric) if is_rate else None,
+                    "reference_rate": reference.get(metric) if is_rate else None,
+                    # Keys added to the schema later are empty for documents stored before them.
+                    **{key: item.get(key) for key in STORED_COMPARISON_KEYS},
+                }
+            )
+    return records
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] = ()) -> str:
