@@ -10,5 +10,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("predictions/", views.prediction_audit_list, name="predictions"),
     path("predictions/new/", views.prediction_audit_new, name="prediction-new"),
     path("predictions/<int:audit_id>/", views.prediction_audit_detail, name="prediction"),
+    path(
+        "predictions/<int:audit_id>/comparisons.csv",
+        views.prediction_audit_comparisons_csv,
+        name="prediction-comparisons-csv",
+    ),
     path("predictions/<int:audit_id>/retire/", views.prediction_audit_retire, name="prediction-retire"),
 ]

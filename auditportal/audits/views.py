@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from django.contrib import messages
@@ -16,6 +17,9 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.figures.audit import audit_forest_plot
+from auditportal.fairness.figures.serialize import figure_json
+from auditportal.lib.csvsafe import csv_safe_cell
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import received_sha256, report_rejected_uploads
 from auditportal.policies.selectors import policy_active
@@ -75,6 +79,7 @@ def _detail(
     user = request_user(request)
     if retire_form is None and not audit.is_retired and services.may_retire(user, audit):
         retire_form = PredictionAuditRetireForm()
+    forest = audit_forest_plot(audit.result)
     return render(
         request,
         "audits/detail.html",
@@ -84,6 +89,7 @@ def _detail(
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
+            "forest_plot": None if forest is None else figure_json(forest),
         },
         status=400 if retire_form is not None and retire_form.errors else 200,
     )
@@ -109,3 +115,17 @@ def prediction_audit_retire(request: HttpRequest, audit_id: int) -> HttpResponse
             messages.success(request, f"Prediction audit #{audit.pk} is retired.")
             return redirect("audits:prediction", audit_id=audit.pk)
     return _detail(request, audit, form)
+
+
+@login_required
+def prediction_audit_comparisons_csv(request: HttpRequest, audit_id: int) -> HttpResponse:
+    """The audit's comparison table, one row per comparison (docs/dashboard.md), safe to open in a
+    spreadsheet: group names come from the uploaded file."""
+    audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="prediction-audit-{audit.pk}-comparisons.csv"'
+    writer = csv.writer(response)
+    writer.writerow(presentation.COMPARISON_COLUMNS)
+    for record in presentation.comparison_records(audit.result):
+        writer.writerow([csv_safe_cell(record[column]) for column in presentation.COMPARISON_COLUMNS])
+    return response

@@ -18,8 +18,16 @@ class AttributeSummary:
     groups: int
 
 
+def judged_attributes(document: VerdictDocument, value: dict[str, Any]) -> dict[str, Any]:
+    """The judged sections of a document, per attribute key: an audit's inside its result."""
+    attributes: dict[str, Any] = (
+        value["audit"]["attributes"] if document.kind == DocumentKind.PREDICTION_AUDIT else value["attributes"]
+    )
+    return attributes
+
+
 def attribute_summaries(document: VerdictDocument, value: dict[str, Any]) -> list[AttributeSummary]:
-    attributes = value["audit"]["attributes"] if document.kind == DocumentKind.PREDICTION_AUDIT else value["attributes"]
+    attributes = judged_attributes(document, value)
     return [
         AttributeSummary(
             name=name,

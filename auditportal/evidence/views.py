@@ -11,12 +11,15 @@ from auditportal.evidence import presentation, selectors, services
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.figures.audit import forest_plot
+from auditportal.fairness.figures.serialize import figure_json
 
 
 @login_required
 def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpResponse:
     document = selectors.verdict_document_get(user=request_user(request), document_id=document_id)
     value = document.document
+    forest = forest_plot(presentation.judged_attributes(document, value), tolerance=value["policy"]["tolerance"])
     return render(
         request,
         "evidence/document.html",
@@ -25,6 +28,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
             "value": value,
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
+            "forest_plot": None if forest is None else figure_json(forest),
         },
     )
 

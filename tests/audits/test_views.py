@@ -217,8 +217,11 @@ def test_the_page_shows_the_planning_gap_and_a_gap_too_close_to_delta_as_not_dec
     page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
     row = page[page.index('data-metric="tpr" data-group="b"') :]
     row = row[: row.index("</tr>")]
-    assert '<em class="muted">not decidable</em><br><small class="muted">towards FAIL at -0.075</small>' in row
-    assert "the data at hand would already decide a gap of -0.075 with power 0.8" in row
+    assert '<em class="muted">not decidable</em><br><small class="muted wrap">towards FAIL at -0.075</small>' in row
+    # The note is on a row of its own beneath the comparison.
+    note = page[page.index('data-note-metric="tpr" data-note-group="b"') :]
+    note = note[: note.index("</tr>")]
+    assert "the data at hand would already decide a gap of -0.075 with power 0.8" in note
 
 
 def test_the_list_is_paged_newest_first(audit: PredictionAudit, dave: User) -> None:
