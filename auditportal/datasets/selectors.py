@@ -2,12 +2,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from django.db.models import Count, Max, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, IntegrityCheck, StagedUpload
+from auditportal.fairness import stats
 from auditportal.fairness.intersections import split_key
+
+# The positive rates' intervals on the version page (the figure's too): Wilson at 95%.
+POSITIVE_RATE_ALPHA = stats.DEFAULT_ALPHA
 
 
 def dataset_list(*, user: User) -> QuerySet[Dataset]:
@@ -68,10 +73,18 @@ class GroupRow:
     negatives: int
     share: float
     positive_rate: float | None
+    positive_interval: tuple[float, float] | None  # Wilson, at 1 - POSITIVE_RATE_ALPHA; None without rows
 
     @property
     def share_percent(self) -> str:
         return f"{self.share * 100:.1f}%"
+
+    @property
+    def positive_interval_text(self) -> str:
+        if self.positive_interval is None:
+            return ""
+        low, high = self.positive_interval
+        return f"[{low:.3f}, {high:.3f}]"
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,12 @@ class GroupTable:
     @property
     def unknown(self) -> int:
         return sum(row.rows for row in self.rows if row.is_unknown)
+
+    @property
+    def unknown_percent(self) -> str:
+        """The unknown bucket's share of the version's rows (every row is in one group or unknown)."""
+        total = sum(row.rows for row in self.rows)
+        return f"{self.unknown / total * 100:.1f}%" if total else "0.0%"
 
 
 def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]:
@@ -111,6 +130,14 @@ def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]
                 negatives=summary.negatives,
                 share=summary.share,
                 positive_rate=summary.positive_rate,
+                positive_interval=_wilson(summary.positives, summary.rows),
             )
         )
     return sorted(tables.values(), key=lambda table: (table.is_intersection, order.get(table.columns[0], 1_000)))
+
+
+def _wilson(positives: int, rows: int) -> tuple[float, float] | None:
+    if rows <= 0:
+        return None
+    low, high = stats.wilson_interval(np.array([positives]), np.array([rows]), POSITIVE_RATE_ALPHA)
+    return (float(low[0]), float(high[0]))

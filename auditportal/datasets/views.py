@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,8 @@ from auditportal.datasets.forms import DeclarationForm, RetireForm, UploadForm
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
 from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.figures.dataset import group_summary_figure
+from auditportal.fairness.figures.serialize import figure_json
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import report_rejected_uploads
 
@@ -126,7 +129,7 @@ def _version_page(
         {
             "version": version,
             "attributes": version.attributes.order_by("position"),
-            "tables": selectors.dataset_version_group_tables(version=version),
+            "group_tables": _group_tables(version),
             "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
             "integrity": selectors.dataset_version_integrity_latest(version=version),
             "can_manage": services.dataset_version_can_retire(user=user),
@@ -134,6 +137,22 @@ def _version_page(
         },
         status=status,
     )
+
+
+def _group_tables(version: DatasetVersion) -> list[tuple[selectors.GroupTable, str, dict[str, Any] | None]]:
+    """Each attribute's (and the intersection's) table with its figure (rows and positive rates) and
+    the id of the figure's JSON on the page."""
+    tables = []
+    for index, table in enumerate(selectors.dataset_version_group_tables(version=version), start=1):
+        figure = group_summary_figure(
+            table.rows,
+            columns=table.columns,
+            total_rows=version.num_rows,
+            overall_rate=version.positive_rate,
+            alpha=selectors.POSITIVE_RATE_ALPHA,
+        )
+        tables.append((table, f"group-figure-{index}", None if figure is None else figure_json(figure)))
+    return tables
 
 
 @login_required
