@@ -9,7 +9,7 @@ import pytest
 
 from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.audit import audit_forest_plot, forest_plot
+from auditportal.fairness.figures.audit import ROW_PX, audit_forest_plot, forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.intersections import join_key
 from auditportal.fairness.presentation import METRIC_LABELS, document_tolerance
@@ -178,3 +178,20 @@ def test_nothing_to_compare_gives_no_figure() -> None:
     section = judge.judge_attribute(np.array([[5, 5, 5, 5]]), ["a"], unknown=0)
     assert section["comparisons"] == []
     assert forest_plot({"gender": section}, tolerance=0.05) is None
+
+
+def test_a_large_intersection_gets_dense_rows_whose_marks_keep_colour_and_shape() -> None:
+    # 40 groups: 39 comparisons per metric, 195 in all, beyond DENSE_ABOVE.
+    rng = np.random.default_rng(3)
+    counts = rng.integers(20, 200, size=(40, 4))
+    groups = [f"g{index:02d}" for index in range(40)]
+    section = judge.judge_attribute(counts, groups, unknown=0)
+    dense = figure_json(forest_plot({"group": section}, tolerance=0.05))
+    points = [trace for trace in dense["data"] if trace["mode"] != "text"]
+    assert {trace["mode"] for trace in points} == {"markers"}
+    assert all(trace["marker"]["symbol"].startswith(tuple(palette.VERDICT_SYMBOLS.values())) for trace in points)
+    assert {trace["name"] for trace in points if trace["showlegend"]} >= {"Inconclusive"}
+    assert dense["layout"]["height"] < 195 * ROW_PX  # about half the height of named rows
+    assert sum(len(trace["x"]) for trace in points) == sum(
+        1 for item in section["comparisons"] if item["difference"] is not None
+    )

@@ -11,6 +11,7 @@ from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.services import verdict_document_freeze_trial
 from auditportal.experiments.models import Trial
 from tests.evidence.helpers import trial_with_validations
 from tests.factories import PredictionAuditFactory, client_for
@@ -147,3 +148,17 @@ def test_the_admin_only_reads_documents(document: VerdictDocument, django_user_m
     assert deleted.status_code == 403
     stored = VerdictDocument.objects.get(pk=document.pk)
     assert (stored.sha256, stored.canonical) == (document.sha256, document.canonical)
+
+
+def test_a_trial_validation_document_draws_its_comparisons_against_its_policys_band(trial: Trial, bob: User) -> None:
+    document = verdict_document_freeze_trial(user=bob, trial=trial, step=2)
+    response = client_for(bob).get(reverse("evidence:document", args=[document.pk]))
+    figure = response.context["forest_plot"]
+    comparisons = document.document["attributes"]["gender"]["comparisons"]
+    drawn = {tuple(key): x for trace in figure["data"] for key, x in zip(trace["customdata"], trace["x"], strict=True)}
+    assert drawn == {("gender", item["group"], item["metric"]): item["difference"] for item in comparisons}
+    tolerance = document.document["policy"]["tolerance"]
+    assert {(shape["x0"], shape["x1"]) for shape in figure["layout"]["shapes"] if shape["type"] == "rect"} == {
+        (-tolerance, tolerance)
+    }
+    assert 'data-figure-json="forest-plot-data"' in response.content.decode()

@@ -22,7 +22,11 @@ from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.stats import COMPARED, Verdict
 
-ROW_PX = 34  # height of one comparison's row
+ROW_PX = 34  # height of one comparison's row, with the verdict's name written above its mark
+# Beyond this many comparisons (a large intersection) rows are DENSE_ROW_PX high and the names are
+# left to the legend and the hover: the marks keep their colour and shape.
+DENSE_ABOVE = 150
+DENSE_ROW_PX = 16
 PANEL_GAP_PX = 64  # between panels: the next panel's title and the x tick labels
 MARGIN_TOP_PX = 64  # the references above the first panel
 MARGIN_BOTTOM_PX = 96  # the x axis title and the legend
@@ -93,7 +97,8 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
         return None
     metrics = list(panels)
     rows = [len(panels[metric]) for metric in metrics]
-    plot_px = sum(rows) * ROW_PX + PANEL_GAP_PX * (len(metrics) - 1)
+    dense = sum(rows) > DENSE_ABOVE
+    plot_px = sum(rows) * (DENSE_ROW_PX if dense else ROW_PX) + PANEL_GAP_PX * (len(metrics) - 1)
     figure = make_subplots(
         rows=len(metrics),
         cols=1,
@@ -114,7 +119,8 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
                 chosen = [(at, p) for at, p in chosen if p.difference is not None]
                 if chosen:
                     key = (verdict, judged)
-                    figure.add_trace(_points_trace(chosen, verdict, judged, key not in legend_shown), row=index, col=1)
+                    trace = _points_trace(chosen, verdict, judged, legend=key not in legend_shown, named=not dense)
+                    figure.add_trace(trace, row=index, col=1)
                     legend_shown.add(key)
         undefined = [(at, p) for at, p in enumerate(points) if p.difference is None]
         if undefined:
@@ -125,6 +131,7 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
             tickvals=list(range(len(points))),
             ticktext=[plain(shorten(point.label, LABEL_CHARS)) for point in points],
             range=[len(points) - 0.5, -0.75],  # reversed: the first comparison on top
+            tickfont={"size": 10 if dense else 13},
             automargin=True,
             showgrid=False,
             zeroline=False,
@@ -186,7 +193,9 @@ def audit_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
     return forest_plot(document.get("attributes", {}), tolerance=presentation.document_tolerance(document))
 
 
-def _points_trace(chosen: list[tuple[int, ForestPoint]], verdict: str, judged: bool, legend: bool) -> go.Scatter:
+def _points_trace(
+    chosen: list[tuple[int, ForestPoint]], verdict: str, judged: bool, *, legend: bool, named: bool
+) -> go.Scatter:
     colour = palette.verdict_colour(verdict)
     symbol = palette.VERDICT_SYMBOLS[verdict] + ("" if judged else "-open")
     label = palette.VERDICT_LABELS[verdict]
@@ -194,11 +203,11 @@ def _points_trace(chosen: list[tuple[int, ForestPoint]], verdict: str, judged: b
     return go.Scatter(
         x=[point.difference for point in points],
         y=[at for at, _ in chosen],
-        mode="markers+text",
+        mode="markers+text" if named else "markers",
         name=label if judged else f"{label} (not judged)",
         legendgroup=f"{verdict}-{judged}",
         showlegend=legend,
-        marker={"color": colour, "symbol": symbol, "size": 10, "line": {"color": colour, "width": 2}},
+        marker={"color": colour, "symbol": symbol, "size": 10 if named else 7, "line": {"color": colour, "width": 2}},
         error_x={
             "type": "data",
             "symmetric": False,
