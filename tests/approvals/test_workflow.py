@@ -55,7 +55,9 @@ def test_an_unfair_trial_needs_a_waiver_of_each_fail_before_an_approving_vote(
     request = in_review(unfair_trial_request, carol)
     fails = keys(request, FAIL)
     assert fails
-    with pytest.raises(services.ApprovalError, match="is FAIL: review request #.* can be approved only once a waiver"):
+    with pytest.raises(
+        services.ApprovalError, match=r"is FAIL: review request #\d+ can be approved only once a waiver"
+    ):
         vote(request, dave)
     waive_all(request, carol, [dave, frank])
     assert set(request.waivers.values_list("state", flat=True)) == {WaiverState.APPROVED}
@@ -91,5 +93,7 @@ def test_inconclusive_comparisons_must_be_acknowledged_by_each_approving_vote(
     assert ack.positives_needed == status.finding.positives_needed
 
 
-def test_approved_helper_reaches_approval(unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User) -> None:
+def test_approved_helper_reaches_approval(
+    unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
+) -> None:
     assert approved(unfair_trial_request, carol, [dave, frank]).state == RequestState.APPROVED
