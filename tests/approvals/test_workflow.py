@@ -11,6 +11,7 @@ from auditportal.approvals import selectors, services
 from auditportal.approvals.models import RequestState, ReviewRequest, WaiverState
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE
 from tests.approvals.conftest import approved, hashes, in_review, keys, vote, waive_all
+from tests.approvals.conftest import days_from_now as approval_days
 
 
 def _verbs(request: ReviewRequest) -> list[str]:
@@ -97,3 +98,30 @@ def test_approved_helper_reaches_approval(
     unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
 ) -> None:
     assert approved(unfair_trial_request, carol, [dave, frank]).state == RequestState.APPROVED
+
+
+def test_each_role_finds_what_waits_for_it_in_its_queue(
+    unfair_trial_request: ReviewRequest, bob: User, carol: User, dave: User, frank: User
+) -> None:
+    request = unfair_trial_request
+    assert selectors.review_queue(user=bob).my_drafts == [request]
+    services.review_request_submit(user=bob, request=request)
+    assert selectors.review_queue(user=carol).to_start == [request]
+    assert selectors.review_queue(user=bob).to_start == []  # not for the requester
+    services.review_request_start_review(user=carol, request=request)
+    assert selectors.review_queue(user=carol).to_recommend == [request]
+    assert selectors.review_queue(user=dave).to_vote == [request]
+    waiver = services.waiver_propose(
+        user=carol,
+        request=request,
+        finding_key=keys(request, FAIL)[0],
+        reason="r",
+        compensating_measures="m",
+        expires_on=approval_days(30),
+    )
+    assert selectors.review_queue(user=dave).waivers_to_vote == [waiver]
+    request.refresh_from_db()
+    vote(request, dave, choice="reject", reason="too large a gap")
+    assert selectors.review_queue(user=dave).to_vote == []
+    assert selectors.review_queue(user=frank).to_vote == [request]
+    assert selectors.review_queue(user=bob).my_open == [request]
