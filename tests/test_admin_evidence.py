@@ -113,3 +113,20 @@ def test_every_registered_model_but_accounts_is_view_only(admin_client: Client, 
         assert not model_admin.has_add_permission(request), model
         assert not model_admin.has_change_permission(request), model
         assert not model_admin.has_delete_permission(request), model
+
+
+def test_the_api_token_admin_revokes_through_the_service(admin_client: Client, root: User) -> None:
+    from auditportal.accounts.models import Role
+    from auditportal.accounts.services import role_grant
+    from auditportal.approvals import services
+
+    role_grant(user=root, role=Role.ADMIN, granted_by=None)
+    root.forget_roles()
+    token = services.api_token_create(user=root, account="bot", name="ci", days=1).token
+    url = reverse("admin:approvals_apitoken_changelist")
+    page = admin_client.get(url)
+    assert page.status_code == 200
+    assert token.digest.encode() not in page.content
+    admin_client.post(url, {"action": "revoke", "_selected_action": [token.pk]})
+    token.refresh_from_db()
+    assert token.revoked_by == root

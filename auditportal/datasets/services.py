@@ -32,6 +32,7 @@ from auditportal.fairness import sharding, tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, FeatureInfo, Inspection
 from auditportal.lib.env import human_size
+from auditportal.lib.transactions import inside_atomic_block
 
 logger = logging.getLogger(__name__)
 
@@ -313,13 +314,6 @@ def integrity_failure_message(version: DatasetVersion, observed_sha256: str | No
     return f"Dataset version {version.dataset.name} v{version.number} failed its integrity check: {found}. {advice}"
 
 
-def _inside_atomic_block() -> bool:
-    # The test runner's own per-test transaction does not count (Django's durable=True makes the
-    # same exception), so tests can call the check like production code does.
-    blocks = transaction.get_connection().atomic_blocks
-    return any(not getattr(block, "_from_testcase", False) for block in blocks)
-
-
 def dataset_version_check_integrity(
     *,
     version: DatasetVersion,
@@ -332,7 +326,7 @@ def dataset_version_check_integrity(
     mismatch, the DATASET_VERSION_INTEGRITY_FAILED event) commits in its own transaction although
     the guarded action is refused, so callers run it before opening theirs.
     """
-    if _inside_atomic_block():
+    if inside_atomic_block():
         raise RuntimeError(
             "dataset_version_check_integrity must not run inside an atomic block: a failed check's record "
             "and event must commit although the action is refused; call it before opening the transaction"

@@ -26,6 +26,7 @@ from auditportal.evidence.services import verdict_document_freeze_trial_complete
 from auditportal.experiments import configs
 from auditportal.experiments.backends import (
     BackendError,
+    BackendUnavailable,
     ExperimentSnapshot,
     TrialSnapshot,
     backend_for,
@@ -411,3 +412,24 @@ def experiments_poll_active() -> int:
             # One broken experiment must not stop the others from being polled.
             logger.exception("polling experiment %s failed", pk)
     return polled
+
+
+class CheckpointMetadataError(Exception):
+    """The checkpoint's metadata could not be written; ``transient`` when trying again later may work
+    (the master could not be reached)."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def checkpoint_metadata_set(*, experiment: Experiment, checkpoint: str, key: str, value: dict[str, Any]) -> None:
+    """Set one top-level key of a checkpoint's metadata, keeping the others: on a Determined cluster
+    through the SDK (``Checkpoint.add_metadata``), locally in ``<checkpoint>.metadata.json`` beside the
+    checkpoint's folder. Used by approvals to record an approval (and its revocation) on the model."""
+    try:
+        backend_for(experiment.backend).checkpoint_metadata_set(checkpoint, key=key, value=value)
+    except BackendUnavailable as exc:
+        raise CheckpointMetadataError(exc.reason, transient=True) from exc
+    except BackendError as exc:
+        raise CheckpointMetadataError(exc.reason, transient=False) from exc

@@ -16,7 +16,7 @@ from auditportal.policies.services import KEEP
 
 def policy_as_json(policy: FairnessPolicy, *, active: FairnessPolicy) -> dict[str, Any]:
     return {
-        **policy.as_document(),
+        **policy.as_json(),
         "reason": policy.reason,
         "created_by": policy.created_by.username if policy.created_by else None,
         "created_at": policy.created_at.isoformat(),
@@ -33,6 +33,7 @@ class PolicyApi(APIView):
         alpha = serializers.FloatField(required=False)
         metrics = serializers.ListField(child=serializers.CharField(), required=False)
         min_group_size = serializers.IntegerField(required=False, allow_null=True)
+        approval_quorum = serializers.IntegerField(required=False)
         reason = serializers.CharField()
 
     def get(self, request: Request) -> Response:
@@ -61,5 +62,6 @@ class PolicyApi(APIView):
             alpha=data.get("alpha", KEEP),
             metrics=data.get("metrics"),
             min_group_size=data.get("min_group_size", KEEP),
+            approval_quorum=data.get("approval_quorum", KEEP),
         )
         return Response(policy_as_json(policy, active=policy), status=201)

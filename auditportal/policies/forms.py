@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from auditportal.fairness import stats
-from auditportal.policies.models import FairnessPolicy
+from auditportal.policies.models import MAX_APPROVAL_QUORUM, FairnessPolicy
 
 METRIC_CHOICES = [
     ("tpr", "TPR: equal opportunity (always judged: trial verdicts judge recall)"),
@@ -35,6 +35,12 @@ class PolicyForm(forms.Form):
         label="Minimum group size",
         help_text="A comparison with a smaller group (or reference) cannot PASS; it can still FAIL. Empty: none.",
     )
+    approval_quorum = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_APPROVAL_QUORUM,
+        label="Approval quorum",
+        help_text="Distinct ethics-committee members whose approval a review request or a waiver needs.",
+    )
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Reason",
@@ -48,5 +54,6 @@ class PolicyForm(forms.Form):
             "alpha": policy.alpha,
             "metrics": list(policy.metrics),
             "min_group_size": policy.min_group_size,
+            "approval_quorum": policy.approval_quorum,
         }
         return cls(data, initial=initial)

@@ -7,6 +7,9 @@ from django.db import models
 
 from auditportal.fairness import stats
 
+# A larger committee quorum than this is a typing mistake, not a policy.
+MAX_APPROVAL_QUORUM = 20
+
 
 class ReferenceRule(models.TextChoices):
     LARGEST = "largest", "The largest group (most rows) of each attribute"
@@ -27,6 +30,11 @@ class FairnessPolicy(models.Model):
     reference_rule = models.CharField(max_length=32, choices=ReferenceRule.choices, default=ReferenceRule.LARGEST)
     # A group smaller than this cannot PASS (it can still FAIL); null: no minimum.
     min_group_size = models.PositiveIntegerField(null=True, blank=True)
+    # How many distinct ethics-committee members must approve a review request, or a waiver
+    # (docs/approvals.md); not part of what a verdict is judged by, so not in as_document().
+    approval_quorum = models.PositiveSmallIntegerField(
+        default=2, help_text="Distinct committee members whose approval a review request or a waiver needs."
+    )
     reason = models.TextField()
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -42,6 +50,10 @@ class FairnessPolicy(models.Model):
             ),
             models.CheckConstraint(condition=models.Q(alpha__gt=0, alpha__lte=0.5), name="policies_alpha_range"),
             models.CheckConstraint(condition=models.Q(version__gte=1), name="policies_version_positive"),
+            models.CheckConstraint(
+                condition=models.Q(approval_quorum__gte=1, approval_quorum__lte=MAX_APPROVAL_QUORUM),
+                name="policies_approval_quorum_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -57,6 +69,10 @@ class FairnessPolicy(models.Model):
             "reference_rule": self.reference_rule,
             "min_group_size": self.min_group_size,
         }
+
+    def as_json(self) -> dict[str, Any]:
+        """Every value of the version: what verdicts are judged by, and the approval quorum."""
+        return {**self.as_document(), "approval_quorum": self.approval_quorum}
 
 
 DEFAULT_METRICS: tuple[str, ...] = tuple(stats.COMPARED)

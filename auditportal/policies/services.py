@@ -13,7 +13,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness import stats
 from auditportal.fairness.errors import UserError
-from auditportal.policies.models import DEFAULT_METRICS, FairnessPolicy, ReferenceRule
+from auditportal.policies.models import DEFAULT_METRICS, MAX_APPROVAL_QUORUM, FairnessPolicy, ReferenceRule
 from auditportal.policies.selectors import policy_active
 
 # Trial verdicts judge recall, the gap the trainer's EOD measures; a policy that did not judge it
@@ -56,7 +56,7 @@ def policy_seed(*, using: str = "default") -> FairnessPolicy | None:
             reason="Seeded from FAIRNESS_TOLERANCE and FAIRNESS_ALPHA at the first migrate.",
         )
         if using == "default":
-            event_record(actor=None, verb=Verb.FAIRNESS_POLICY_CREATED, target=policy, data=policy.as_document())
+            event_record(actor=None, verb=Verb.FAIRNESS_POLICY_CREATED, target=policy, data=policy.as_json())
         return policy
 
 
@@ -73,6 +73,7 @@ def policy_create(
     metrics: Sequence[str] | None = None,
     reference_rule: str | None = None,
     min_group_size: int | Keep | None = KEEP,
+    approval_quorum: int | Keep = KEEP,
 ) -> FairnessPolicy:
     """The next version of the fairness policy (administrators only); values not given carry over.
 
@@ -95,8 +96,9 @@ def policy_create(
                     metrics=active.metrics if metrics is None else metrics,
                     reference_rule=active.reference_rule if reference_rule is None else reference_rule,
                     min_group_size=active.min_group_size if isinstance(min_group_size, Keep) else min_group_size,
+                    approval_quorum=active.approval_quorum if isinstance(approval_quorum, Keep) else approval_quorum,
                 )
-                current = active.as_document()
+                current = active.as_json()
                 del current["version"]
                 if values == current:
                     raise PolicyError(f"nothing changed: version {active.version} already has these values")
@@ -107,7 +109,7 @@ def policy_create(
                     actor=user,
                     verb=Verb.FAIRNESS_POLICY_CREATED,
                     target=policy,
-                    data={**policy.as_document(), "reason": reason},
+                    data={**policy.as_json(), "reason": reason},
                 )
                 return policy
         except IntegrityError:
@@ -117,7 +119,13 @@ def policy_create(
 
 
 def _checked(
-    *, tolerance: float, alpha: float, metrics: Sequence[str], reference_rule: str, min_group_size: int | None
+    *,
+    tolerance: float,
+    alpha: float,
+    metrics: Sequence[str],
+    reference_rule: str,
+    min_group_size: int | None,
+    approval_quorum: int,
 ) -> dict[str, object]:
     if not _number(tolerance) or not 0 <= tolerance < 1:
         raise PolicyError(f"the tolerance δ must be at least 0 and below 1, not {tolerance}", field="tolerance")
@@ -148,12 +156,23 @@ def _checked(
         raise PolicyError(
             f"the minimum group size must be a positive integer or none, not {min_group_size}", field="min_group_size"
         )
+    if (
+        isinstance(approval_quorum, bool)
+        or not isinstance(approval_quorum, int)
+        or not 1 <= approval_quorum <= MAX_APPROVAL_QUORUM
+    ):
+        raise PolicyError(
+            f"the approval quorum must be a whole number of committee members from 1 to {MAX_APPROVAL_QUORUM}, "
+            f"not {approval_quorum}",
+            field="approval_quorum",
+        )
     return {
         "tolerance": float(tolerance),
         "alpha": float(alpha),
         "metrics": [metric for metric in stats.COMPARED if metric in chosen],
         "reference_rule": reference_rule,
         "min_group_size": min_group_size,
+        "approval_quorum": approval_quorum,
     }
 
 

@@ -35,6 +35,7 @@ def policy_page(request: HttpRequest) -> HttpResponse:
                 alpha=data["alpha"],
                 metrics=data["metrics"],
                 min_group_size=data["min_group_size"],
+                approval_quorum=data["approval_quorum"],
             )
         except UserError as exc:
             add_user_error(form, exc)

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "knox",
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
@@ -60,6 +61,7 @@ INSTALLED_APPS = [
     "auditportal.audits",
     "auditportal.policies",
     "auditportal.evidence",
+    "auditportal.approvals",
 ]
 
 MIDDLEWARE = [
@@ -190,6 +192,15 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
 }
 
+# API tokens for machine accounts (the approval gate): django-rest-knox's hashed tokens, in the
+# approvals app's model, which adds the scope, a name and revocation. Only the gate API accepts them.
+KNOX_TOKEN_MODEL = "approvals.ApiToken"
+# knox's own migrations would create its (swapped-out) token table, which nothing uses and whose
+# foreign key to the users stops the test database's flush: the app is left unmigrated.
+MIGRATION_MODULES = {"knox": None}
+REST_KNOX = {"TOKEN_MODEL": KNOX_TOKEN_MODEL, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=1)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -211,3 +222,6 @@ STORAGES = {
 
 # Experiment settings (backends, Determined credentials, beat schedule) live in their own module.
 from auditportal.settings.experiments import *  # noqa: E402,F403
+
+# Mail (review-request notifications).
+from auditportal.settings.mail import *  # noqa: E402,F403

@@ -13,6 +13,8 @@ import pytest
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
+from auditportal.approvals import services as approval_services
+from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
@@ -21,13 +23,16 @@ from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.findings import FAIL
 from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.fairness.tabular import DatasetSpec
 from auditportal.policies import services as policy_services
+from tests.approvals import conftest as approval_helpers
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV, flip_labels
+from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
-from tests.factories import PredictionAuditFactory
+from tests.factories import PASSWORD, PredictionAuditFactory, make_user
 
 # A scenario prepares what its call needs and returns the one service call under test.
 Scenario = Callable[[pytest.FixtureRequest], Callable[[], object]]
@@ -179,6 +184,105 @@ def _verdict_document_frozen(request: pytest.FixtureRequest) -> Callable[[], obj
     return lambda: evidence_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
 
 
+def _review_request(request: pytest.FixtureRequest, *, state: str = "draft", unfair: bool = False) -> ReviewRequest:
+    """bob's request for a trial (FAIR or UNFAIR counts), carried to ``state`` by carol and two members."""
+    bob, carol = _user(request, "bob"), _user(request, "carol")
+    runs = request.getfixturevalue("tmp_path") / "runs"
+    request.getfixturevalue("settings").EXPERIMENT_RUN_DIR = runs
+    document = approval_helpers.trial_document(
+        request.getfixturevalue("demo_version"), bob, UNFAIR if unfair else FAIR, runs
+    )
+    made = approval_services.review_request_create(user=bob, title="t", intended_use="u", documents=[document])
+    if state in ("in_review", "approved"):
+        approval_helpers.in_review(made, carol)
+    if state == "approved":
+        for name in ("dave", "frank"):
+            approval_helpers.vote(made, _member(name))
+    made.refresh_from_db()
+    return made
+
+
+def _member(name: str) -> User:
+    return User.objects.filter(username=name).first() or make_user(name, [Role.ETHICS_COMMITTEE])
+
+
+def _vote(made: ReviewRequest, name: str, choice: str = "approve") -> Callable[[], object]:
+    return lambda: approval_helpers.vote(made, _member(name), choice=choice)
+
+
+def _proposed_waiver(request: pytest.FixtureRequest) -> tuple[ReviewRequest, Waiver]:
+    made = _review_request(request, state="in_review", unfair=True)
+    waiver = approval_services.waiver_propose(
+        user=_user(request, "carol"),
+        request=made,
+        finding_key=approval_helpers.keys(made, FAIL)[0],
+        reason="r",
+        compensating_measures="m",
+        expires_on=approval_helpers.days_from_now(30),
+    )
+    return made, waiver
+
+
+def _waiver_vote(waiver: Waiver, name: str, choice: str) -> None:
+    approval_services.waiver_vote_cast(
+        user=_member(name),
+        waiver=waiver,
+        choice=choice,
+        reason="considered",
+        password=PASSWORD,
+        document_sha256=approval_helpers.hashes(waiver.request),
+    )
+
+
+def _waiver_decided(choice: str) -> Scenario:
+    def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
+        _, waiver = _proposed_waiver(request)
+        _waiver_vote(waiver, "dave", choice)
+        return lambda: _waiver_vote(waiver, "frank", choice)
+
+    return scenario
+
+
+def _wrong_password(request: pytest.FixtureRequest) -> Callable[[], object]:
+    made = _review_request(request, state="in_review")
+
+    def call() -> None:
+        with pytest.raises(approval_services.ReauthenticationFailed):
+            approval_services.review_vote_cast(
+                user=_member("dave"), request=made, choice="reject", reason="r", password="wrong", document_sha256=[]
+            )
+
+    return call
+
+
+def _checkpoint_tagged(request: pytest.FixtureRequest) -> Callable[[], object]:
+    made = _review_request(request, state="approved")
+    return lambda: approval_services.review_request_tag_checkpoint(request_id=made.pk)
+
+
+def _transition(state: str, call: Callable[[User, ReviewRequest], object], who: str) -> Scenario:
+    def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
+        made = _review_request(request, state=state)
+        return lambda: call(_user(request, who), made)
+
+    return scenario
+
+
+def _approved_by_second_vote(choice: str) -> Scenario:
+    def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
+        made = _review_request(request, state="in_review")
+        approval_helpers.vote(made, _member("dave"), choice=choice)
+        return _vote(made, "frank", choice)
+
+    return scenario
+
+
+def _api_token_revoked(request: pytest.FixtureRequest) -> Callable[[], object]:
+    erin = _user(request, "erin")
+    issued = approval_services.api_token_create(user=erin, account="bot", name="ci", days=1)
+    return lambda: approval_services.api_token_revoke(user=erin, token=issued.token)
+
+
 SCENARIOS: dict[Verb, Scenario] = {
     Verb.USER_CREATED: _user_created,
     Verb.ROLE_GRANTED: _role_granted,
@@ -198,6 +302,48 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
     Verb.VERDICT_DOCUMENT_FROZEN: _verdict_document_frozen,
+    Verb.REVIEW_REQUEST_CREATED: lambda request: lambda: _review_request(request),
+    Verb.REVIEW_REQUEST_REVISED: _transition(
+        "draft", lambda u, r: approval_services.review_request_revise(user=u, request=r, title="new"), "bob"
+    ),
+    Verb.REVIEW_REQUEST_SUBMITTED: _transition(
+        "draft", lambda u, r: approval_services.review_request_submit(user=u, request=r), "bob"
+    ),
+    Verb.REVIEW_REQUEST_REVIEW_STARTED: lambda request: (
+        lambda made: lambda: approval_services.review_request_start_review(user=_user(request, "carol"), request=made)
+    )(approval_services.review_request_submit(user=_user(request, "bob"), request=_review_request(request))),
+    Verb.REVIEW_REQUEST_CHANGES_REQUESTED: _transition(
+        "in_review",
+        lambda u, r: approval_services.review_request_request_changes(user=u, request=r, reason="more"),
+        "carol",
+    ),
+    Verb.REVIEW_REQUEST_WITHDRAWN: _transition(
+        "draft", lambda u, r: approval_services.review_request_withdraw(user=u, request=r), "bob"
+    ),
+    Verb.REVIEW_REQUEST_APPROVED: _approved_by_second_vote("approve"),
+    Verb.REVIEW_REQUEST_REJECTED: _approved_by_second_vote("reject"),
+    Verb.REVIEW_REQUEST_REVOKED: _transition(
+        "approved", lambda u, r: approval_services.review_request_revoke(user=u, request=r, reason="x"), "erin"
+    ),
+    Verb.REVIEW_REQUEST_RECOMMENDED: _transition(
+        "in_review",
+        lambda u, r: approval_services.review_request_recommend(user=u, request=r, choice="approve", reason="ok"),
+        "carol",
+    ),
+    Verb.REVIEW_REQUEST_CHECKPOINT_TAGGED: _checkpoint_tagged,
+    Verb.REVIEW_COMMENT_ADDED: _transition(
+        "draft", lambda u, r: approval_services.review_comment_add(user=u, request=r, body="why?"), "carol"
+    ),
+    Verb.REVIEW_VOTE_CAST: lambda request: _vote(_review_request(request, state="in_review"), "dave"),
+    Verb.REVIEW_VOTE_REAUTH_FAILED: _wrong_password,
+    Verb.WAIVER_PROPOSED: lambda request: lambda: _proposed_waiver(request),
+    Verb.WAIVER_VOTE_CAST: lambda request: lambda: _waiver_vote(_proposed_waiver(request)[1], "dave", "approve"),
+    Verb.WAIVER_APPROVED: _waiver_decided("approve"),
+    Verb.WAIVER_REJECTED: _waiver_decided("reject"),
+    Verb.API_TOKEN_CREATED: lambda request: (
+        lambda: approval_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
+    ),
+    Verb.API_TOKEN_REVOKED: _api_token_revoked,
 }
 
 

@@ -54,11 +54,16 @@ def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> 
     }
     assert (policy.created_by, policy.reason) == (erin, "Board decision")
     assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin).count() == 1
+    assert policy.approval_quorum == 2  # carried over
+    _run("set", "--approval-quorum", "3", "--reason", "three signatures", "--user", "erin")
+    assert policy_active().approval_quorum == 3
+    assert "approval quorum 3 committee members" in _run("show")
     _run("set", "--no-min-group-size", "--reason", "no minimum", "--user", "erin")
-    assert (policy_active().version, policy_active().min_group_size, policy_active().tolerance) == (3, None, 0.1)
+    assert (policy_active().version, policy_active().min_group_size, policy_active().tolerance) == (4, None, 0.1)
     history = _run("show", "--history")
     assert [line for line in history.splitlines() if line.startswith("Fairness policy")] == [
-        "Fairness policy version 3 (active)",
+        "Fairness policy version 4 (active)",
+        "Fairness policy version 3",
         "Fairness policy version 2",
         "Fairness policy version 1",
     ]

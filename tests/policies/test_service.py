@@ -40,7 +40,7 @@ def test_an_administrator_creates_the_next_version_with_an_event(erin: User) -> 
     assert policy.reason == "Board decision 2026-11"
     event = Event.objects.get(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin)
     assert (event.target_type, event.target_id) == ("policies.fairnesspolicy", str(policy.pk))
-    assert event.data == {**policy.as_document(), "reason": "Board decision 2026-11"}
+    assert event.data == {**policy.as_document(), "approval_quorum": 2, "reason": "Board decision 2026-11"}
 
 
 def test_values_not_given_carry_over_from_the_active_version(erin: User) -> None:
@@ -72,6 +72,9 @@ def test_only_an_administrator_may_change_the_policy(name: str, request: pytest.
     assert not Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor__isnull=False).exists()
 
 
+QUORUM = "the approval quorum must be a whole number of committee members from 1 to 20, not"
+
+
 @pytest.mark.parametrize(
     ("values", "field", "message"),
     [
@@ -85,6 +88,9 @@ def test_only_an_administrator_may_change_the_policy(name: str, request: pytest.
         ({"metrics": ["fpr", "ppv"]}, "metrics", NEEDS_TPR),
         ({"min_group_size": 0}, "min_group_size", "the minimum group size must be a positive integer or none, not 0"),
         ({"reference_rule": "smallest"}, "reference_rule", "the reference rule is one of largest, not 'smallest'"),
+        ({"approval_quorum": 0}, "approval_quorum", f"{QUORUM} 0"),
+        ({"approval_quorum": 21}, "approval_quorum", f"{QUORUM} 21"),
+        ({"approval_quorum": True}, "approval_quorum", f"{QUORUM} True"),
         ({"tolerance": 0.1, "reason": "  "}, "reason", NO_REASON),
         ({"tolerance": 0.05, "alpha": 0.05}, None, "nothing changed: version 1 already has these values"),
         ({}, None, "nothing changed: version 1 already has these values"),

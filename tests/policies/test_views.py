@@ -22,6 +22,7 @@ def _form(**changes: object) -> dict[str, object]:
         "alpha": "0.05",
         "metrics": ["tpr", "fpr", "equalized_odds", "selection_rate", "ppv"],
         "min_group_size": "",
+        "approval_quorum": "2",
         "reason": "Board decision",
         **changes,
     }
@@ -94,7 +95,7 @@ def test_the_api_lists_the_active_version_and_the_history(bob: User, erin: User)
     ]
     assert body["history"][0]["reason"] == "looser"
     assert set(body["active"]) == {
-        "version", "tolerance", "alpha", "metrics", "reference_rule", "min_group_size",
+        "version", "tolerance", "alpha", "metrics", "reference_rule", "min_group_size", "approval_quorum",
         "reason", "created_by", "created_at", "active",
     }  # fmt: skip
 
@@ -109,6 +110,20 @@ def test_an_administrator_posts_the_next_version(erin: User) -> None:
         2, 0.01, 0.05, 40, True,
     )  # fmt: skip
     assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin).count() == 1
+
+
+def test_an_administrator_changes_the_approval_quorum_through_the_form_and_the_api(erin: User) -> None:
+    client = client_for(erin)
+    assert client.get(reverse("policies:page")).context["form"]["approval_quorum"].value() == 2
+    response = client.post(reverse("policies:page"), _form(tolerance="0.05", approval_quorum="3"))
+    assert response.status_code == 302
+    assert (policy_active().version, policy_active().approval_quorum) == (2, 3)
+    assert 'id="approval-quorum">3 distinct' in client.get(reverse("policies:page")).content.decode()
+    response = client.post(API, {"approval_quorum": 0, "reason": "x"}, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "approval_quorum"
+    response = client.post(API, {"approval_quorum": 4, "reason": "four"}, content_type="application/json")
+    assert (response.status_code, response.json()["approval_quorum"]) == (201, 4)
 
 
 def test_the_api_answers_a_bad_value_with_400_naming_the_field(erin: User) -> None:

@@ -7,6 +7,9 @@ the fields the SDK's parsers require, on 127.0.0.1 and a random port. Faults are
 - ``fail_next(n, status=503)``: the next ``n`` requests answer ``status``.
 - ``expire_tokens()``: every token issued so far answers 401 (forces a re-login).
 - ``add_metrics(trial_id, group, step, metrics)``: the metrics snapshot grows between polls.
+- ``add_checkpoint(uuid, trial_id)``: a completed checkpoint whose metadata the portal may read
+  (GET /api/v1/checkpoints/{uuid}) and replace (POST /api/v1/checkpoints/{uuid}/metadata: the master
+  stores the body's ``checkpoint.metadata`` whole, master/internal/api_checkpoint.go).
 """
 
 from __future__ import annotations
@@ -39,6 +42,16 @@ class StubExperiment:
     model_files: list[str] = field(default_factory=list)
 
 
+@dataclass
+class StubCheckpoint:
+    uuid: str
+    trial_id: int
+    experiment_id: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Every metadata body the portal posted, in order.
+    posted: list[dict[str, Any]] = field(default_factory=list)
+
+
 class DeterminedMasterStub:
     def __init__(self, *, username: str, password: str) -> None:
         self.username = username
@@ -48,6 +61,7 @@ class DeterminedMasterStub:
         self.experiments: dict[int, StubExperiment] = {}
         self.trials: dict[int, StubTrial] = {}
         self.metrics: list[dict[str, Any]] = []
+        self.checkpoints: dict[str, StubCheckpoint] = {}
         self.valid_tokens: set[str] = set()
         self.logins = 0
         self._failures: list[int] = []
@@ -101,6 +115,12 @@ class DeterminedMasterStub:
                 }
             )
             self.trials[trial_id].batches = max(self.trials[trial_id].batches, step)
+
+    def add_checkpoint(self, uuid: str, trial_id: int, experiment_id: int = 1) -> StubCheckpoint:
+        with self.lock:
+            checkpoint = StubCheckpoint(uuid=uuid, trial_id=trial_id, experiment_id=experiment_id)
+            self.checkpoints[uuid] = checkpoint
+            return checkpoint
 
     def count(self, method: str, prefix: str) -> int:
         return sum(1 for m, p in self.requests if m == method and p.startswith(prefix))
@@ -196,6 +216,19 @@ class DeterminedMasterStub:
                 for trial_id in experiment.trials:
                     self.trials[trial_id].state = "STATE_CANCELED"
                 return _send(request, 200, {})
+        if parts[:3] == ["api", "v1", "checkpoints"] and len(parts) >= 4:
+            checkpoint = self.checkpoints.get(urllib.parse.unquote(parts[3]))
+            if checkpoint is None:
+                return _send(request, 404, {"error": {"error": f"checkpoint not found: {parts[3]}"}})
+            if method == "GET" and len(parts) == 4:
+                return _send(request, 200, {"checkpoint": self._checkpoint(checkpoint)})
+            if method == "POST" and parts[4:] == ["metadata"]:
+                posted = (body.get("checkpoint") or {}).get("metadata")
+                if not isinstance(posted, dict):
+                    return _send(request, 400, {"error": {"error": "checkpoint.metadata must be an object"}})
+                checkpoint.posted.append(posted)
+                checkpoint.metadata = posted
+                return _send(request, 200, {"checkpoint": self._checkpoint(checkpoint)})
         if method == "GET" and path == "/api/v1/trials/metrics/trial_metrics":
             trial_ids = {int(t) for t in query.get("trialIds", [])}
             group = (query.get("group") or [""])[0]
@@ -225,6 +258,25 @@ class DeterminedMasterStub:
             "startTime": START,
             "state": experiment.state,
             "username": self.username,
+        }
+
+    def _checkpoint(self, checkpoint: StubCheckpoint) -> dict[str, Any]:
+        # v1Checkpoint: the fields the SDK's parser requires, and the training metadata its
+        # Checkpoint class asserts (experimentConfig and experimentId whenever trialId is set).
+        return {
+            "uuid": checkpoint.uuid,
+            "metadata": checkpoint.metadata,
+            "resources": {"state_dict.pth": 1024},
+            "state": "STATE_COMPLETED",
+            "reportTime": START,
+            "taskId": f"{checkpoint.experiment_id}.{checkpoint.trial_id}",
+            "allocationId": f"{checkpoint.experiment_id}.{checkpoint.trial_id}.1",
+            "training": {
+                "trialId": checkpoint.trial_id,
+                "experimentId": checkpoint.experiment_id,
+                "experimentConfig": {"name": f"experiment-{checkpoint.experiment_id}"},
+                "hparams": {},
+            },
         }
 
     def _trial(self, trial: StubTrial) -> dict[str, Any]:

@@ -83,6 +83,8 @@ class TrainingBackend(Protocol):
 
     def cancel(self, experiment: Experiment) -> None: ...
 
+    def checkpoint_metadata_set(self, checkpoint: str, *, key: str, value: dict[str, Any]) -> None: ...
+
 
 def backend_for(name: str | None = None) -> TrainingBackend:
     chosen = name or settings.EXPERIMENT_BACKEND

@@ -205,6 +205,15 @@ class DeterminedBackend:
             return
         self._call("kill the experiment", lambda session: bindings.post_KillExperiment(session, id=det_id))
 
+    def checkpoint_metadata_set(self, checkpoint: str, *, key: str, value: dict[str, Any]) -> None:
+        """Set ``key`` in the checkpoint's user metadata, keeping its other keys (the master replaces
+        the whole metadata with what it is sent, so the SDK reads it first). Safe to repeat."""
+
+        def update(session: _TimeoutSession) -> None:
+            Determined._from_session(session).get_checkpoint(checkpoint).add_metadata({key: value})
+
+        self._call(f"update the metadata of checkpoint {checkpoint}", update)
+
     # -- sessions and retries ------------------------------------------------------------------
 
     def _login(self) -> _TimeoutSession:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -55,6 +56,27 @@ def run_dir(trial: Trial) -> Path:
 
 class LocalBackend:
     name = "local"
+
+    def checkpoint_metadata_set(self, checkpoint: str, *, key: str, value: dict[str, Any]) -> None:
+        """Set ``key`` in the JSON file beside the checkpoint's folder (local training mode has no master
+        to keep metadata), keeping its other keys; written whole or not at all."""
+        folder = Path(checkpoint).resolve()
+        runs = Path(settings.EXPERIMENT_RUN_DIR).resolve()
+        if not folder.is_relative_to(runs):
+            raise BackendError(f"checkpoint {checkpoint} is not under EXPERIMENT_RUN_DIR ({runs})")
+        if not folder.is_dir():
+            raise BackendError(f"checkpoint {checkpoint} no longer exists")
+        path = checkpoint_metadata_path(str(folder))
+        metadata: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                metadata = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise BackendError(f"cannot read {path}: {exc}") from exc
+        metadata[key] = value
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(partial, path)
 
     def submit(self, experiment: Experiment, *, shard_dir: Path) -> Submission:
         count = 1 if experiment.template == "single" else experiment.max_trials
@@ -261,6 +283,12 @@ def _group_exists(pid: int) -> bool:
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def checkpoint_metadata_path(checkpoint: str) -> Path:
+    """Where the local backend keeps a checkpoint's metadata: ``<uuid>.metadata.json`` beside its folder."""
+    folder = Path(checkpoint)
+    return folder.with_name(f"{folder.name}.metadata.json")
 
 
 def _latest_checkpoint(root: Path) -> str | None:

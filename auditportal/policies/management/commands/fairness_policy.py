@@ -15,6 +15,7 @@ FLAGS = {
     "alpha": "--alpha",
     "metrics": "--metrics",
     "min_group_size": "--min-group-size",
+    "approval_quorum": "--approval-quorum",
     "reason": "--reason",
 }
 
@@ -40,6 +41,11 @@ class Command(BaseCommand):
         size = change.add_mutually_exclusive_group()
         size.add_argument("--min-group-size", type=int, help="a group with fewer rows cannot PASS")
         size.add_argument("--no-min-group-size", action="store_true", help="no minimum group size")
+        change.add_argument(
+            "--approval-quorum",
+            type=int,
+            help="distinct ethics-committee members whose approval a review request or a waiver needs",
+        )
         change.add_argument("--reason", required=True, help="why the policy changes (shown in its history)")
         change.add_argument("--user", help="act as this user (needs the administrator role)")
 
@@ -63,6 +69,7 @@ class Command(BaseCommand):
                 alpha=KEEP if options["alpha"] is None else options["alpha"],
                 metrics=None if metrics is None else metrics.split(","),
                 min_group_size=min_group_size,
+                approval_quorum=KEEP if options["approval_quorum"] is None else options["approval_quorum"],
             )
         except PolicyError as exc:
             raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
@@ -88,6 +95,7 @@ def describe(policy: FairnessPolicy, *, active: bool) -> str:
         f"  metrics judged  {', '.join(policy.metrics)}",
         f"  reference       {policy.get_reference_rule_display()}",
         f"  min group size  {policy.min_group_size if policy.min_group_size is not None else 'none'}",
+        f"  approval quorum {policy.approval_quorum} committee members",
         f"  created         {policy.created_at:%Y-%m-%d %H:%M} UTC by {by}",
         f"  reason          {policy.reason}",
     ]

@@ -1,0 +1,364 @@
+"""The approvals API (docs/approvals.md): review requests and their transitions, one class per
+operation, and the gate pipelines ask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, serializers
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from auditportal.accounts.permissions import request_user
+from auditportal.approvals import selectors, services
+from auditportal.approvals.authentication import GateTokenAuthentication
+from auditportal.approvals.models import ApiToken, ReviewRequest, ReviewVote, Waiver
+from auditportal.evidence import selectors as evidence_selectors
+from auditportal.evidence.models import VerdictDocument
+
+
+def request_as_json(request: ReviewRequest, *, detail: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": request.pk,
+        "title": request.title,
+        "intended_use": request.intended_use,
+        "model_identifier": request.model_identifier,
+        "subject": {
+            "type": request.subject_kind,
+            "id": request.prediction_audit_id or request.trial_id,
+            "label": request.subject_label,
+        },
+        "checkpoint": request.checkpoint or None,
+        "policy_version": request.policy.version,
+        "requested_by": request.requested_by.username,
+        "created_at": request.created_at.isoformat(),
+        "state": request.state,
+        "round": request.round,
+        "decided_at": request.decided_at.isoformat() if request.decided_at else None,
+        "revoked_at": request.revoked_at.isoformat() if request.revoked_at else None,
+        "revoked_reason": request.revoked_reason or None,
+        "url": request.get_absolute_url(),
+    }
+    if not detail:
+        return body
+    documents = selectors.review_request_documents(request=request)
+    body["documents"] = [
+        {"id": d.pk, "sha256": d.sha256, "kind": d.kind, "verdict": d.document.get("verdict")} for d in documents
+    ]
+    body["document_sha256"] = sorted(d.sha256 for d in documents)
+    body["findings"] = [status.as_json() for status in selectors.review_request_findings(request=request)]
+    body["tally"] = selectors.review_request_tally(request=request).as_json()
+    body["votes"] = [vote_as_json(vote) for vote in selectors.review_request_votes(request=request)]
+    body["waivers"] = [waiver_as_json(waiver) for waiver in selectors.review_request_waivers(request=request)]
+    body["recommendations"] = [
+        {
+            "id": r.pk,
+            "round": r.round,
+            "reviewer": r.reviewer.username,
+            "choice": r.choice,
+            "reason": r.reason,
+            "created_at": r.created_at.isoformat(),
+        }
+        for r in selectors.review_request_recommendations(request=request)
+    ]
+    body["comments"] = [_thread_as_json(thread) for thread in selectors.review_request_comments(request=request)]
+    body["timeline"] = [
+        {"seq": e.seq, "at": e.at.isoformat(), "actor": e.actor_username or None, "verb": e.verb, "data": e.data}
+        for e in selectors.review_request_timeline(request=request)
+    ]
+    return body
+
+
+def vote_as_json(vote: ReviewVote) -> dict[str, Any]:
+    return {
+        "id": vote.pk,
+        "round": vote.round,
+        "voter": vote.voter.username,
+        "choice": vote.choice,
+        "reason": vote.reason,
+        "document_sha256": vote.document_sha256,
+        "acknowledged": [a.finding_key for a in vote.acknowledgements.all()],
+        "supersedes": vote.supersedes_id,
+        "current": not hasattr(vote, "superseded_by"),
+        "cast_at": vote.cast_at.isoformat(),
+    }
+
+
+def waiver_as_json(waiver: Waiver) -> dict[str, Any]:
+    return {
+        "id": waiver.pk,
+        "round": waiver.round,
+        "finding_key": waiver.finding_key,
+        "comparison": waiver.label,
+        "document_sha256": waiver.document.sha256,
+        "reason": waiver.reason,
+        "compensating_measures": waiver.compensating_measures,
+        "expires_at": waiver.expires_at.isoformat(),
+        "proposed_by": waiver.proposed_by.username,
+        "state": waiver.state,
+        "decided_at": waiver.decided_at.isoformat() if waiver.decided_at else None,
+        "votes": [
+            {"voter": v.voter.username, "choice": v.choice, "reason": v.reason, "cast_at": v.cast_at.isoformat()}
+            for v in waiver.votes.all()
+        ],
+    }
+
+
+def _thread_as_json(thread: selectors.Thread) -> dict[str, Any]:
+    comment = thread.comment
+    return {
+        "id": comment.pk,
+        "author": comment.author.username,
+        "body": comment.body,
+        "round": comment.round,
+        "created_at": comment.created_at.isoformat(),
+        "replies": [_thread_as_json(reply) for reply in thread.replies],
+    }
+
+
+def _documents(request: Request, ids: list[int]) -> list[VerdictDocument]:
+    user = request_user(request)
+    return [evidence_selectors.verdict_document_get(user=user, document_id=pk) for pk in ids]
+
+
+def _request(request: Request, request_id: int) -> ReviewRequest:
+    return selectors.review_request_get(user=request_user(request), request_id=request_id)
+
+
+def _detail(review_request: ReviewRequest, status: int = 200) -> Response:
+    review_request.refresh_from_db()
+    return Response(request_as_json(review_request, detail=True), status=status)
+
+
+class ReviewRequestListApi(APIView):
+    """GET: review requests (``?state=``). POST: a draft (ML engineers and reviewers)."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        title = serializers.CharField()
+        intended_use = serializers.CharField()
+        documents = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+        model_identifier = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def get(self, request: Request) -> Response:
+        user = request_user(request)
+        if not user.is_member:
+            raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+        requests = selectors.review_request_list(user=user, state=request.query_params.get("state") or None)
+        return Response({"results": [request_as_json(r) for r in requests[:200]]})
+
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        created = services.review_request_create(
+            user=request_user(request),
+            title=data["title"],
+            intended_use=data["intended_use"],
+            documents=_documents(request, data["documents"]),
+            model_identifier=data["model_identifier"],
+        )
+        return _detail(created, status=201)
+
+
+class ReviewRequestDetailApi(APIView):
+    def get(self, request: Request, request_id: int) -> Response:
+        review_request = _request(request, request_id)
+        body = request_as_json(review_request, detail=True)
+        body["actions"] = selectors.review_request_actions(user=request_user(request), request=review_request)
+        return Response(body)
+
+
+class ReviewRequestReviseApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        title = serializers.CharField(required=False)
+        intended_use = serializers.CharField(required=False)
+        documents = serializers.ListField(child=serializers.IntegerField(), required=False, allow_empty=False)
+
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        review_request = services.review_request_revise(
+            user=request_user(request),
+            request=_request(request, request_id),
+            title=data.get("title"),
+            intended_use=data.get("intended_use"),
+            documents=_documents(request, data["documents"]) if "documents" in data else None,
+        )
+        return _detail(review_request)
+
+
+class ReviewRequestSubmitApi(APIView):
+    def post(self, request: Request, request_id: int) -> Response:
+        return _detail(
+            services.review_request_submit(user=request_user(request), request=_request(request, request_id))
+        )
+
+
+class ReviewRequestStartReviewApi(APIView):
+    def post(self, request: Request, request_id: int) -> Response:
+        review_request = services.review_request_start_review(
+            user=request_user(request), request=_request(request, request_id)
+        )
+        return _detail(review_request)
+
+
+class _ReasonSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ReviewRequestRequestChangesApi(APIView):
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = _ReasonSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = services.review_request_request_changes(
+            user=request_user(request),
+            request=_request(request, request_id),
+            reason=serializer.validated_data["reason"],
+        )
+        return _detail(review_request)
+
+
+class ReviewRequestWithdrawApi(APIView):
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = _ReasonSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = services.review_request_withdraw(
+            user=request_user(request),
+            request=_request(request, request_id),
+            reason=serializer.validated_data["reason"],
+        )
+        return _detail(review_request)
+
+
+class ReviewRequestRevokeApi(APIView):
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = _ReasonSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = services.review_request_revoke(
+            user=request_user(request),
+            request=_request(request, request_id),
+            reason=serializer.validated_data["reason"],
+        )
+        return _detail(review_request)
+
+
+class ReviewRequestRecommendApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        choice = serializers.CharField()
+        reason = serializers.CharField(allow_blank=True)
+
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = _request(request, request_id)
+        services.review_request_recommend(
+            user=request_user(request), request=review_request, **serializer.validated_data
+        )
+        return _detail(review_request, status=201)
+
+
+class ReviewCommentApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        body = serializers.CharField(allow_blank=True)
+        reply_to = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = _request(request, request_id)
+        parent_id = serializer.validated_data["reply_to"]
+        parent = review_request.comments.filter(pk=parent_id).first() if parent_id is not None else None
+        if parent_id is not None and parent is None:
+            raise Http404("No such comment on this request.")
+        services.review_comment_add(
+            user=request_user(request), request=review_request, body=serializer.validated_data["body"], parent=parent
+        )
+        return _detail(review_request, status=201)
+
+
+class ReviewVoteApi(APIView):
+    """A signed vote: the voter's password, and the documents' SHA-256s as the voter saw them."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        choice = serializers.CharField()
+        reason = serializers.CharField(allow_blank=True)
+        password = serializers.CharField(allow_blank=True, trim_whitespace=False, write_only=True)
+        document_sha256 = serializers.ListField(child=serializers.CharField())
+        acknowledged = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = _request(request, request_id)
+        vote = services.review_vote_cast(
+            user=request_user(request), request=review_request, **serializer.validated_data
+        )
+        return Response(
+            {"vote": vote_as_json(vote), "request": request_as_json(_refreshed(review_request))}, status=201
+        )
+
+
+class WaiverProposeApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        finding_key = serializers.CharField()
+        reason = serializers.CharField(allow_blank=True)
+        compensating_measures = serializers.CharField(allow_blank=True)
+        expires_on = serializers.DateField()
+
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        waiver = services.waiver_propose(
+            user=request_user(request), request=_request(request, request_id), **serializer.validated_data
+        )
+        return Response(waiver_as_json(waiver), status=201)
+
+
+class WaiverVoteApi(APIView):
+    class InputSerializer(serializers.Serializer[Any]):
+        choice = serializers.CharField()
+        reason = serializers.CharField(allow_blank=True)
+        password = serializers.CharField(allow_blank=True, trim_whitespace=False, write_only=True)
+        document_sha256 = serializers.ListField(child=serializers.CharField())
+
+    def post(self, request: Request, waiver_id: int) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        waiver = selectors.waiver_get(user=request_user(request), waiver_id=waiver_id)
+        services.waiver_vote_cast(user=request_user(request), waiver=waiver, **serializer.validated_data)
+        waiver.refresh_from_db()
+        return Response(waiver_as_json(waiver), status=201)
+
+
+class GateApi(APIView):
+    """``GET /api/v1/gate/?model=<identifier>``: is this model approved? For deployment pipelines, with a
+    gate token (``Authorization: Token ...``); members may ask too. 404 for a model no request names."""
+
+    authentication_classes = [GateTokenAuthentication, SessionAuthentication, BasicAuthentication]
+    permission_classes = [AllowAny]  # checked below: a gate token, or a logged-in member
+
+    def get(self, request: Request) -> Response:
+        if not isinstance(request.auth, ApiToken):
+            user = request.user
+            if not user.is_authenticated:
+                raise exceptions.NotAuthenticated("Send a gate token: Authorization: Token <token>.")
+            if not request_user(request).is_member:
+                raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+        model = (request.query_params.get("model") or "").strip()
+        if not model:
+            return Response({"detail": "Name the model: ?model=<identifier>.", "field": "model"}, status=400)
+        answer = selectors.gate_answer(model_identifier=model)
+        if answer is None:
+            return Response({"detail": f"No review request names the model {model!r}.", "model": model}, status=404)
+        return Response(answer.as_json())
+
+
+def _refreshed(review_request: ReviewRequest) -> ReviewRequest:
+    review_request.refresh_from_db()
+    return review_request

@@ -1,0 +1,48 @@
+"""The gate's token authentication: django-rest-knox's scheme (``Authorization: Token <token>``, the
+token's SHA-512 compared in constant time) over approvals.ApiToken, refusing revoked and expired tokens
+(knox would delete an expired one; the portal keeps it) and tokens of another scope.
+
+Only the gate API lists this class: elsewhere the header is ignored, so a token opens nothing else.
+"""
+
+from __future__ import annotations
+
+import binascii
+from hmac import compare_digest
+from typing import Any
+
+from django.utils import timezone
+from knox.auth import TokenAuthentication
+from knox.crypto import hash_token
+from knox.settings import CONSTANTS
+from rest_framework import exceptions
+
+from auditportal.accounts.models import User
+from auditportal.approvals.models import ApiToken, TokenScope
+
+
+class GateTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
+    scope = TokenScope.GATE
+
+    def authenticate_credentials(self, token: bytes) -> tuple[User, ApiToken]:
+        text = token.decode("utf-8", errors="replace")
+        for candidate in ApiToken.objects.filter(token_key=text[: CONSTANTS.TOKEN_KEY_LENGTH]).select_related("user"):
+            try:
+                digest = hash_token(text)
+            except (TypeError, binascii.Error, UnicodeError):
+                break
+            if not compare_digest(digest, candidate.digest):
+                continue
+            if candidate.revoked_at is not None:
+                raise exceptions.AuthenticationFailed("This token was revoked.")
+            if candidate.expiry <= timezone.now():
+                raise exceptions.AuthenticationFailed(f"This token expired at {candidate.expiry:%Y-%m-%d %H:%M} UTC.")
+            if candidate.scope != self.scope:
+                raise exceptions.AuthenticationFailed(f"This token is not for the {self.scope} API.")
+            if not candidate.user.is_active:
+                raise exceptions.AuthenticationFailed("This token's account is inactive.")
+            return candidate.user, candidate
+        raise exceptions.AuthenticationFailed("Invalid token.")
+
+    def authenticate_header(self, request: Any) -> str:
+        return "Token"

@@ -1,0 +1,319 @@
+"""Review requests, the committee's votes, waivers and comments, and the gate's API tokens
+(docs/approvals.md).
+
+Evidence here is append-only: votes, waiver votes, acknowledgements, recommendations and comments are
+written once by approvals.services and never updated or deleted; a changed vote is a new row (the
+current vote of a member is their latest in the request's current round). A request's ``state`` and a
+waiver's ``state`` are kept on their rows for reading; every change of either is an activity event
+written in the same transaction, which is where their history lives.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from knox.settings import CONSTANTS
+
+from auditportal.audits.models import PredictionAudit
+from auditportal.evidence.models import VerdictDocument
+from auditportal.experiments.models import Trial
+from auditportal.policies.models import FairnessPolicy
+
+
+class RequestState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    IN_REVIEW = "in_review", "In review"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+    REVOKED = "revoked", "Revoked"
+
+
+# A model identifier has at most one request in these states: the gate's answer is never ambiguous.
+OPEN_STATES = (RequestState.DRAFT, RequestState.SUBMITTED, RequestState.IN_REVIEW, RequestState.APPROVED)
+FINAL_STATES = (RequestState.REJECTED, RequestState.WITHDRAWN, RequestState.REVOKED)
+
+
+class SubjectKind(models.TextChoices):
+    PREDICTION_AUDIT = "prediction_audit", "Prediction audit"
+    TRIAL = "trial", "Trial (with its checkpoint)"
+
+
+class ReviewRequest(models.Model):
+    """A request to approve one model: its subject, the frozen verdict documents that judge it and the
+    fairness policy version they were judged under."""
+
+    title = models.CharField(max_length=200)
+    intended_use = models.TextField()
+    # What a deployment pipeline asks the gate about: a Determined checkpoint UUID, ``name:version``...
+    model_identifier = models.CharField(max_length=255, db_index=True)
+    subject_kind = models.CharField(max_length=32, choices=SubjectKind.choices)
+    prediction_audit = models.ForeignKey(
+        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="review_requests"
+    )
+    trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="review_requests")
+    # The trial's checkpoint when the request was made (a UUID on Determined, a folder locally).
+    checkpoint = models.CharField(max_length=500, blank=True)
+    documents = models.ManyToManyField(VerdictDocument, related_name="review_requests")
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, related_name="+")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=RequestState.choices, default=RequestState.DRAFT)
+    # How many times it was submitted: votes, waivers and recommendations belong to one round, and
+    # only the current round's count (a request sent back to draft and resubmitted starts afresh).
+    round = models.PositiveIntegerField(default=0)
+    state_changed_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(
+                        subject_kind=SubjectKind.PREDICTION_AUDIT, prediction_audit__isnull=False, trial__isnull=True
+                    )
+                    | models.Q(subject_kind=SubjectKind.TRIAL, prediction_audit__isnull=True, trial__isnull=False)
+                ),
+                name="approvals_request_exactly_one_subject",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state__in=RequestState.values), name="approvals_request_state_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["model_identifier"],
+                condition=models.Q(state__in=[state.value for state in OPEN_STATES]),
+                name="approvals_request_one_open_per_model",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state=RequestState.REVOKED) | ~models.Q(revoked_reason=""),
+                name="approvals_request_revoked_with_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Review request #{self.pk}: {self.title}"
+
+    def get_absolute_url(self) -> str:
+        # The request page (templates/approvals/); emails link to it.
+        return f"/approvals/{self.pk}/"
+
+    @property
+    def subject_label(self) -> str:
+        if self.prediction_audit_id is not None:
+            return f"prediction audit #{self.prediction_audit_id}"
+        assert self.trial is not None
+        return f"trial {self.trial.number} of experiment {self.trial.experiment_id}"
+
+
+class VoteChoice(models.TextChoices):
+    APPROVE = "approve", "Approve"
+    REJECT = "reject", "Reject"
+
+
+class ReviewVote(models.Model):
+    """A committee member's signed vote on a request: cast after re-entering their password, over the
+    exact documents listed. Never changed; a new vote by the same member supersedes it."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="votes")
+    round = models.PositiveIntegerField()
+    voter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    choice = models.CharField(max_length=8, choices=VoteChoice.choices)
+    reason = models.TextField()
+    # The SHA-256s of the verdict documents the voter approved or rejected, sorted.
+    document_sha256 = models.JSONField(default=list)
+    supersedes = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
+    cast_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request", "round", "cast_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(choice__in=VoteChoice.values), name="approvals_vote_choice_valid"
+            ),
+            models.CheckConstraint(condition=~models.Q(reason=""), name="approvals_vote_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.voter} votes {self.choice} on request #{self.request_id} (round {self.round})"
+
+
+class Acknowledgement(models.Model):
+    """An approving vote's explicit acknowledgement of one INCONCLUSIVE comparison, with what the
+    document said it would take to decide it."""
+
+    vote = models.ForeignKey(ReviewVote, on_delete=models.PROTECT, related_name="acknowledgements")
+    finding_key = models.CharField(max_length=32)
+    document = models.ForeignKey(VerdictDocument, on_delete=models.PROTECT, related_name="+")
+    attribute = models.CharField(max_length=511)
+    metric = models.CharField(max_length=32)
+    group = models.CharField(max_length=511)
+    positives_needed = models.BigIntegerField(null=True, blank=True)
+    needed_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["vote", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["vote", "finding_key"], name="approvals_acknowledgement_once_per_vote")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attribute}: {self.metric} of {self.group} acknowledged by vote #{self.vote_id}"
+
+
+class Recommendation(models.Model):
+    """A reviewer's advice to the committee; the latest per reviewer and round is their current one."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="recommendations")
+    round = models.PositiveIntegerField()
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    choice = models.CharField(max_length=8, choices=VoteChoice.choices)
+    reason = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(reason=""), name="approvals_recommendation_has_reason")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} recommends {self.choice} on request #{self.request_id}"
+
+
+class Comment(models.Model):
+    """One comment on a request, possibly a reply (``parent``); never edited."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="comments")
+    parent = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="replies")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField()
+    round = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request", "created_at", "id"]
+        constraints = [models.CheckConstraint(condition=~models.Q(body=""), name="approvals_comment_has_body")]
+
+    def __str__(self) -> str:
+        return f"Comment #{self.pk} by {self.author} on request #{self.request_id}"
+
+
+class WaiverState(models.TextChoices):
+    PROPOSED = "proposed", "Proposed"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+class Waiver(models.Model):
+    """Permission to approve despite one FAIL comparison, until ``expires_at``; needs the quorum."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="waivers")
+    round = models.PositiveIntegerField()
+    # The scope: one comparison of one document.
+    finding_key = models.CharField(max_length=32)
+    document = models.ForeignKey(VerdictDocument, on_delete=models.PROTECT, related_name="+")
+    attribute = models.CharField(max_length=511)
+    metric = models.CharField(max_length=32)
+    group = models.CharField(max_length=511)
+    reference = models.CharField(max_length=511)
+    reason = models.TextField()
+    compensating_measures = models.TextField()
+    # The waiver holds until this moment (00:00 UTC of the expiry date given).
+    expires_at = models.DateTimeField()
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    proposed_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=WaiverState.choices, default=WaiverState.PROPOSED)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["request", "proposed_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=WaiverState.values), name="approvals_waiver_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(reason="") & ~models.Q(compensating_measures=""),
+                name="approvals_waiver_reason_and_measures",
+            ),
+            # One live waiver per comparison and round: a rejected one may be proposed again.
+            models.UniqueConstraint(
+                fields=["request", "round", "finding_key"],
+                condition=models.Q(state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]),
+                name="approvals_waiver_one_live_per_comparison",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Waiver #{self.pk} of {self.attribute}: {self.metric} of {self.group} ({self.get_state_display()})"
+
+    @property
+    def label(self) -> str:
+        return f"{self.attribute}: {self.metric} of {self.group} against {self.reference}"
+
+
+class WaiverVote(models.Model):
+    """A committee member's signed vote on a waiver; superseded, never changed."""
+
+    waiver = models.ForeignKey(Waiver, on_delete=models.PROTECT, related_name="votes")
+    voter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    choice = models.CharField(max_length=8, choices=VoteChoice.choices)
+    reason = models.TextField()
+    document_sha256 = models.JSONField(default=list)
+    supersedes = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
+    cast_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["waiver", "cast_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(choice__in=VoteChoice.values), name="approvals_waiver_vote_choice_valid"
+            ),
+            models.CheckConstraint(condition=~models.Q(reason=""), name="approvals_waiver_vote_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.voter} votes {self.choice} on waiver #{self.waiver_id}"
+
+
+class TokenScope(models.TextChoices):
+    GATE = "gate", "Read the approval gate"
+
+
+class ApiToken(models.Model):
+    """A machine account's API token, in django-rest-knox's form (knox makes and hashes it; the portal's
+    settings name this model as knox's token model): only the SHA-512 ``digest`` of the token and its
+    first characters (``token_key``, for lookup) are stored; the token itself is shown once, when it is
+    made. A revoked or expired token is kept, and refused.
+    """
+
+    digest = models.CharField(max_length=CONSTANTS.DIGEST_LENGTH, unique=True)
+    token_key = models.CharField(
+        max_length=CONSTANTS.MAXIMUM_TOKEN_PREFIX_LENGTH + CONSTANTS.TOKEN_KEY_LENGTH, db_index=True
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens")
+    created = models.DateTimeField(auto_now_add=True)
+    expiry = models.DateTimeField()
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.GATE)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(scope__in=TokenScope.values), name="approvals_token_scope_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"API token #{self.pk} {self.name!r} of {self.user}"

@@ -1,0 +1,184 @@
+"""Who may do what to a review request, in which state (docs/approvals.md).
+
+One source for the services, which raise the refusal, and for the selectors, which tell a page which
+actions to offer and why the others are not offered. Checks run in this order: the role (403), the
+separation of duties (403), the request's state (400).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from django.core.exceptions import PermissionDenied
+
+from auditportal.accounts.models import Role, User
+from auditportal.approvals.models import RequestState, ReviewRequest
+from auditportal.fairness.errors import UserError
+
+
+class IllegalTransition(UserError):
+    """The request (or waiver) is not in a state that allows the action; the message names its state."""
+
+
+class ActionForbidden(PermissionDenied):
+    """The user's roles do not allow the action."""
+
+
+class SeparationOfDuties(PermissionDenied):
+    """The user took part in making what is judged, so may not vote on it."""
+
+
+class Who(Enum):
+    REQUESTER = "the requester"
+    NOT_REQUESTER = "anyone but the requester"
+    ANYONE = "anyone"
+    ELIGIBLE = "an eligible committee member"
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    # How messages say it: "submit", "start the review of".
+    phrase: str
+    states: tuple[RequestState, ...]
+    # Roles that may act (any of them); empty: no role needed beyond ``who``.
+    roles: tuple[Role, ...]
+    who: Who
+
+
+_OPEN = (RequestState.DRAFT, RequestState.SUBMITTED, RequestState.IN_REVIEW)
+_ALL = tuple(RequestState)
+
+ACTIONS: dict[str, Action] = {
+    action.name: action
+    for action in (
+        Action("revise", "revise", (RequestState.DRAFT,), (), Who.REQUESTER),
+        Action("submit", "submit", (RequestState.DRAFT,), (), Who.REQUESTER),
+        Action("withdraw", "withdraw", _OPEN, (), Who.REQUESTER),
+        Action(
+            "start_review",
+            "start the review of",
+            (RequestState.SUBMITTED,),
+            (Role.REVIEWER, Role.ETHICS_COMMITTEE),
+            Who.NOT_REQUESTER,
+        ),
+        Action(
+            "request_changes",
+            "request changes to",
+            (RequestState.SUBMITTED, RequestState.IN_REVIEW),
+            (Role.REVIEWER,),
+            Who.NOT_REQUESTER,
+        ),
+        Action("recommend", "recommend on", (RequestState.IN_REVIEW,), (Role.REVIEWER,), Who.NOT_REQUESTER),
+        Action("vote", "vote on", (RequestState.IN_REVIEW,), (Role.ETHICS_COMMITTEE,), Who.ELIGIBLE),
+        Action(
+            "propose_waiver",
+            "propose a waiver for",
+            (RequestState.SUBMITTED, RequestState.IN_REVIEW),
+            (Role.REVIEWER, Role.ETHICS_COMMITTEE),
+            Who.ANYONE,
+        ),
+        Action("vote_waiver", "vote on a waiver of", (RequestState.IN_REVIEW,), (Role.ETHICS_COMMITTEE,), Who.ELIGIBLE),
+        Action(
+            "revoke",
+            "revoke the approval of",
+            (RequestState.APPROVED,),
+            (Role.ETHICS_COMMITTEE, Role.ADMIN),
+            Who.ANYONE,
+        ),
+        Action(
+            "comment",
+            "comment on",
+            _ALL,
+            (Role.ML_ENGINEER, Role.REVIEWER, Role.ETHICS_COMMITTEE),
+            Who.ANYONE,
+        ),
+    )
+}
+
+# The requester may also propose a waiver and comment, whatever their roles.
+_REQUESTER_MAY = frozenset({"propose_waiver", "comment"})
+
+CREATOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+
+
+def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
+    """Who may never vote on ``request`` or its waivers, by user id, with why (separation of duties):
+    the requester, whoever ran the prediction audit or launched the experiment, and the data stewards
+    who registered the dataset and its version."""
+    reasons: dict[int, str] = {}
+
+    def add(user_id: int | None, why: str) -> None:
+        if user_id is not None:
+            reasons.setdefault(user_id, why)
+
+    add(request.requested_by_id, f"made review request #{request.pk}")
+    if request.prediction_audit is not None:
+        add(request.prediction_audit.created_by_id, f"ran prediction audit #{request.prediction_audit_id}")
+    if request.trial is not None:
+        experiment = request.trial.experiment
+        add(experiment.launched_by_id, f"launched experiment {experiment.pk}")
+        version = experiment.dataset_version
+        add(version.created_by_id, f"registered dataset version {version.dataset.name} v{version.number}")
+        add(version.dataset.created_by_id, f"registered dataset {version.dataset.name}")
+    return reasons
+
+
+def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
+    """Why ``user`` may not take action ``name`` on ``request`` now, as the exception a service raises;
+    None when they may."""
+    action = ACTIONS[name]
+    is_requester = user.pk == request.requested_by_id
+    label = f"review request #{request.pk}"
+    if not user.is_authenticated or not user.is_member:
+        return ActionForbidden("Your account has no role yet. Ask an administrator to grant you one.")
+    if action.who is Who.REQUESTER and not is_requester:
+        return ActionForbidden(f"Only the requester ({request.requested_by.username}) can {action.phrase} {label}.")
+    has_role = any(user.has_role(role) for role in action.roles)
+    if action.roles and not has_role and not (is_requester and name in _REQUESTER_MAY):
+        roles = " or ".join(role.label.lower() for role in action.roles)
+        article = "an" if roles[0] in "aeiou" else "a"
+        return ActionForbidden(f"Only {article} {roles} can {action.phrase} {label}.")
+    if action.who is Who.NOT_REQUESTER and is_requester:
+        return ActionForbidden(f"You made {label}: someone else must {action.phrase} it.")
+    if action.who is Who.ELIGIBLE:
+        why = ineligible_voters(request).get(user.pk)
+        if why is not None:
+            return SeparationOfDuties(
+                f"{user.username} cannot {action.phrase} {label}: they {why} (separation of duties)."
+            )
+    if request.state not in action.states:
+        allowed = " or ".join(RequestState(state).label.lower() for state in action.states)
+        return IllegalTransition(
+            f"Review request #{request.pk} is {request.get_state_display().lower()}: "
+            f"only a request that is {allowed} can be {_past(name)}.",
+            field="state",
+        )
+    return None
+
+
+def check(user: User, request: ReviewRequest, name: str) -> None:
+    problem = refusal(user, request, name)
+    if problem is not None:
+        raise problem
+
+
+def can_create(user: User) -> bool:
+    return user.is_authenticated and any(user.has_role(role) for role in CREATOR_ROLES)
+
+
+def _past(name: str) -> str:
+    return {
+        "revise": "revised",
+        "submit": "submitted",
+        "withdraw": "withdrawn",
+        "start_review": "taken into review",
+        "request_changes": "sent back for changes",
+        "recommend": "given a recommendation",
+        "vote": "voted on",
+        "propose_waiver": "given a waiver",
+        "vote_waiver": "voted on for a waiver",
+        "revoke": "revoked",
+        "comment": "commented on",
+    }[name]

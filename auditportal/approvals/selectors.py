@@ -1,0 +1,359 @@
+"""Reads for the approval pages, the API and the gate (docs/approvals.md).
+
+Every member may read every review request (whoever may see a prediction audit or an experiment may
+see what is asked about it); an account without a role sees none (404).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Event
+from auditportal.approvals import rules, services
+from auditportal.approvals.models import (
+    Comment,
+    Recommendation,
+    RequestState,
+    ReviewRequest,
+    ReviewVote,
+    VoteChoice,
+    Waiver,
+    WaiverState,
+    WaiverVote,
+)
+from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.findings import FAIL, Finding, document_findings
+
+
+def review_request_list(*, user: User, state: str | None = None) -> QuerySet[ReviewRequest]:
+    if not user.is_authenticated or not user.is_member:
+        return ReviewRequest.objects.none()
+    requests = ReviewRequest.objects.select_related(
+        "requested_by", "policy", "prediction_audit", "trial__experiment"
+    ).order_by("-created_at", "-id")
+    return requests.filter(state=state) if state else requests
+
+
+def review_request_get(*, user: User, request_id: int) -> ReviewRequest:
+    try:
+        return (
+            review_request_list(user=user)
+            .select_related("trial__experiment__dataset_version__dataset")
+            .get(pk=request_id)
+        )
+    except ReviewRequest.DoesNotExist:
+        raise Http404("No such review request.") from None
+
+
+def waiver_get(*, user: User, waiver_id: int) -> Waiver:
+    try:
+        return Waiver.objects.select_related("request").get(
+            pk=waiver_id, request__in=review_request_list(user=user).values("pk")
+        )
+    except Waiver.DoesNotExist:
+        raise Http404("No such waiver.") from None
+
+
+def review_request_documents(*, request: ReviewRequest) -> list[VerdictDocument]:
+    return list(request.documents.select_related("policy").order_by("id"))
+
+
+@dataclass
+class FindingStatus:
+    """A finding of the request and where it stands in the current round."""
+
+    finding: Finding
+    document_id: int
+    # FAIL: the current round's live waiver (proposed or approved), if any; ``waived`` when it is
+    # approved and has not expired.
+    waiver: Waiver | None = None
+    waived: bool = False
+    # INCONCLUSIVE: who among the current approving votes acknowledged it.
+    acknowledged_by: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.finding.as_json(),
+            "document": self.document_id,
+            "waiver": self.waiver.pk if self.waiver else None,
+            "waived": self.waived,
+            "acknowledged_by": self.acknowledged_by,
+        }
+
+
+def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
+    """The judged FAIL and INCONCLUSIVE comparisons of the request's documents, with their waivers and
+    acknowledgements in the current round."""
+    waivers = {
+        waiver.finding_key: waiver
+        for waiver in request.waivers.filter(
+            round=request.round, state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]
+        )
+    }
+    now = timezone.now()
+    acknowledgements: dict[str, list[str]] = {}
+    for vote in _current(request).values():
+        if vote.choice == VoteChoice.APPROVE:
+            for key in vote.acknowledgements.values_list("finding_key", flat=True):
+                acknowledgements.setdefault(key, []).append(vote.voter.username)
+    statuses = []
+    for document in review_request_documents(request=request):
+        for finding in document_findings(document.document, sha256=document.sha256):
+            waiver = waivers.get(finding.key) if finding.verdict == FAIL else None
+            statuses.append(
+                FindingStatus(
+                    finding=finding,
+                    document_id=document.pk,
+                    waiver=waiver,
+                    waived=waiver is not None and waiver.state == WaiverState.APPROVED and waiver.expires_at > now,
+                    acknowledged_by=sorted(acknowledgements.get(finding.key, [])),
+                )
+            )
+    return statuses
+
+
+@dataclass
+class Tally:
+    quorum: int
+    approve: list[str]
+    reject: list[str]
+    # Committee members who may vote on it (active, holding the role, not excluded by duty).
+    eligible: list[str]
+    # Who may not, with why (separation of duties), by username.
+    ineligible: dict[str, str]
+
+    @property
+    def outcome(self) -> str | None:
+        decided = services.decide(approvals=len(self.approve), rejections=len(self.reject), quorum=self.quorum)
+        return decided.value if decided else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "quorum": self.quorum,
+            "approve": self.approve,
+            "reject": self.reject,
+            "eligible": self.eligible,
+            "ineligible": self.ineligible,
+        }
+
+
+def review_request_tally(*, request: ReviewRequest) -> Tally:
+    """The current round's current votes that count, against the quorum."""
+    ineligible = rules.ineligible_voters(request)
+    members = list(
+        User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).order_by("username").distinct()
+    )
+    approve, reject = services.tally_votes(
+        list(request.votes.filter(round=request.round).select_related("voter")), request
+    )
+    return Tally(
+        quorum=services.quorum(request),
+        approve=sorted(approve),
+        reject=sorted(reject),
+        eligible=[member.username for member in members if member.pk not in ineligible],
+        ineligible={
+            user.username: why for user in User.objects.filter(pk__in=list(ineligible)) for why in [ineligible[user.pk]]
+        },
+    )
+
+
+def waiver_tally(*, waiver: Waiver) -> Tally:
+    request = waiver.request
+    base = review_request_tally(request=request)
+    approve, reject = services.tally_votes(list(waiver.votes.select_related("voter")), request)
+    return Tally(
+        quorum=base.quorum,
+        approve=sorted(approve),
+        reject=sorted(reject),
+        eligible=base.eligible,
+        ineligible=base.ineligible,
+    )
+
+
+def review_request_votes(*, request: ReviewRequest) -> QuerySet[ReviewVote]:
+    """Every vote ever cast on the request, oldest first (superseded ones included: ``superseded_by``)."""
+    return (
+        request.votes.select_related("voter", "superseded_by")
+        .prefetch_related("acknowledgements")
+        .order_by("round", "cast_at", "id")
+    )
+
+
+def review_request_current_votes(*, request: ReviewRequest) -> list[ReviewVote]:
+    return sorted(_current(request).values(), key=lambda vote: vote.voter.username)
+
+
+def review_request_recommendations(*, request: ReviewRequest) -> QuerySet[Recommendation]:
+    return request.recommendations.select_related("reviewer").order_by("round", "created_at", "id")
+
+
+def review_request_waivers(*, request: ReviewRequest) -> QuerySet[Waiver]:
+    return (
+        request.waivers.select_related("proposed_by", "document")
+        .prefetch_related("votes__voter")
+        .order_by("round", "proposed_at", "id")
+    )
+
+
+def waiver_votes(*, waiver: Waiver) -> QuerySet[WaiverVote]:
+    return waiver.votes.select_related("voter").order_by("cast_at", "id")
+
+
+@dataclass
+class Thread:
+    comment: Comment
+    replies: list[Thread]
+
+
+def review_request_comments(*, request: ReviewRequest) -> list[Thread]:
+    """The comments as threads: top-level comments oldest first, each with its replies (nested)."""
+    comments = list(request.comments.select_related("author").order_by("created_at", "id"))
+    threads = {comment.pk: Thread(comment=comment, replies=[]) for comment in comments}
+    roots: list[Thread] = []
+    for comment in comments:
+        thread = threads[comment.pk]
+        if comment.parent_id is not None and comment.parent_id in threads:
+            threads[comment.parent_id].replies.append(thread)
+        else:
+            roots.append(thread)
+    return roots
+
+
+def review_request_timeline(*, request: ReviewRequest) -> QuerySet[Event]:
+    """Every activity event about the request (all approvals events target it), oldest first."""
+    return Event.objects.filter(target_type=ReviewRequest._meta.label_lower, target_id=str(request.pk)).order_by("seq")
+
+
+def review_request_actions(*, user: User, request: ReviewRequest) -> dict[str, str | None]:
+    """Per action (rules.ACTIONS), None when ``user`` may take it now, or why not: for pages to offer
+    only what the services would accept."""
+    return {name: _message(rules.refusal(user, request, name)) for name in rules.ACTIONS}
+
+
+@dataclass
+class Queue:
+    """What waits for one user, per role they hold."""
+
+    to_vote: list[ReviewRequest] = field(default_factory=list)
+    waivers_to_vote: list[Waiver] = field(default_factory=list)
+    to_start: list[ReviewRequest] = field(default_factory=list)
+    to_recommend: list[ReviewRequest] = field(default_factory=list)
+    my_drafts: list[ReviewRequest] = field(default_factory=list)
+    my_open: list[ReviewRequest] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(
+            len(items)
+            for items in (self.to_vote, self.waivers_to_vote, self.to_start, self.to_recommend, self.my_drafts)
+        )
+
+
+def review_queue(*, user: User) -> Queue:
+    """Committee members: requests in review and proposed waivers they may vote on and have not; reviewers
+    (and committee members): submitted requests to take into review, and requests in review without
+    their recommendation; requesters: their drafts (new or sent back) and their open requests."""
+    queue = Queue()
+    requests = review_request_list(user=user)
+    if not user.is_member:
+        return queue
+    if user.has_role(Role.ETHICS_COMMITTEE):
+        for request in requests.filter(state=RequestState.IN_REVIEW):
+            if rules.refusal(user, request, "vote") is None:
+                if not request.votes.filter(round=request.round, voter=user).exists():
+                    queue.to_vote.append(request)
+                for waiver in request.waivers.filter(round=request.round, state=WaiverState.PROPOSED):
+                    if not waiver.votes.filter(voter=user).exists():
+                        queue.waivers_to_vote.append(waiver)
+    if user.has_role(Role.REVIEWER) or user.has_role(Role.ETHICS_COMMITTEE):
+        queue.to_start = [
+            request
+            for request in requests.filter(state=RequestState.SUBMITTED)
+            if rules.refusal(user, request, "start_review") is None
+        ]
+    if user.has_role(Role.REVIEWER):
+        queue.to_recommend = [
+            request
+            for request in requests.filter(state=RequestState.IN_REVIEW).exclude(requested_by=user)
+            if not request.recommendations.filter(round=request.round, reviewer=user).exists()
+        ]
+    mine = requests.filter(requested_by=user)
+    queue.my_drafts = list(mine.filter(state=RequestState.DRAFT))
+    queue.my_open = list(mine.filter(state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW]))
+    return queue
+
+
+# -- the gate ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    approved: bool
+    request: int
+    state: str
+    decided_at: datetime | None
+    document_sha256: list[str]
+    policy_version: int
+    # When the approval lapses (the earliest expiry of the waivers it rests on); None: it does not.
+    expires: datetime | None
+    revoked_at: datetime | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "approved": self.approved,
+            "request": self.request,
+            "state": self.state,
+            "decided_at": _iso(self.decided_at),
+            "document_sha256": self.document_sha256,
+            "policy_version": self.policy_version,
+            "expires": _iso(self.expires),
+            "revoked_at": _iso(self.revoked_at),
+        }
+
+
+def gate_answer(*, model_identifier: str) -> GateAnswer | None:
+    """Is this model approved? The answer comes from its approved request if it has one, otherwise from
+    its latest request (approved: false); None when no request names the model.
+
+    Approved means: the request is approved, not revoked, and none of the waivers it rests on has
+    expired. Not scoped by user: pipelines ask with a gate token (apis.GateApi).
+    """
+    requests = ReviewRequest.objects.filter(model_identifier=model_identifier).select_related("policy")
+    request = requests.filter(state=RequestState.APPROVED).first() or requests.order_by("-created_at", "-id").first()
+    if request is None:
+        return None
+    expires = None
+    if request.state == RequestState.APPROVED:
+        waiver = request.waivers.filter(round=request.round, state=WaiverState.APPROVED).order_by("expires_at").first()
+        expires = waiver.expires_at if waiver is not None else None
+    approved = request.state == RequestState.APPROVED and (expires is None or timezone.now() < expires)
+    return GateAnswer(
+        approved=approved,
+        request=request.pk,
+        state=request.state,
+        decided_at=request.decided_at,
+        document_sha256=sorted(request.documents.values_list("sha256", flat=True)),
+        policy_version=request.policy.version,
+        expires=expires,
+        revoked_at=request.revoked_at,
+    )
+
+
+def _current(request: ReviewRequest) -> dict[int, ReviewVote]:
+    votes = request.votes.filter(round=request.round).select_related("voter").prefetch_related("acknowledgements")
+    return services.current_votes(list(votes))
+
+
+def _message(problem: Exception | None) -> str | None:
+    return None if problem is None else str(problem)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

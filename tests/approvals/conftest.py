@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.accounts.models import Role, User
+from auditportal.approvals import selectors, services
+from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
+from auditportal.datasets.models import DatasetVersion
+from auditportal.evidence import services as evidence_services
+from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.models import Trial
+from auditportal.fairness.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.metricsfile import MetricRecord
+from tests.evidence.helpers import FAIR, UNFAIR, counts
+from tests.experiments.conftest import demo_version, fake_trainer
+from tests.factories import PASSWORD, PredictionAuditFactory, TrialFactory, make_user
+
+__all__ = ["demo_version", "fake_trainer"]
+
+# Few positives per group: every comparison's interval straddles the tolerance.
+SMALL = {"female": (30, 20, 10, 40), "male": (35, 15, 10, 40)}
+
+
+@pytest.fixture
+def frank(db: None) -> User:
+    """Ethics-committee member."""
+    return make_user("frank", [Role.ETHICS_COMMITTEE])
+
+
+@pytest.fixture
+def gina(db: None) -> User:
+    """Ethics-committee member."""
+    return make_user("gina", [Role.ETHICS_COMMITTEE])
+
+
+@pytest.fixture
+def ed(db: None) -> User:
+    """An ML engineer who had no part in the subject."""
+    return make_user("ed", [Role.ML_ENGINEER])
+
+
+@pytest.fixture
+def runs(settings: SettingsWrapper, tmp_path: Path) -> Path:
+    settings.EXPERIMENT_RUN_DIR = tmp_path / "runs"
+    return tmp_path / "runs"
+
+
+def trial_document(
+    version: DatasetVersion, engineer: User, groups: dict[str, tuple[int, int, int, int]], runs: Path
+) -> VerdictDocument:
+    """A completed trial's validation, frozen, with a checkpoint folder under ``runs``."""
+    trial: Trial = TrialFactory.create(experiment__dataset_version=version, experiment__launched_by=engineer)
+    trial_metrics_ingest(trial=trial, records=[MetricRecord(kind="validation", step=4, metrics=counts(groups))])
+    checkpoint = runs / f"exp-{trial.experiment_id}" / "trial-1" / "xdg" / "determined" / f"ckpt-{trial.pk}"
+    checkpoint.mkdir(parents=True)
+    trial.checkpoint = str(checkpoint)
+    trial.save(update_fields=["checkpoint"])
+    return evidence_services.verdict_document_freeze_trial(user=engineer, trial=trial, step=4)
+
+
+@pytest.fixture
+def fair_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) -> ReviewRequest:
+    """bob's draft for a trial whose document is PASS throughout."""
+    document = trial_document(demo_version, bob, FAIR, runs)
+    return services.review_request_create(
+        user=bob, title="Credit model v3", intended_use="Pre-screening of loan applications", documents=[document]
+    )
+
+
+@pytest.fixture
+def unfair_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) -> ReviewRequest:
+    document = trial_document(demo_version, bob, UNFAIR, runs)
+    return services.review_request_create(
+        user=bob, title="Credit model v4", intended_use="Pre-screening", documents=[document]
+    )
+
+
+@pytest.fixture
+def small_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) -> ReviewRequest:
+    document = trial_document(demo_version, bob, SMALL, runs)
+    return services.review_request_create(user=bob, title="Pilot", intended_use="Pilot study", documents=[document])
+
+
+@pytest.fixture
+def audit_request(bob: User, dataset_storage: Path) -> ReviewRequest:
+    """bob's draft for his prediction audit of a 12-row file (its comparisons are INCONCLUSIVE)."""
+    audit = PredictionAuditFactory.create(created_by=bob)
+    return services.review_request_create(
+        user=bob,
+        title="Vendor scoring model",
+        intended_use="Ranking applications for manual review",
+        documents=[verdict_document_of_audit(audit=audit)],
+        model_identifier="vendor-score:2.1",
+    )
+
+
+def hashes(request: ReviewRequest) -> list[str]:
+    return sorted(request.documents.values_list("sha256", flat=True))
+
+
+def keys(request: ReviewRequest, verdict: str) -> list[str]:
+    return [s.finding.key for s in selectors.review_request_findings(request=request) if s.finding.verdict == verdict]
+
+
+def in_review(request: ReviewRequest, reviewer: User) -> ReviewRequest:
+    services.review_request_submit(user=request.requested_by, request=request)
+    services.review_request_start_review(user=reviewer, request=request)
+    request.refresh_from_db()
+    return request
+
+
+def vote(
+    request: ReviewRequest, member: User, choice: str = VoteChoice.APPROVE, reason: str = "fit for the stated use"
+) -> ReviewRequest:
+    services.review_vote_cast(
+        user=member,
+        request=request,
+        choice=choice,
+        reason=reason,
+        password=PASSWORD,
+        document_sha256=hashes(request),
+        acknowledged=keys(request, INCONCLUSIVE),
+    )
+    request.refresh_from_db()
+    return request
+
+
+def waive_all(request: ReviewRequest, proposer: User, members: list[User], *, days: int = 30) -> None:
+    for key in keys(request, FAIL):
+        waiver = services.waiver_propose(
+            user=proposer,
+            request=request,
+            finding_key=key,
+            reason="the gap is explained by the vendor's data",
+            compensating_measures="manual review of every rejection",
+            expires_on=date.today() + timedelta(days=days),
+        )
+        for member in members:
+            services.waiver_vote_cast(
+                user=member,
+                waiver=waiver,
+                choice=VoteChoice.APPROVE,
+                reason="acceptable with manual review",
+                password=PASSWORD,
+                document_sha256=hashes(request),
+            )
+
+
+def approved(request: ReviewRequest, reviewer: User, members: list[User]) -> ReviewRequest:
+    in_review(request, reviewer)
+    waive_all(request, members[0], members)
+    for member in members:
+        vote(request, member)
+    assert request.state == RequestState.APPROVED, request.state
+    return request
+
+
+def days_from_now(days: int) -> date:
+    return (timezone.now() + timedelta(days=days)).date()
