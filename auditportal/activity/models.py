@@ -25,6 +25,10 @@ class Verb(models.TextChoices):
     DATASET_VERSION_INTEGRITY_FAILED = "dataset_version.integrity_failed", "dataset version failed its integrity check"
     DATASET_VERSION_RETIRED = "dataset_version.retired", "dataset version retired"
     PREDICTION_AUDIT_RETIRED = "prediction_audit.retired", "prediction audit retired"
+    CERTIFICATE_AUTHORITY_CREATED = "certificate_authority.created", "report certificate authority created"
+    SIGNING_CERTIFICATE_ISSUED = "signing_certificate.issued", "report signing certificate issued"
+    REPORT_CREATED = "report.created", "signed report created"
+    REPORT_SIGNED = "report.signed", "report signed by a member"
 
 
 class Event(models.Model):
