@@ -13,4 +13,5 @@ urlpatterns = [
     path("", include("auditportal.audits.api_urls")),
     path("", include("auditportal.policies.api_urls")),
     path("", include("auditportal.evidence.api_urls")),
+    path("", include("auditportal.reports.api_urls")),
 ]
