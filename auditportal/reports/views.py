@@ -96,7 +96,7 @@ def report_verify(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(
             "Only members of the portal can verify reports here; anyone can with the CA certificate."
         )
-    form = VerifyForm(request.POST or None, request.FILES or None)
+    form = VerifyForm(request.POST, request.FILES) if request.method == "POST" else VerifyForm()
     result = None
     if request.method == "POST" and form.is_valid():
         uploaded = form.cleaned_data["file"]

@@ -1,3 +1,5 @@
+# pyHanko's writer methods carry no annotations.
+# mypy: disable-error-code="no-untyped-call"
 """Ways to change a signed PDF after the fact, for the verification tests."""
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
+from auditportal.fairness.report_context import ReportContext
 from auditportal.reports import services
+from auditportal.reports.rendering import render
 from auditportal.reports.selectors import report_verify
 from tests.factories import client_for
 from tests.reports import tampering
@@ -152,9 +154,6 @@ def test_an_earlier_revision_is_genuine_but_not_the_newest(signed_report: Signed
 def test_a_pdf_without_signatures_and_a_file_that_is_no_pdf_fail(signed_report: SignedReport) -> None:
     assert report_verify(data=b"%PDF-1.7\nnot really\n").pdf.error is not None
     assert not report_verify(data=b"hello").ok
-    from auditportal.reports.rendering import render
-    from tests.reports.conftest import ReportContext
-
     context = ReportContext.from_json(signed_report.report.context)
     unsigned = report_verify(data=render(context).pdf)
     assert unsigned.problems == [
