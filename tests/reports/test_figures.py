@@ -14,7 +14,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.report_context import Figure
 from auditportal.reports import figures, rendering
 from tests.browser.conftest import chromium_path, require_system_tool
-from tests.reports.conftest import decided_context, pdf_tool
+from tests.reports.helpers import decided_context, pdf_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

@@ -15,7 +15,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.reports.selectors import report_verify
-from tests.reports.conftest import ARTIFACTS, SignedReport, nss_database, pdf_tool
+from tests.reports.helpers import ARTIFACTS, SignedReport, nss_database, pdf_tool
 
 pytestmark = pytest.mark.django_db
 

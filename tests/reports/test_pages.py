@@ -12,7 +12,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.reports import services
 from auditportal.reports.models import CertificateAuthority
 from tests.factories import PASSWORD, client_for
-from tests.reports.conftest import SignedReport, decided_context
+from tests.reports.helpers import SignedReport, decided_context
 
 pytestmark = pytest.mark.django_db
 

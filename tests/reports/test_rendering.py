@@ -16,7 +16,7 @@ from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.report_context import Figure, ReportContext
 from auditportal.reports import rendering
 from tests.factories import PredictionAuditFactory
-from tests.reports.conftest import decided_context, pdf_tool
+from tests.reports.helpers import decided_context, pdf_tool
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from auditportal.fairness.report_context import (
     document_attributes,
     group_table_csv,
 )
-from tests.reports.conftest import decided_context
+from tests.reports.helpers import decided_context
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from auditportal.reports.models import (
 )
 from auditportal.reports.selectors import report_verify
 from auditportal.reports.tasks import report_generate_task
-from tests.reports.conftest import SignedReport, decided_context
+from tests.reports.helpers import SignedReport, decided_context
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ from auditportal.reports.rendering import render
 from auditportal.reports.selectors import report_verify
 from tests.factories import client_for
 from tests.reports import tampering
-from tests.reports.conftest import SignedReport
+from tests.reports.helpers import SignedReport
 
 pytestmark = pytest.mark.django_db
 
