@@ -45,6 +45,10 @@ class Verb(models.TextChoices):
     WAIVER_REJECTED = "waiver.rejected", "waiver rejected"
     API_TOKEN_CREATED = "api_token.created", "API token created"
     API_TOKEN_REVOKED = "api_token.revoked", "API token revoked"
+    CERTIFICATE_AUTHORITY_CREATED = "certificate_authority.created", "report certificate authority created"
+    SIGNING_CERTIFICATE_ISSUED = "signing_certificate.issued", "report signing certificate issued"
+    REPORT_CREATED = "report.created", "signed report created"
+    REPORT_SIGNED = "report.signed", "report signed by a member"
 
 
 class Event(models.Model):

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "auditportal.policies",
     "auditportal.evidence",
     "auditportal.approvals",
+    "auditportal.reports",
 ]
 
 MIDDLEWARE = [
@@ -150,6 +151,24 @@ DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)
 FAIRNESS_ALPHA = env_float("FAIRNESS_ALPHA", 0.05, minimum=1e-6, maximum=0.5)
 SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()
+
+# Signed reports (docs/reports.md). Files are written once under REPORT_STORAGE_DIR; the private keys
+# of the portal's certificate authority and signers are stored encrypted with REPORT_KEY_PASSPHRASE.
+REPORT_STORAGE_DIR = Path(env_str("REPORT_STORAGE_DIR", str(VAR_DIR / "reports"))).resolve()
+REPORT_ORGANISATION = env_str("REPORT_ORGANISATION", "Bias audit portal")
+REPORT_VERIFY_MAX_BYTES = env_size("REPORT_VERIFY_MAX_SIZE", 64 * 1024**2)
+REPORT_KEY_PASSPHRASE_MIN_LENGTH = 16
+_report_key_passphrase = env_optional("REPORT_KEY_PASSPHRASE")
+if _report_key_passphrase is None:
+    if not DEBUG:
+        raise EnvError(
+            "REPORT_KEY_PASSPHRASE is required when DEBUG is off (set REPORT_KEY_PASSPHRASE or "
+            "REPORT_KEY_PASSPHRASE_FILE): it encrypts the report signing keys at rest"
+        )
+    _report_key_passphrase = "insecure-development-report-key-passphrase-only-used-with-DEBUG-on"
+if len(_report_key_passphrase) < REPORT_KEY_PASSPHRASE_MIN_LENGTH:
+    raise EnvError(f"REPORT_KEY_PASSPHRASE must be at least {REPORT_KEY_PASSPHRASE_MIN_LENGTH} characters long")
+REPORT_KEY_PASSPHRASE = _report_key_passphrase
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 # The embedded default must start on a fresh clone: create its working folders on first use.
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
@@ -207,6 +226,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The report renderer and the stamp font subsetter log every step at INFO.
+    "loggers": {"fontTools": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"}},
 }
 
 STORAGES = {

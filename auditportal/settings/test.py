@@ -6,6 +6,7 @@ import os
 import tempfile
 
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+os.environ.setdefault("REPORT_KEY_PASSPHRASE", "test-report-key-passphrase-not-for-production")
 os.environ.setdefault("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix="auditportal-test-var-"))
 
 from auditportal.settings.base import *  # noqa: F403

@@ -25,14 +25,18 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.findings import FAIL
 from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.report_context import ReportContext
 from auditportal.fairness.tabular import DatasetSpec
 from auditportal.policies import services as policy_services
+from auditportal.reports import services as report_services
+from auditportal.reports import signing as report_signing
 from tests.approvals import conftest as approval_helpers
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
 from tests.factories import PASSWORD, PredictionAuditFactory, make_user
+from tests.reports.helpers import decided_context
 
 # A scenario prepares what its call needs and returns the one service call under test.
 Scenario = Callable[[pytest.FixtureRequest], Callable[[], object]]
@@ -283,6 +287,40 @@ def _api_token_revoked(request: pytest.FixtureRequest) -> Callable[[], object]:
     return lambda: approval_services.api_token_revoke(user=erin, token=issued.token)
 
 
+def _reports(request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("settings").REPORT_STORAGE_DIR = request.getfixturevalue("tmp_path") / "reports"
+    request.getfixturevalue("monkeypatch").setattr(report_signing, "KEY_SIZE", 2048)
+
+
+def _certificate_authority_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    _reports(request)
+    erin = _user(request, "erin")
+    return lambda: report_services.certificate_authority_create(actor=erin, reason="first root")
+
+
+def _signing_certificate_issued(request: pytest.FixtureRequest) -> Callable[[], object]:
+    _reports(request)
+    erin = _user(request, "erin")
+    return lambda: report_services.organisation_certificate_create(actor=erin, reason="key rotation")
+
+
+def _report_context(request: pytest.FixtureRequest) -> ReportContext:
+    _reports(request)
+    request.getfixturevalue("dataset_storage")
+    audit = PredictionAuditFactory.create(created_by=_user(request, "bob"))
+    return decided_context(audit, None, [_user(request, "dave")])
+
+
+def _report_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    context = _report_context(request)
+    return lambda: report_services.report_generate(context=context)
+
+
+def _report_signed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    report = report_services.report_generate(context=_report_context(request))
+    return lambda: report_services.report_sign_member(report=report, member=_user(request, "dave"))
+
+
 SCENARIOS: dict[Verb, Scenario] = {
     Verb.USER_CREATED: _user_created,
     Verb.ROLE_GRANTED: _role_granted,
@@ -344,6 +382,10 @@ SCENARIOS: dict[Verb, Scenario] = {
         lambda: approval_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
     ),
     Verb.API_TOKEN_REVOKED: _api_token_revoked,
+    Verb.CERTIFICATE_AUTHORITY_CREATED: _certificate_authority_created,
+    Verb.SIGNING_CERTIFICATE_ISSUED: _signing_certificate_issued,
+    Verb.REPORT_CREATED: _report_created,
+    Verb.REPORT_SIGNED: _report_signed,
 }
 
 

@@ -1,0 +1,410 @@
+"""What a signed audit report says, as plain data (docs/reports.md).
+
+A ``ReportContext`` is everything the PDF shows: the subject, the decision and the votes, the
+provenance (data, experiment, policy, the activity log's chain head), the frozen verdict documents
+whose findings it tabulates, waivers, acknowledged INCONCLUSIVE items, figures as SVG, and who signs.
+It holds no database object and imports no Django: the approvals app fills one when a request is
+decided, the reports app renders, certifies and stores it. ``as_json``/``from_json`` give one JSON
+value for it (the report stores it, and its SHA-256 makes generation idempotent).
+
+Also here, because they only read the context: the plain-language summary of page 1, the findings
+tables per document, and the CSV group tables embedded in the PDF beside the verdict documents.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import io
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from auditportal.fairness import presentation
+from auditportal.fairness.canonical import canonical_json, canonical_sha256
+
+# The layout of ``as_json``; a change to its keys or their meaning is a new version.
+SCHEMA_VERSION = 1
+
+# Above this many attribute tables (all documents together) the report opens with a table of contents.
+LONG_REPORT_TABLES = 3
+
+OUTCOMES = ("approved", "rejected", "revoked", "pending")
+VOTES = ("approve", "reject", "abstain")
+
+RATES = presentation.RATE_COLUMNS
+
+
+@dataclass(frozen=True)
+class Person:
+    """A portal user as the report names them: ``key`` is the username, ``name`` how people read it."""
+
+    key: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What was decided on: ``kind`` is ``prediction_audit`` or ``trial``; ``details`` are (label, value) rows
+    shown on the cover (experiment, trial number, file...)."""
+
+    kind: str
+    label: str
+    model: str
+    details: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Vote:
+    member: Person
+    vote: str  # one of VOTES
+    reason: str
+    at: str  # ISO 8601, UTC
+
+    @property
+    def at_text(self) -> str:
+        return display_time(self.at)
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str  # one of OUTCOMES
+    at: str  # ISO 8601, UTC
+    requester: Person | None
+    request_label: str = ""  # e.g. "Review request #12"
+    note: str = ""
+
+    @property
+    def at_text(self) -> str:
+        return display_time(self.at)
+
+
+@dataclass(frozen=True)
+class AttributeGroups:
+    """One sensitive attribute of a dataset version: (group, rows) pairs, unknown rows apart."""
+
+    attribute: str
+    groups: tuple[tuple[str, int], ...]
+    unknown: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetProvenance:
+    name: str
+    version: int
+    sha256: str
+    rows: int
+    attributes: tuple[AttributeGroups, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExperimentProvenance:
+    label: str
+    config_sha256: str
+    hparams: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyProvenance:
+    version: int
+    tolerance: float
+    alpha: float
+    metrics: tuple[str, ...]
+    reference_rule: str
+    min_group_size: int | None
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """The activity log's head when the decision was taken (``verify_audit_log --expect-head``)."""
+
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class EvidenceDocument:
+    """A frozen verdict document: ``canonical`` is its stored text, embedded in the PDF byte for byte."""
+
+    label: str
+    sha256: str
+    canonical: str
+
+    @property
+    def document(self) -> dict[str, Any]:
+        import json
+
+        value: dict[str, Any] = json.loads(self.canonical)
+        return value
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def verdict(self) -> str | None:
+        verdict = self.document.get("verdict")
+        return str(verdict) if verdict is not None else None
+
+
+@dataclass(frozen=True)
+class Waiver:
+    scope: str
+    reason: str
+    expires: str  # ISO date, or "" for none
+    approved_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """An INCONCLUSIVE item the approving members acknowledged, with the positives it would need."""
+
+    item: str
+    positives_needed: str
+    by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A static figure: ``svg`` is the SVG text (rendered from a Plotly figure in the worker)."""
+
+    title: str
+    svg: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    title: str
+    organisation: str
+    subject: Subject
+    policy: PolicyProvenance
+    documents: tuple[EvidenceDocument, ...]
+    decision: Decision | None = None
+    votes: tuple[Vote, ...] = ()
+    # Who signs after the organisation's certification: one signature field each, in this order.
+    signatories: tuple[Person, ...] = ()
+    dataset: DatasetProvenance | None = None
+    experiment: ExperimentProvenance | None = None
+    chain_head: ChainHead | None = None
+    waivers: tuple[Waiver, ...] = ()
+    acknowledgements: tuple[Acknowledgement, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    schema_version: int = field(default=SCHEMA_VERSION)
+
+    def __post_init__(self) -> None:
+        if not self.documents:
+            raise ValueError("a report needs at least one verdict document")
+        if self.decision is not None and self.decision.outcome not in OUTCOMES:
+            raise ValueError(f"decision outcome {self.decision.outcome!r} is not one of {', '.join(OUTCOMES)}")
+        for vote in self.votes:
+            if vote.vote not in VOTES:
+                raise ValueError(f"vote {vote.vote!r} of {vote.member.key} is not one of {', '.join(VOTES)}")
+        keys = [person.key for person in self.signatories]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a signatory is listed twice")
+
+    def as_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = _plain(dataclasses.asdict(self))
+        return value
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> ReportContext:
+        if value.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"report context schema {value.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        built: ReportContext = _build(cls, value)
+        return built
+
+    @property
+    def canonical(self) -> bytes:
+        return canonical_json(self.as_json())
+
+    @property
+    def sha256(self) -> str:
+        return canonical_sha256(self.as_json())
+
+    @property
+    def findings(self) -> list[DocumentFindings]:
+        return [document_findings(document) for document in self.documents]
+
+    @property
+    def is_long(self) -> bool:
+        return sum(len(item.tables) for item in self.findings) > LONG_REPORT_TABLES
+
+    @property
+    def summary(self) -> list[str]:
+        return plain_summary(self)
+
+
+@dataclass(frozen=True)
+class DocumentFindings:
+    document: EvidenceDocument
+    verdict: str | None
+    tables: list[presentation.AttributeTable]
+
+
+def document_attributes(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The judged attribute sections of a verdict document, whatever its kind (docs/verdict-documents.md)."""
+    if "audit" in document:
+        attributes: Mapping[str, Any] = document["audit"].get("attributes", {})
+        return attributes
+    return typing.cast(Mapping[str, Any], document.get("attributes", {}))
+
+
+def document_findings(document: EvidenceDocument) -> DocumentFindings:
+    value = document.document
+    return DocumentFindings(
+        document=document,
+        verdict=document.verdict,
+        tables=presentation.attribute_tables({"attributes": document_attributes(value)}),
+    )
+
+
+def group_table_csv(document: EvidenceDocument) -> str:
+    """Every group of every attribute of ``document``, with the unrounded counts and rates, as CSV.
+
+    Columns: attribute, group, is_reference, n, positives, negatives, predicted_positives, then each rate
+    with its interval (``tpr``, ``tpr_low``, ``tpr_high``, ...); empty where undefined. Values are written
+    as the document has them, so a machine can re-check the numbers from the PDF alone.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["attribute", "group", "is_reference", "n", "positives", "negatives", "predicted_positives"]
+    for rate in RATES:
+        header += [rate, f"{rate}_low", f"{rate}_high"]
+    writer.writerow(header)
+    for attribute, section in document_attributes(document.document).items():
+        reference = section.get("reference")
+        for group, entry in section.get("groups", {}).items():
+            row: list[Any] = [
+                attribute,
+                group,
+                "true" if group == reference else "false",
+                entry["n"],
+                entry["positives"],
+                entry["negatives"],
+                entry["predicted_positives"],
+            ]
+            for rate in RATES:
+                value = entry.get(rate)
+                low, high = (entry.get("ci") or {}).get(rate) or (None, None)
+                if value is None:
+                    low = high = None
+                row += [_number(value), _number(low), _number(high)]
+            writer.writerow(row)
+    return out.getvalue()
+
+
+def plain_summary(context: ReportContext) -> list[str]:
+    """Page 1's summary, in sentences a reader without statistics follows."""
+    sentences: list[str] = []
+    decision = context.decision
+    if decision is not None and decision.outcome != "pending":
+        sentences.append(
+            f"The ethics committee {decision.outcome} {context.subject.label} on {display_time(decision.at)[:10]}"
+            + (f" ({decision.request_label})." if decision.request_label else ".")
+        )
+        approve = sum(vote.vote == "approve" for vote in context.votes)
+        reject = sum(vote.vote == "reject" for vote in context.votes)
+        abstain = sum(vote.vote == "abstain" for vote in context.votes)
+        if context.votes:
+            sentences.append(
+                f"{_count(len(context.votes), 'member')} voted: {approve} to approve, {reject} to reject"
+                + (f", {abstain} abstained." if abstain else ".")
+            )
+    else:
+        sentences.append(f"This report describes {context.subject.label}; no decision is recorded in it.")
+    policy = context.policy
+    sentences.append(
+        f"The model was checked for whether it treats groups of people differently: for each group, how often "
+        f"it gets people right or wrong, compared with a reference group. A gap larger than "
+        f"{policy.tolerance * 100:g} percentage points counts as unfair (fairness policy version {policy.version})."
+    )
+    fails, inconclusive, passes = 0, 0, 0
+    for findings in context.findings:
+        for table in findings.tables:
+            for row in table.comparisons:
+                if not row.judged:
+                    continue
+                fails += row.verdict == "FAIL"
+                inconclusive += row.verdict == "INCONCLUSIVE"
+                passes += row.verdict == "PASS"
+    checked = fails + inconclusive + passes
+    if checked:
+        sentences.append(
+            f"Of {_count(checked, 'comparison')}, {passes} showed no unfair gap (PASS), {fails} showed an unfair "
+            f"gap beyond reasonable doubt (FAIL) and {inconclusive} could not be decided with the data available "
+            f"(INCONCLUSIVE): more data about the groups concerned would be needed."
+        )
+    if context.waivers:
+        waived = len(context.waivers)
+        sentences.append(
+            f"{_count(waived, 'failing item')} {_was(waived)} accepted by a waiver, with a reason and an expiry "
+            "date (see Findings)."
+        )
+    if context.acknowledgements:
+        acknowledged = len(context.acknowledgements)
+        sentences.append(
+            f"{_count(acknowledged, 'undecided item')} {_was(acknowledged)} acknowledged by the approving members."
+        )
+    sentences.append(
+        "The numbers behind this report are attached to this PDF as files (the frozen verdict documents as JSON "
+        "and the group tables as CSV), and the report is digitally signed: any change to it after signing shows."
+    )
+    return sentences
+
+
+def display_time(value: str) -> str:
+    """An ISO 8601 time as the report prints it, ``2026-11-30 14:05 UTC``; unparseable text as it is."""
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _was(number: int) -> str:
+    return "was" if number == 1 else "were"
+
+
+def _number(value: Any) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _build(kind: Any, value: Any) -> Any:
+    """``value`` (plain JSON) as an instance of the annotated type ``kind``: dataclasses, tuples, optionals."""
+    origin = typing.get_origin(kind)
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        hints = typing.get_type_hints(kind)
+        names = {item.name for item in dataclasses.fields(kind)}
+        unknown = set(value) - names
+        if unknown:
+            raise ValueError(f"{kind.__name__}: unknown keys {', '.join(sorted(unknown))}")
+        return kind(**{name: _build(hints[name], item) for name, item in value.items()})
+    if origin in (typing.Union, types.UnionType):
+        options = [option for option in typing.get_args(kind) if option is not type(None)]
+        return None if value is None else _build(options[0], value)
+    if origin is tuple:
+        arguments = typing.get_args(kind)
+        if len(arguments) == 2 and arguments[1] is Ellipsis:
+            return tuple(_build(arguments[0], item) for item in value)
+        return tuple(_build(argument, item) for argument, item in zip(arguments, value, strict=True))
+    return value

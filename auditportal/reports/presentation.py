@@ -1,0 +1,99 @@
+"""A verification result as the API returns it (JSON) and as the command prints it (lines); the verify
+page renders the JSON. One wording for all three."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from auditportal.reports.selectors import ReportVerification
+from auditportal.reports.verification import SignatureCheck
+
+
+def verification_json(result: ReportVerification, *, file_name: str) -> dict[str, Any]:
+    match = result.match
+    return {
+        "ok": result.ok,
+        "file": {"name": file_name, "sha256": result.pdf.sha256, "size": result.pdf.size},
+        "error": result.pdf.error,
+        "signatures": [_signature(check) for check in result.pdf.signatures],
+        "report": None
+        if match is None
+        else {
+            "id": match.report_id,
+            "title": match.title,
+            "subject": match.subject,
+            "revision": match.revision,
+            "latest_revision": match.latest_revision,
+            "exact": match.exact,
+        },
+        "problems": result.problems,
+    }
+
+
+def _signature(check: SignatureCheck) -> dict[str, Any]:
+    return {
+        "field": check.field,
+        "signer": check.signer,
+        "role": check.role,
+        "organisation": check.organisation,
+        "signed_at": _time(check.signed_at),
+        "certification": check.certification,
+        "intact": check.intact,
+        "valid": check.valid,
+        "trusted": check.trusted,
+        "modified_after": check.modified_after,
+        "modification": check.modification,
+        "modification_allowed": check.modification_allowed,
+        "signed_sha256": check.signed_sha256,
+        "certificate_sha256": check.certificate_fingerprint,
+        "ok": check.ok,
+        "problems": list(check.problems),
+    }
+
+
+def _time(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def yes_no(value: bool) -> str:
+    return "yes" if value else "NO"
+
+
+def verification_lines(value: dict[str, Any]) -> list[str]:
+    """``verification_json``'s value as text for a terminal."""
+    file = value["file"]
+    lines = [f"File: {file['name']} ({file['size']:,} bytes, SHA-256 {file['sha256']})"]
+    if value["error"]:
+        lines.append(f"Cannot read it: {value['error']}")
+    signatures = value["signatures"]
+    for number, item in enumerate(signatures, start=1):
+        kind = "certification" if item["certification"] else "approval"
+        lines += [
+            f"Signature {number} of {len(signatures)}: field {item['field']} ({kind})",
+            f"  signer:   {item['signer']} ({item['role'] or 'no role'}, {item['organisation'] or 'no organisation'})",
+            f"  time:     {item['signed_at'] or 'not given'} (as the signer's clock said)",
+            f"  valid:    {yes_no(item['intact'] and item['valid'])}",
+            f"  trusted:  {yes_no(item['trusted'])}",
+            "  modified after it: "
+            + (
+                "no"
+                if not item["modified_after"]
+                else f"yes: {item['modification']} ({'allowed' if item['modification_allowed'] else 'NOT allowed'})"
+            ),
+        ]
+    report = value["report"]
+    if report is None:
+        lines.append("Portal: no stored report has this file's SHA-256")
+    else:
+        how = "is" if report["exact"] else "starts with"
+        lines.append(
+            f"Portal: the file {how} revision {report['revision']} of {report['latest_revision']} of report "
+            f"#{report['id']} ({report['title']}; {report['subject']})"
+        )
+    if value["ok"]:
+        lines.append("Result: OK")
+    else:
+        lines.append(f"Result: FAILED ({len(value['problems'])} problem{'s' if len(value['problems']) != 1 else ''})")
+        lines += [f"  - {problem}" for problem in value["problems"]]
+    return lines

@@ -1,0 +1,193 @@
+"""The one module that talks to WeasyPrint: a ReportContext to a PDF/A-3b file (docs/reports.md).
+
+The report template (templates/reports/report.html) is rendered with Django's template engine, laid
+out by WeasyPrint with the fonts and stylesheet in static/ (no other file, and nothing from a network,
+can be fetched while rendering), and written as PDF/A-3b with each verdict document (its canonical
+JSON, byte for byte) and its group table (CSV) embedded as associated files. The positions of the
+signature boxes the template draws come back with the PDF, for the signing module to create the
+signature fields on them.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+from weasyprint import HTML, Attachment
+from weasyprint.urls import FatalURLFetchingError, URLFetcher, URLFetcherResponse
+
+from auditportal.fairness.report_context import EvidenceDocument, ReportContext, group_table_csv
+from auditportal.reports.signing import FieldBox
+
+PDF_VARIANT = "pdf/a-3b"
+TEMPLATE = "reports/report.html"
+ORGANISATION_FIELD = "Organisation"
+# CSS pixels (1/96 in) to PDF points (1/72 in).
+PX_TO_PT = 0.75
+
+
+@dataclass(frozen=True)
+class EmbeddedFile:
+    """A file embedded in the PDF as an associated file. ``relationship`` is PDF/A-3's AFRelationship:
+    ``Source`` for the verdict documents the report is made from, ``Data`` for the tables."""
+
+    name: str
+    data: bytes
+    description: str
+    relationship: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class SignatureBox:
+    anchor: str
+    field: str
+    label: str
+
+
+@dataclass(frozen=True)
+class RenderedReport:
+    pdf: bytes
+    pages: int
+    attachments: tuple[EmbeddedFile, ...]
+    # The organisation's certification field first, then one per signatory, in the context's order.
+    fields: tuple[FieldBox, ...]
+
+
+def member_field(index: int) -> str:
+    """The signature field of the context's ``index``-th signatory (1-based)."""
+    return f"Member{index}"
+
+
+def signature_boxes(context: ReportContext) -> list[SignatureBox]:
+    boxes = [SignatureBox("signature-organisation", ORGANISATION_FIELD, f"Certified by {context.organisation}")]
+    boxes += [
+        SignatureBox(f"signature-member-{index}", member_field(index), f"{person.name}, {person.role}")
+        for index, person in enumerate(context.signatories, start=1)
+    ]
+    return boxes
+
+
+def embedded_files(context: ReportContext) -> tuple[EmbeddedFile, ...]:
+    files: list[EmbeddedFile] = []
+    for document in context.documents:
+        files.append(
+            EmbeddedFile(
+                name=document_file_name(document),
+                data=document.canonical.encode(),
+                description=f"Frozen verdict document: {document.label} (canonical JSON)",
+                relationship="Source",
+            )
+        )
+        files.append(
+            EmbeddedFile(
+                name=f"groups-{document.short_hash}.csv",
+                data=group_table_csv(document).encode(),
+                description=f"Group table of {document.label} (CSV)",
+                relationship="Data",
+            )
+        )
+    return tuple(files)
+
+
+def document_file_name(document: EvidenceDocument) -> str:
+    return f"verdict-document-{document.short_hash}.json"
+
+
+def render_html(context: ReportContext, *, attachments: tuple[EmbeddedFile, ...]) -> str:
+    return render_to_string(
+        TEMPLATE,
+        {
+            "report": context,
+            "summary": context.summary,
+            "findings": context.findings,
+            "figures": [
+                {"title": figure.title, "caption": figure.caption, "src": svg_data_uri(figure.svg)}
+                for figure in context.figures
+            ],
+            "signature_boxes": signature_boxes(context),
+            "attachments": attachments,
+            "context_sha256": context.sha256,
+        },
+    )
+
+
+def render(context: ReportContext, *, created: dt.datetime | None = None) -> RenderedReport:
+    attachments = embedded_files(context)
+    html = HTML(string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=_Fetcher())
+    document = html.render()
+    boxes = signature_boxes(context)
+    fields = tuple(_field_box(document, box) for box in boxes)
+    when = created or dt.datetime.now(dt.UTC)
+    pdf = document.write_pdf(
+        pdf_variant=PDF_VARIANT,
+        attachments=[
+            Attachment(
+                string=item.data,
+                name=item.name,
+                description=item.description,
+                relationship=item.relationship,
+                created=when,
+                modified=when,
+            )
+            for item in attachments
+        ],
+    )
+    return RenderedReport(pdf=pdf, pages=len(document.pages), attachments=attachments, fields=fields)
+
+
+def svg_data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+def static_dir() -> Path:
+    """The project's static/ folder: the report's stylesheet and fonts are read from it only."""
+    return Path(settings.BASE_DIR) / "static"
+
+
+def _base_url() -> str:
+    return static_dir().as_uri() + "/"
+
+
+def _field_box(document: Any, box: SignatureBox) -> FieldBox:
+    for number, page in enumerate(document.pages):
+        if box.anchor in page.anchors:
+            left, top, right, bottom = page.anchors[box.anchor]
+            height = page.height
+            return FieldBox(
+                name=box.field,
+                page=number,
+                box=(
+                    round(left * PX_TO_PT),
+                    round((height - bottom) * PX_TO_PT),
+                    round(right * PX_TO_PT),
+                    round((height - top) * PX_TO_PT),
+                ),
+            )
+    raise RuntimeError(f"the report template drew no box #{box.anchor}")
+
+
+class _Fetcher(URLFetcher):  # type: ignore[misc]
+    """Only data: URIs and files under static/; anything else stops the rendering."""
+
+    def __init__(self) -> None:
+        super().__init__(allowed_protocols={"file", "data"}, fail_on_errors=True)
+
+    def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
+        if url.startswith("file:"):
+            root = static_dir().resolve()
+            path = Path(url.removeprefix("file://").split("?")[0]).resolve()
+            if not path.is_relative_to(root):
+                raise FatalURLFetchingError(f"the report may not read {url}: only files under {root}")
+        elif not url.startswith("data:"):
+            raise FatalURLFetchingError(f"the report may not fetch {url}")
+        return super().fetch(url, headers)

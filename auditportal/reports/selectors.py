@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptography import x509
+from django.db.models import QuerySet
+from django.http import Http404
+
+from auditportal.accounts.models import Role, User
+from auditportal.reports import signing
+from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
+from auditportal.reports.verification import PdfVerification, verify_pdf
+
+
+def report_list(*, user: User) -> QuerySet[Report]:
+    # Every member may read every report, as every audit; an account without a role sees none.
+    if not user.is_authenticated or not user.is_member:
+        return Report.objects.none()
+    return Report.objects.prefetch_related("revisions__signer").order_by("-created_at", "-id")
+
+
+def report_get(*, user: User, report_id: int) -> Report:
+    try:
+        return report_list(user=user).get(pk=report_id)
+    except Report.DoesNotExist:
+        raise Http404("No such report.") from None
+
+
+def report_revision_get(*, user: User, report_id: int, number: int) -> ReportRevision:
+    report = report_get(user=user, report_id=report_id)
+    try:
+        return report.revisions.get(number=number)
+    except ReportRevision.DoesNotExist:
+        raise Http404("No such revision.") from None
+
+
+def report_latest_revision(*, report: Report) -> ReportRevision:
+    revision = report.revisions.order_by("-number").first()
+    assert revision is not None, "a report is stored with its certified revision"
+    return revision
+
+
+def report_may_sign(*, user: User, report: Report) -> bool:
+    """Whether ``user`` is an ethics-committee member listed among ``report``'s signatories."""
+    if not user.is_authenticated or not user.has_role(Role.ETHICS_COMMITTEE):
+        return False
+    signatories = report.context.get("signatories") or []
+    return any(person.get("key") == user.get_username() for person in signatories)
+
+
+def certificate_authority_list() -> QuerySet[CertificateAuthority]:
+    """Every root the portal ever had, newest first: public, so that anyone can check a report."""
+    return CertificateAuthority.objects.order_by("-id")
+
+
+def certificate_authority_get(*, authority_id: int) -> CertificateAuthority:
+    try:
+        return certificate_authority_list().get(pk=authority_id)
+    except CertificateAuthority.DoesNotExist:
+        raise Http404("No such certificate authority.") from None
+
+
+def trust_roots() -> list[x509.Certificate]:
+    pems = certificate_authority_list().values_list("certificate_pem", flat=True)
+    return [signing.load_certificate(pem) for pem in pems]
+
+
+@dataclass(frozen=True)
+class StoredMatch:
+    """The stored report revision a file is, or (``exact`` False) the one it starts with."""
+
+    report_id: int
+    title: str
+    subject: str
+    revision: int
+    latest_revision: int
+    exact: bool
+
+    @property
+    def is_latest(self) -> bool:
+        return self.revision == self.latest_revision
+
+
+@dataclass(frozen=True)
+class ReportVerification:
+    pdf: PdfVerification
+    match: StoredMatch | None
+
+    @property
+    def problems(self) -> list[str]:
+        found = list(self.pdf.problems)
+        match = self.match
+        if self.pdf.error is not None:
+            return found
+        if match is None:
+            found.append("the file is not a report this portal issued: no stored report has its SHA-256")
+        elif not match.exact:
+            found.append(
+                f"the file starts with revision {match.revision} of report #{match.report_id}, but bytes were "
+                "added after it that the portal did not store"
+            )
+        elif not match.is_latest:
+            found.append(
+                f"the file is revision {match.revision} of report #{match.report_id}; the portal holds a newer "
+                f"revision {match.latest_revision} with more signatures"
+            )
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def report_verify(*, data: bytes) -> ReportVerification:
+    """Every signature of ``data`` checked against all the portal's roots (old ones included, no
+    network), and the stored report revision it is, or starts with."""
+    pdf = verify_pdf(data, trust_roots=trust_roots())
+    match = _match(pdf.sha256, exact=True)
+    if match is None:
+        # Newest signature first: the longest stored prefix of the file.
+        for check in reversed(pdf.signatures):
+            match = _match(check.signed_sha256, exact=False)
+            if match is not None:
+                break
+    return ReportVerification(pdf=pdf, match=match)
+
+
+def _match(sha256: str, *, exact: bool) -> StoredMatch | None:
+    revision = ReportRevision.objects.filter(sha256=sha256).select_related("report").first()
+    if revision is None:
+        return None
+    latest = report_latest_revision(report=revision.report)
+    return StoredMatch(
+        report_id=revision.report_id,
+        title=revision.report.title,
+        subject=revision.report.subject_label,
+        revision=revision.number,
+        latest_revision=latest.number,
+        exact=exact,
+    )

@@ -1,0 +1,467 @@
+"""Writes of the reports app: the certificate authority and its certificates, reports and their signed
+revisions (docs/reports.md). Every write records its activity event in the same transaction; nothing
+here updates or deletes a row or rewrites a stored file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.permissions import require_role
+from auditportal.activity.models import Verb
+from auditportal.activity.services import event_record
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.report_context import ReportContext
+from auditportal.reports import rendering, signing
+from auditportal.reports.models import (
+    CertificateAuthority,
+    CertificateKind,
+    Report,
+    ReportRevision,
+    RevisionKind,
+    SigningCertificate,
+)
+
+logger = logging.getLogger(__name__)
+
+# pg_advisory_xact_lock key serialising the creation of authorities and certificates ("reports").
+KEYS_LOCK = 0x7265706F727473
+STAMP_FONT = "fonts/DejaVuSans.ttf"
+ORGANISATION_TITLE = "Organisation"
+
+
+class SigningKeyUnavailable(RuntimeError):
+    """A stored private key does not open with REPORT_KEY_PASSPHRASE (changed since it was made)."""
+
+
+class ReportIntegrityError(RuntimeError):
+    """A stored report file no longer has the SHA-256 recorded for it."""
+
+
+class NotASignatory(UserError):
+    pass
+
+
+class AlreadySigned(UserError):
+    pass
+
+
+# --- the certificate authority --------------------------------------------------------------------
+
+
+def certificate_authority_create(*, actor: User | None, reason: str) -> CertificateAuthority:
+    """A new root of the portal's authority, and a new organisation certificate under it.
+
+    The first is made on first use; a later one is a rotation (a new passphrase, a key thought exposed,
+    a root near its end). Earlier roots and certificates stay: reports they signed still verify, and
+    their certificates are still served. Administrators only (``actor`` None: the system).
+    """
+    if actor is not None:
+        require_role(actor, Role.ADMIN, action="rotate the report signing keys")
+    if not reason.strip():
+        raise UserError("Say why the certificate authority is created (kept in the activity log).", field="reason")
+    with transaction.atomic():
+        _lock_keys()
+        authority = _authority_create(actor=actor, reason=reason.strip())
+        _organisation_issue(authority=authority, actor=actor)
+    return authority
+
+
+def organisation_certificate_create(*, actor: User | None, reason: str) -> SigningCertificate:
+    """A new organisation key and certificate under the current root: new reports are certified with
+    it; those certified before keep verifying with theirs. Administrators only."""
+    if actor is not None:
+        require_role(actor, Role.ADMIN, action="rotate the report signing keys")
+    if not reason.strip():
+        raise UserError("Say why the organisation key is replaced (kept in the activity log).", field="reason")
+    with transaction.atomic():
+        _lock_keys()
+        authority = _authority_current(actor=actor)
+        return _organisation_issue(authority=authority, actor=actor, reason=reason.strip())
+
+
+def _authority_current(*, actor: User | None) -> CertificateAuthority:
+    """The newest root, made on first use. Call inside a transaction holding the keys lock."""
+    authority = CertificateAuthority.objects.order_by("-id").first()
+    if authority is None:
+        authority = _authority_create(actor=actor, reason="first report: the portal's authority is created")
+    return authority
+
+
+def _authority_create(*, actor: User | None, reason: str) -> CertificateAuthority:
+    now = timezone.now()
+    organisation = settings.REPORT_ORGANISATION
+    number = CertificateAuthority.objects.count() + 1
+    key, certificate = signing.new_authority(
+        common_name=f"{organisation} report authority {number}", organisation=organisation, now=now
+    )
+    authority = CertificateAuthority.objects.create(
+        common_name=f"{organisation} report authority {number}",
+        organisation=organisation,
+        certificate_pem=signing.certificate_pem(certificate),
+        fingerprint=signing.fingerprint(certificate),
+        encrypted_key_pem=signing.encrypt_private_key(key, passphrase=settings.REPORT_KEY_PASSPHRASE),
+        not_before=certificate.not_valid_before_utc,
+        not_after=certificate.not_valid_after_utc,
+        created_by=actor,
+        reason=reason,
+    )
+    event_record(
+        actor=actor,
+        verb=Verb.CERTIFICATE_AUTHORITY_CREATED,
+        target=authority,
+        data={"fingerprint": authority.fingerprint, "common_name": authority.common_name, "reason": reason},
+    )
+    return authority
+
+
+def _organisation_current(*, actor: User | None) -> SigningCertificate:
+    with transaction.atomic():
+        _lock_keys()
+        authority = _authority_current(actor=actor)
+        certificate = (
+            SigningCertificate.objects.filter(
+                kind=CertificateKind.ORGANISATION, authority=authority, not_after__gt=timezone.now()
+            )
+            .order_by("-id")
+            .first()
+        )
+        if certificate is None:
+            certificate = _organisation_issue(authority=authority, actor=actor)
+        return certificate
+
+
+def _organisation_issue(
+    *, authority: CertificateAuthority, actor: User | None, reason: str = "new authority"
+) -> SigningCertificate:
+    return _issue(
+        authority=authority,
+        kind=CertificateKind.ORGANISATION,
+        holder=None,
+        common_name=f"{authority.organisation} reports",
+        title=ORGANISATION_TITLE,
+        actor=actor,
+        reason=reason,
+    )
+
+
+def _member_certificate(*, member: User, title: str) -> SigningCertificate:
+    """The member's certificate under the current root with this title, issued on first use."""
+    _lock_keys()
+    authority = _authority_current(actor=member)
+    certificate = (
+        SigningCertificate.objects.filter(
+            kind=CertificateKind.MEMBER,
+            authority=authority,
+            holder=member,
+            title=title,
+            common_name=_display_name(member),
+            not_after__gt=timezone.now(),
+        )
+        .order_by("-id")
+        .first()
+    )
+    if certificate is None:
+        certificate = _issue(
+            authority=authority,
+            kind=CertificateKind.MEMBER,
+            holder=member,
+            common_name=_display_name(member),
+            title=title,
+            actor=member,
+            reason="first signature",
+        )
+    return certificate
+
+
+def _issue(
+    *,
+    authority: CertificateAuthority,
+    kind: CertificateKind,
+    holder: User | None,
+    common_name: str,
+    title: str,
+    actor: User | None,
+    reason: str,
+) -> SigningCertificate:
+    key, certificate = signing.issue_certificate(
+        authority=_authority_credentials(authority),
+        common_name=common_name,
+        organisation=authority.organisation,
+        title=title,
+        now=timezone.now(),
+    )
+    issued = SigningCertificate.objects.create(
+        kind=kind,
+        authority=authority,
+        holder=holder,
+        common_name=common_name,
+        title=title,
+        certificate_pem=signing.certificate_pem(certificate),
+        fingerprint=signing.fingerprint(certificate),
+        serial=format(certificate.serial_number, "x"),
+        encrypted_key_pem=signing.encrypt_private_key(key, passphrase=settings.REPORT_KEY_PASSPHRASE),
+        not_before=certificate.not_valid_before_utc,
+        not_after=certificate.not_valid_after_utc,
+        created_by=actor,
+    )
+    event_record(
+        actor=actor,
+        verb=Verb.SIGNING_CERTIFICATE_ISSUED,
+        target=issued,
+        data={
+            "kind": kind.value,
+            "holder": holder.get_username() if holder is not None else None,
+            "common_name": common_name,
+            "title": title,
+            "fingerprint": issued.fingerprint,
+            "authority": authority.fingerprint,
+            "reason": reason,
+        },
+    )
+    return issued
+
+
+def _authority_credentials(authority: CertificateAuthority) -> signing.Credentials:
+    certificate = signing.load_certificate(authority.certificate_pem)
+    return signing.Credentials(
+        certificate=certificate,
+        private_key=_decrypt(authority.encrypted_key_pem, what=str(authority)),
+        chain=(certificate,),
+    )
+
+
+def _credentials(certificate: SigningCertificate) -> signing.Credentials:
+    return signing.Credentials(
+        certificate=signing.load_certificate(certificate.certificate_pem),
+        private_key=_decrypt(certificate.encrypted_key_pem, what=str(certificate)),
+        chain=(signing.load_certificate(certificate.authority.certificate_pem),),
+    )
+
+
+def _decrypt(pem: str, *, what: str) -> RSAPrivateKey:
+    try:
+        return signing.decrypt_private_key(pem, passphrase=settings.REPORT_KEY_PASSPHRASE)
+    except signing.KeyDecryptionError as exc:
+        raise SigningKeyUnavailable(
+            f"REPORT_KEY_PASSPHRASE does not open the key of {what}: it changed since the key was made. "
+            "Set the old passphrase again, or create a new authority (`manage.py report_keys rotate --authority`)."
+        ) from exc
+
+
+def _lock_keys() -> None:
+    # Two first reports at once must not make two authorities. SQLite lets one writer in at a time.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEYS_LOCK])
+
+
+def _display_name(user: User) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+# --- reports --------------------------------------------------------------------------------------
+
+
+def report_generate(*, context: ReportContext, actor: User | None = None) -> Report:
+    """Render ``context``, certify it with the organisation's key and store it: the report of this
+    context. Generated once: the same context (by its SHA-256) returns the stored report unchanged.
+
+    Runs outside a transaction (rendering takes seconds); callers queue it with
+    ``reports.tasks.report_generate_task`` after their own transaction commits.
+    """
+    context_sha256 = context.sha256
+    existing = Report.objects.filter(context_sha256=context_sha256).first()
+    if existing is not None:
+        return existing
+    certificate = _organisation_current(actor=actor)
+    rendered = rendering.render(context)
+    fields = rendered.fields
+    certified = signing.certify(
+        rendered.pdf,
+        credentials=_credentials(certificate),
+        organisation=certificate.authority.organisation,
+        certification=fields[0],
+        later=fields[1:],
+        font=_stamp_font(),
+    )
+    file_name, sha256 = _store(certified)
+    try:
+        with transaction.atomic():
+            report = Report.objects.create(
+                title=context.title,
+                subject_label=context.subject.label,
+                context_json=context.canonical.decode(),
+                context_sha256=context_sha256,
+                pages=rendered.pages,
+                created_by=actor,
+            )
+            revision = ReportRevision.objects.create(
+                report=report,
+                number=1,
+                kind=RevisionKind.CERTIFIED,
+                field_name=fields[0].name,
+                signer=None,
+                certificate=certificate,
+                sha256=sha256,
+                size_bytes=len(certified),
+                file_name=file_name,
+            )
+            event_record(
+                actor=actor,
+                verb=Verb.REPORT_CREATED,
+                target=report,
+                data={
+                    "title": report.title,
+                    "subject": report.subject_label,
+                    "sha256": revision.sha256,
+                    "context_sha256": context_sha256,
+                    "pages": report.pages,
+                    "documents": [document.sha256 for document in context.documents],
+                    "signatories": [person.key for person in context.signatories],
+                    "certificate": certificate.fingerprint,
+                },
+            )
+    except IntegrityError:
+        # The same context generated at the same moment by another worker: theirs is the report.
+        _discard(file_name)
+        return Report.objects.get(context_sha256=context_sha256)
+    except BaseException:
+        _discard(file_name)
+        raise
+    return report
+
+
+def report_generate_queue(*, context: ReportContext, actor: User | None = None) -> None:
+    """Queue ``report_generate`` for a worker once the caller's transaction commits (a decision's
+    report is rendered in the Celery worker, never in a web process)."""
+    value = context.as_json()
+    actor_id = actor.pk if actor is not None else None
+    transaction.on_commit(lambda: _generate_queue(value, actor_id))
+
+
+def _generate_queue(value: dict[str, object], actor_id: int | None) -> None:
+    # tasks.py imports this module; importing it here keeps the dependency one-way at import time.
+    from auditportal.reports.tasks import report_generate_task
+
+    report_generate_task.delay(value, actor_id)
+
+
+def report_sign_member(*, report: Report, member: User) -> ReportRevision:
+    """Add ``member``'s signature to the newest revision of ``report``, as a new stored revision.
+
+    Only an ethics-committee member listed among the report's signatories may sign, once. The newest
+    file is checked against its recorded SHA-256 before anything is added to it.
+    """
+    require_role(member, Role.ETHICS_COMMITTEE, action="sign a report")
+    context = ReportContext.from_json(report.context)
+    index = next(
+        (number for number, person in enumerate(context.signatories, start=1) if person.key == member.get_username()),
+        None,
+    )
+    if index is None:
+        raise NotASignatory(f"{member.get_username()} is not among the signatories of report #{report.pk}.")
+    person = context.signatories[index - 1]
+    field_name = rendering.member_field(index)
+    font = _stamp_font()
+    file_name: str | None = None
+    try:
+        with transaction.atomic():
+            locked = Report.objects.select_for_update().get(pk=report.pk)
+            if locked.revisions.filter(field_name=field_name).exists():
+                raise AlreadySigned(f"{member.get_username()} has already signed report #{report.pk}.")
+            latest = locked.revisions.order_by("-number").first()
+            assert latest is not None
+            data = _read_checked(latest)
+            certificate = _member_certificate(member=member, title=person.role)
+            signed = signing.sign_field(
+                data, credentials=_credentials(certificate), field_name=field_name, role=person.role, font=font
+            )
+            file_name, sha256 = _store(signed)
+            revision = ReportRevision.objects.create(
+                report=locked,
+                number=latest.number + 1,
+                kind=RevisionKind.MEMBER_SIGNED,
+                field_name=field_name,
+                signer=member,
+                certificate=certificate,
+                sha256=sha256,
+                size_bytes=len(signed),
+                file_name=file_name,
+            )
+            event_record(
+                actor=member,
+                verb=Verb.REPORT_SIGNED,
+                target=locked,
+                data={
+                    "revision": revision.number,
+                    "field": field_name,
+                    "sha256": sha256,
+                    "previous_sha256": latest.sha256,
+                    "certificate": certificate.fingerprint,
+                    "role": person.role,
+                },
+            )
+    except BaseException:
+        if file_name is not None:
+            _discard(file_name)
+        raise
+    return revision
+
+
+def report_file(*, revision: ReportRevision) -> bytes:
+    """The stored bytes of ``revision``, checked against its SHA-256."""
+    return _read_checked(revision)
+
+
+def _read_checked(revision: ReportRevision) -> bytes:
+    data = revision.path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != revision.sha256:
+        raise ReportIntegrityError(
+            f"{revision.path}: SHA-256 {digest} differs from the {revision.sha256} recorded for report "
+            f"#{revision.report_id} revision {revision.number}"
+        )
+    return data
+
+
+def _store(data: bytes) -> tuple[str, str]:
+    """Write ``data`` once under REPORT_STORAGE_DIR, named by its SHA-256; never over an existing file."""
+    sha256 = hashlib.sha256(data).hexdigest()
+    file_name = f"{sha256[:2]}/{sha256}.pdf"
+    target = Path(settings.REPORT_STORAGE_DIR) / file_name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".incoming-", delete=False) as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.chmod(handle.name, 0o440)
+        os.link(handle.name, target)  # fails if the name exists: a stored file is never replaced
+    finally:
+        os.unlink(handle.name)
+    return file_name, sha256
+
+
+def _discard(file_name: str) -> None:
+    # A file whose revision was not committed. Its name is the SHA-256 of a fresh signature, which no
+    # other revision can have (_store refuses to write over an existing name).
+    (Path(settings.REPORT_STORAGE_DIR) / file_name).unlink(missing_ok=True)
+
+
+def _stamp_font() -> Path:
+    source = finders.find(STAMP_FONT)
+    if not isinstance(source, str):
+        raise RuntimeError(f"static/{STAMP_FONT} is missing: the signature stamps need it")
+    return signing.stamp_font(Path(source), Path(settings.VAR_DIR) / "cache")

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery.signals import worker_process_init
+
+from auditportal.accounts.models import User
+from auditportal.celery import app
+from auditportal.fairness.report_context import ReportContext
+from auditportal.reports import figures, services
+
+logger = logging.getLogger(__name__)
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _warm_figure_export(**_: Any) -> None:
+    # Only worker processes render reports: they keep a warm Chromium for the figures' SVG export.
+    # Importing this module elsewhere (a web process queuing a task) connects, but never fires, this.
+    try:
+        figures.start_warm_export()
+    except Exception:  # no Chromium here: figures fall back to a cold export, reports still render
+        logger.exception("kaleido: could not start a warm Chromium for report figures")
+
+
+@app.task(name="reports.generate", acks_late=True)  # type: ignore[untyped-decorator]
+def report_generate_task(context: dict[str, Any], actor_id: int | None = None) -> int:
+    """Render, certify and store the report of ``context`` (ReportContext.as_json); its id. Idempotent:
+    a context already generated returns its report, so a killed worker's retry does no harm."""
+    actor = User.objects.filter(pk=actor_id).first() if actor_id is not None else None
+    return services.report_generate(context=ReportContext.from_json(context), actor=actor).pk

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from auditportal.accounts.permissions import request_user
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.report_context import ReportContext
+from auditportal.lib.forms import add_user_error
+from auditportal.reports import selectors, services
+from auditportal.reports.forms import SignForm, VerifyForm
+from auditportal.reports.models import Report
+from auditportal.reports.presentation import verification_json
+
+
+@login_required
+def report_list(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
+    return render(
+        request, "reports/list.html", {"reports": selectors.report_list(user=user), "is_member": user.is_member}
+    )
+
+
+def _detail(request: HttpRequest, report: Report, form: SignForm | None = None) -> HttpResponse:
+    user = request_user(request)
+    context = ReportContext.from_json(report.context)
+    revisions = list(report.revisions.select_related("signer", "certificate").order_by("number"))
+    signed_by = {revision.signer.get_username(): revision for revision in revisions if revision.signer is not None}
+    signatories = [{"person": person, "revision": signed_by.get(person.key)} for person in context.signatories]
+    may_sign = selectors.report_may_sign(user=user, report=report) and user.get_username() not in signed_by
+    return render(
+        request,
+        "reports/detail.html",
+        {
+            "report": report,
+            "context": context,
+            "revisions": revisions,
+            "latest": revisions[-1],
+            "signatories": signatories,
+            "sign_form": form or (SignForm() if may_sign else None),
+        },
+        status=400 if form is not None and form.errors else 200,
+    )
+
+
+@login_required
+def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
+    return _detail(request, selectors.report_get(user=request_user(request), report_id=report_id))
+
+
+@login_required
+def report_revision_download(request: HttpRequest, report_id: int, number: int) -> FileResponse:
+    revision = selectors.report_revision_get(user=request_user(request), report_id=report_id, number=number)
+    data = services.report_file(revision=revision)
+    response = FileResponse(
+        iter([data]),
+        content_type="application/pdf",
+        as_attachment=True,
+        filename=f"report-{report_id}-revision-{number}.pdf",
+    )
+    response["X-Content-SHA256"] = revision.sha256
+    return response
+
+
+@login_required
+@require_POST
+def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
+    user = request_user(request)
+    report = selectors.report_get(user=user, report_id=report_id)
+    form = SignForm(request.POST)
+    if form.is_valid():
+        if not user.check_password(form.cleaned_data["password"]):
+            form.add_error("password", "That is not your password; the report was not signed.")
+        else:
+            try:
+                revision = services.report_sign_member(report=report, member=user)
+            except UserError as exc:
+                add_user_error(form, exc)
+            else:
+                messages.success(
+                    request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
+                )
+                return redirect("reports:detail", report_id=report.pk)
+    return _detail(request, report, form)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def report_verify(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
+    if not user.is_member:
+        raise PermissionDenied(
+            "Only members of the portal can verify reports here; anyone can with the CA certificate."
+        )
+    form = VerifyForm(request.POST, request.FILES) if request.method == "POST" else VerifyForm()
+    result = None
+    if request.method == "POST" and form.is_valid():
+        uploaded = form.cleaned_data["file"]
+        data = b"".join(uploaded.chunks())
+        result = verification_json(selectors.report_verify(data=data), file_name=uploaded.name)
+    return render(
+        request,
+        "reports/verify.html",
+        {"form": form, "result": result, "authorities": selectors.certificate_authority_list()},
+        status=400 if form.errors else 200,
+    )
+
+
+def certificate_authority_list(request: HttpRequest) -> HttpResponse:
+    """Public: a third party needs the certificates to check a report with their own tools."""
+    return render(request, "reports/authorities.html", {"authorities": selectors.certificate_authority_list()})
+
+
+def certificate_authority_pem(request: HttpRequest, authority_id: int) -> HttpResponse:
+    authority = selectors.certificate_authority_get(authority_id=authority_id)
+    response = HttpResponse(authority.certificate_pem, content_type="application/x-pem-file")
+    response["Content-Disposition"] = f'attachment; filename="portal-report-ca-{authority.pk}.pem"'
+    return response

@@ -1,0 +1,80 @@
+"""Plotly figures as static SVG through kaleido and Debian's chromium, drawn into a report."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from auditportal.audits.models import PredictionAudit
+from auditportal.fairness.report_context import Figure
+from auditportal.reports import figures, rendering
+from tests.browser.conftest import chromium_path, require_system_tool
+from tests.reports.helpers import decided_context, pdf_tool
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+
+@pytest.fixture
+def chromium() -> Iterator[None]:
+    if chromium_path() is None:
+        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+    yield
+    figures.stop_warm_export()
+
+
+def _figure() -> go.Figure:
+    figure = go.Figure(go.Bar(x=["female", "male"], y=[0.71, 0.84], name="recall"))
+    figure.update_layout(title_text="Recall by gender", yaxis_title="Recall")
+    return figure
+
+
+def test_a_figure_becomes_svg_in_the_report_font_and_stays_unchanged(chromium: None) -> None:
+    figure = _figure()
+    before = figure.to_plotly_json()
+    svg = figures.figure_svg(figure)
+    assert svg.startswith("<svg")
+    assert "Recall by gender" in svg
+    assert "Report Sans" in svg
+    assert figure.to_plotly_json() == before
+
+
+def _without_uid(svg: str) -> str:
+    # plotly names its clip paths after a random id per export.
+    uid = re.search(r'id="defs-([0-9a-f]+)"', svg)
+    assert uid is not None
+    return svg.replace(uid.group(1), "UID")
+
+
+def test_the_warm_export_gives_the_same_svg(chromium: None) -> None:
+    cold = figures.figure_svg(_figure())
+    figures.start_warm_export()
+    figures.start_warm_export()  # a second start does nothing
+    assert _without_uid(figures.figure_svg(_figure())) == _without_uid(cold)
+
+
+def test_the_figure_is_drawn_in_the_pdf_with_its_text(
+    chromium: None, audit: PredictionAudit, member_dave: object, tmp_path: Path
+) -> None:
+    svg = figures.figure_svg(_figure())
+    context = decided_context(
+        audit,
+        None,
+        [member_dave],  # type: ignore[list-item]
+        figures=(Figure(title="Recall by gender", svg=svg, caption="Bars: recall per group."),),
+    )
+    path = tmp_path / "report.pdf"
+    path.write_bytes(rendering.render(context).pdf)
+    text = subprocess.run([pdf_tool("pdftotext"), str(path), "-"], capture_output=True, text=True, check=True).stdout
+    # The axis labels are the SVG's own text, drawn by WeasyPrint, not a picture of it.
+    assert "female" in text
+    assert "Bars: recall per group." in text
+    # in the report's own embedded font (static/fonts), not a system font Chromium knew it by
+    fonts = subprocess.run([pdf_tool("pdffonts"), str(path)], capture_output=True, text=True, check=True).stdout
+    names = [line.split()[0] for line in fonts.splitlines()[2:]]
+    assert names
+    assert all(re.search(r"\+Report-(Sans|Sans-Bold|Mono)$", name) for name in names), names

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+from cryptography import x509
+from django.core.management import CommandError, call_command
+
+from auditportal.activity.models import Event, Verb
+from auditportal.reports.models import CertificateAuthority, CertificateKind, SigningCertificate
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("report_keys", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_show_rotate_and_print_the_authorities() -> None:
+    assert "No certificate authority yet" in _run("show")
+    assert "New certificate authority #" in _run("rotate", "--authority", "--reason", "first setup")
+    first = CertificateAuthority.objects.get()
+    assert first.fingerprint in _run("show")
+    assert "New organisation certificate #" in _run("rotate", "--organisation", "--reason", "key exposed")
+    assert SigningCertificate.objects.filter(kind=CertificateKind.ORGANISATION, authority=first).count() == 2
+    _run("rotate", "--authority", "--reason", "new root")
+    second = CertificateAuthority.objects.order_by("-id").first()
+    assert second is not None
+    assert second.pk != first.pk
+    pem = _run("pem")
+    assert x509.load_pem_x509_certificate(pem.encode()).subject.rfc4514_string() == (
+        x509.load_pem_x509_certificate(second.certificate_pem.encode()).subject.rfc4514_string()
+    )
+    assert _run("pem", "--id", str(first.pk)).strip() == first.certificate_pem.strip()
+    # The command acts as the portal-cli account, which the log names.
+    assert set(
+        Event.objects.filter(verb=Verb.CERTIFICATE_AUTHORITY_CREATED).values_list("actor_username", flat=True)
+    ) == {"portal-cli"}
+
+
+def test_a_rotation_without_a_reason_is_refused() -> None:
+    with pytest.raises(CommandError, match="--reason: Say why"):
+        _run("rotate", "--authority", "--reason", " ")
+    assert not CertificateAuthority.objects.exists()
