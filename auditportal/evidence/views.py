@@ -23,6 +23,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
         {
             "document": document,
             "value": value,
+            "headline": document.headline,
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
         },

@@ -1,4 +1,5 @@
-"""The three distribution functions the fairness statistics need, in numpy and the standard library.
+"""The distribution functions the fairness statistics need (the normal quantile and tail, Fisher's
+exact test, the beta quantile of Clopper-Pearson bounds), in numpy and the standard library.
 
 scipy.stats and statsmodels compute the same values but take about a second to import, which every
 command-line audit would pay for a few dozen numbers. tests/audits/test_distributions.py holds these

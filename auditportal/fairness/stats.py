@@ -12,14 +12,17 @@ NaN, never an error; the JSON layer turns them into ``null``.
 
 Methods, per metric and attribute (a "family" of k comparisons of every group against the reference):
 
-* rates: point estimate and Wilson score interval at ``1 - alpha``;
-* difference (group minus reference): Newcombe's hybrid score interval (method 10, from the two
-  Wilson intervals) at the Bonferroni level ``1 - alpha / k``, k = comparisons with a defined difference;
+* one proportion's interval (:func:`proportion_interval`): Wilson's score interval, or in a small cell
+  (fewer than z**4 successes or failures, :func:`small_cell`) Clopper-Pearson's exact interval;
+* rates: point estimate and that interval at ``1 - alpha``;
+* difference (group minus reference): the MOVER interval from the two rates' intervals (Newcombe's
+  hybrid score interval, method 10, where both are Wilson's) at the Bonferroni level ``1 - alpha / k``,
+  k = comparisons with a defined difference;
 * p-value: two-sided score test (pooled, Farrington-Manning at difference 0), or Fisher's exact
   test when any cell of the 2x2 table is below 5; Holm-adjusted within the family;
 * ratio (group rate / reference rate): at the family's level ``1 - alpha / k``, at each end the wider
   of Katz's log bound ``exp(log(r) +- z sqrt(1/x_g - 1/n_g + 1/x_ref - 1/n_ref))`` and the MOVER-R
-  bound from the two Wilson intervals (Donner & Zou 2012). Katz alone puts its lower bound too high
+  bound from the two rates' intervals (Donner & Zou 2012). Katz alone puts its lower bound too high
   in small groups (log-skew: 5.7% false FAILs above 1.25 at n = 30 where 5% is allowed); MOVER alone
   its upper bound too low in the smallest. For Katz, when a cell of the pair's 2x2 table is 0 (no
   successes or no failures in either group), 0.5 is added to each of its four cells
@@ -49,14 +52,17 @@ Methods, per metric and attribute (a "family" of k comparisons of every group ag
   the observed difference (read it as an interval on the magnitude; the components' own intervals
   are kept in ``Comparison.components``). FAIL therefore means one component is decidedly beyond delta,
   PASS that both are decidedly within. Its p-value is ``min(1, 2 min(p_TPR, p_FPR))`` (then Holm); it is
-  undefined when either component is.
+  undefined when either component is;
+* the headline over F families (:func:`headline_verdict`): FAIL when a comparison FAILs at
+  ``1 - alpha / (F k)``, PASS when every comparison PASSes at its family's level, held at alpha overall.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar, cast
 
@@ -240,6 +246,7 @@ def clopper_pearson_interval(successes: Counts, trials: Counts, alpha: float | F
     return cast(Floats, low), cast(Floats, high)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _exact_bounds(x: int, n: int, alpha: float) -> tuple[float, float]:
     low = 0.0 if x == 0 else beta_quantile(alpha / 2, x, n - x + 1)
     high = 1.0 if x == n else beta_quantile(alpha / 2, x + 1, n - x, upper=True)
@@ -277,8 +284,8 @@ def proportion_interval(successes: Counts, trials: Counts, alpha: float | Floats
     "Intervals", gives the measured error rates).
     """
     low, high = wilson_interval(successes, trials, alpha)
+    small = small_cell(np.asarray(successes), np.asarray(trials), alpha)
     x, n, level = np.broadcast_arrays(np.asarray(successes), np.asarray(trials), np.asarray(alpha), subok=False)
-    small = small_cell(x, n, level)
     if small.any():
         low, high = np.array(low, copy=True), np.array(high, copy=True)
         low[small], high[small] = clopper_pearson_interval(x[small], n[small], level[small])
@@ -545,6 +552,43 @@ def four_fifths_verdict(low: Floats, high: Floats, ratio: Floats) -> npt.NDArray
     within = (low >= FOUR_FIFTHS) & (high <= 1 / FOUR_FIFTHS)
     verdict = np.where(fail, FAIL, np.where(within, PASS, INCONCLUSIVE))
     return np.where(np.isnan(ratio), NO_VERDICT, verdict).astype(np.int8)
+
+
+def headline_alpha(alpha: float, families: int) -> float:
+    """The alpha at which each of the F judged families is judged again for the headline: alpha / F
+    (Bonferroni over the families; within each, its own Bonferroni over its k comparisons, so each
+    comparison's interval is at 1 - alpha / (F k))."""
+    return alpha / max(families, 1)
+
+
+def headline_verdict(
+    family: Sequence[npt.NDArray[np.int8]], strict: Sequence[npt.NDArray[np.int8]]
+) -> npt.NDArray[np.int8]:
+    """The one verdict over F families, held at alpha overall, shaped like the leading axes.
+
+    Each entry of ``family`` holds one family's comparison verdicts (``(..., k)``) at the family's
+    own level (1 - alpha/k); each entry of ``strict`` the same comparisons' verdicts at the headline
+    level, from intervals at 1 - alpha/(F k) (:func:`headline_alpha`).
+
+    * FAIL when any comparison FAILs at the headline level. A false FAIL needs some family to fail
+      falsely at alpha/F: at most F times alpha/F = alpha (Bonferroni over the families).
+    * PASS when every comparison of every family PASSes at its family's level. A false PASS needs a
+      comparison whose true gap lies beyond delta to PASS, at most alpha/k <= alpha for each such
+      comparison, and the headline PASS needs all of them at once: an intersection-union test
+      (Berger 1982), which needs no adjustment for the number of families.
+    * INCONCLUSIVE otherwise (also when a comparison is undefined); NO_VERDICT with no comparison.
+
+    The two cannot both hold: every interval holds the observed gap, so a comparison beyond delta at
+    the headline level cannot be within delta at its family's.
+    """
+    family_all = np.concatenate([np.asarray(v, np.int8) for v in family], axis=-1) if family else None
+    strict_all = np.concatenate([np.asarray(v, np.int8) for v in strict], axis=-1) if strict else None
+    if family_all is None or strict_all is None or family_all.shape[-1] == 0:
+        shape = () if family_all is None else family_all.shape[:-1]
+        return np.full(shape, NO_VERDICT, np.int8)
+    fail = (strict_all == FAIL).any(axis=-1)
+    passed = (family_all == PASS).all(axis=-1)
+    return np.where(fail, FAIL, np.where(passed, PASS, INCONCLUSIVE)).astype(np.int8)
 
 
 # --------------------------------------------------------------------------- internals
