@@ -84,6 +84,7 @@ def _detail(
             "headline": presentation.headline(audit.result),
             "attribute_level": presentation.ATTRIBUTE_LEVEL,
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
+            "exact_below": presentation.exact_below(audit.result["alpha"]),
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
         },

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from auditportal.fairness import stats
 from auditportal.fairness.intersections import group_values, split_key
 
 RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
@@ -25,6 +26,11 @@ SHORT_LABELS = {
     "selection_rate": "Selection rate",
     "equalized_odds": "Equalized odds",
 }
+
+
+def exact_below(alpha: float) -> str:
+    """The count of successes or failures below which a rate's interval at 1 - alpha is exact."""
+    return f"{float(stats.small_cell_threshold(alpha)):.1f}"
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

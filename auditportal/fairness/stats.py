@@ -265,10 +265,16 @@ def small_cell(successes: Counts, trials: Counts, alpha: float | Floats) -> Bool
     Measured exactly (the binomial probabilities of every outcome) over groups of 50 to 5,000 rows
     and references of 5,000 and 20,000 at rates 0.002 to 0.1, a threshold of z**4 keeps that
     share between 0.66 and 0.84 from 95% to 99.995% (docs/audit-json.md, "Intervals")."""
-    threshold = EXACT_FACTOR * _z(np.asarray(alpha, dtype=np.float64) / 2) ** 4
+    threshold = small_cell_threshold(alpha)
     failures = trials - successes
     small: Bools = (trials > 0) & ((successes < threshold) | (failures < threshold))
     return small
+
+
+def small_cell_threshold(alpha: float | Floats) -> Floats:
+    """The count below which a proportion's interval at level ``1 - alpha`` is exact: EXACT_FACTOR z**4."""
+    threshold: Floats = EXACT_FACTOR * _z(np.asarray(alpha, dtype=np.float64) / 2) ** 4
+    return threshold
 
 
 def proportion_interval(successes: Counts, trials: Counts, alpha: float | Floats) -> tuple[Floats, Floats]:
