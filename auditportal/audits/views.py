@@ -86,7 +86,10 @@ def _detail(
         {
             "audit": audit,
             "attributes": presentation.attribute_tables(audit.result),
+            "headline": presentation.headline(audit.result),
+            "attribute_level": presentation.ATTRIBUTE_LEVEL,
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
+            "exact_below": presentation.exact_below(audit.result["alpha"]),
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
             "forest_plot": None if forest is None else figure_json(forest),

@@ -98,5 +98,12 @@ class VerdictDocument(models.Model):
         return value
 
     @property
+    def headline(self) -> dict[str, Any] | None:
+        """The document's headline (its verdict held at alpha over all judged families); None in
+        documents of schema version 1, whose verdict is the worst over the families."""
+        value = self.document.get("headline")
+        return value if isinstance(value, dict) else None
+
+    @property
     def canonical_bytes(self) -> bytes:
         return self.canonical.encode()

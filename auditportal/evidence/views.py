@@ -26,6 +26,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
         {
             "document": document,
             "value": value,
+            "headline": document.headline,
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
             "forest_plot": None if forest is None else figure_json(forest),

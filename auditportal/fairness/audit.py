@@ -36,7 +36,9 @@ from auditportal.fairness.tabular import (
     repeated_columns_warning,
 )
 
-SCHEMA_VERSION = 1
+# 2: small-cell intervals, the ratio's interval and three-way four-fifths verdict, the per-group noise
+# floor, positives_needed v2, and the headline (docs/audit-json.md, "Changes from version 1").
+SCHEMA_VERSION = 2
 MAX_INTERSECTION_CELLS = 1_000_000
 _VALUES_SHOWN = 10
 _NUMBER = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
@@ -260,6 +262,9 @@ def audit_predictions(
         )
         for table in tables
     }
+    headline = judge.headline(
+        attributes, {table.name: table.counts for table in tables}, tolerance=spec.tolerance, alpha=spec.alpha
+    )
     num_rows = raw.table.num_rows
     document: JSON = {
         "schema_version": SCHEMA_VERSION,
@@ -287,7 +292,9 @@ def audit_predictions(
         "alpha": spec.alpha,
         "power": spec.power,
         **({"policy": dict(policy)} if policy is not None else {}),
-        "verdict": judge.worst([item["verdict"] for item in attributes.values()]),
+        "verdict": headline["verdict"],
+        "headline": headline,
+        "levels": dict(judge.LEVELS),
         "attributes": attributes,
         "warnings": [warning] if (warning := repeated_columns_warning(raw.columns)) else [],
     }

@@ -1,4 +1,5 @@
-"""The three distribution functions the fairness statistics need, in numpy and the standard library.
+"""The distribution functions the fairness statistics need (the normal quantile and tail, Fisher's
+exact test, the beta quantile of Clopper-Pearson bounds), in numpy and the standard library.
 
 scipy.stats and statsmodels compute the same values but take about a second to import, which every
 command-line audit would pay for a few dozen numbers. tests/audits/test_distributions.py holds these
@@ -93,3 +94,190 @@ def fisher_exact_p(a: int, b: int, c: int, d: int) -> float:
     weights = np.exp(relative - relative.max())
     p = float(weights[no_more_probable].sum() / weights.sum())
     return min(p, 1.0)
+
+
+# --------------------------------------------------------------------------- the beta distribution
+
+# The continued fraction of the incomplete beta function stops when a factor is this close to 1.
+_BETA_FRACTION_TOLERANCE = 1e-16
+_BETA_FRACTION_TERMS = 100_000
+_TINY = 1e-300
+# Newton's method stops at steps of a few units in the last place: the residual's own rounding.
+_QUANTILE_TOLERANCE = 8 * _EPS
+# A shape up to this integer has a finite sum for one tail of the incomplete beta function.
+_FINITE_SUM_BELOW = 64
+# Stirling's series for log-gamma, B_2k / (2k (2k - 1)), k = 1..7: below 1e-17 relative from x = 10.
+_STIRLING_FROM = 10.0
+_STIRLING_COEFFICIENTS = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
+
+
+def beta_quantile(p: float, a: float, b: float, *, upper: bool = False) -> float:
+    """The ``p`` quantile of the beta distribution with shapes ``a, b > 0`` (scipy.stats.beta.ppf):
+    the x with ``I_x(a, b) = p``, I the regularised incomplete beta function; 0 at p = 0, 1 at p = 1.
+    With ``upper``, the x with ``1 - I_x(a, b) = p`` (scipy.stats.beta.isf): an upper quantile whose
+    tail probability is given exactly, not rounded next to 1.
+
+    Newton's method on whichever tail is below 1/2 (so that the residual is never the difference of
+    two numbers next to 1), kept inside a bracket that every evaluation narrows: a step that would
+    leave it bisects instead, geometrically while the bracket spans orders of magnitude, so it
+    converges from any start.
+    """
+    if not (a > 0 and b > 0) or math.isnan(p):
+        return math.nan
+    if p <= 0 or p >= 1:
+        if p not in (0.0, 1.0):
+            return math.nan
+        return float(p == 0) if upper else float(p)
+    lower_p, upper_p = (1.0 - p, p) if upper else (p, 1.0 - p)
+    # Closed forms: I_x(a, 1) = x**a and I_x(1, b) = 1 - (1 - x)**b.
+    if b == 1 and lower_p <= 0.5:
+        return math.exp(math.log(lower_p) / a)
+    if a == 1 and upper_p <= 0.5:
+        return -math.expm1(math.log(upper_p) / b)
+    on_lower = lower_p <= upper_p
+    low, high = 0.0, 1.0
+    x = _beta_quantile_guess(lower_p, upper_p, a, b)
+    log_beta = _log_beta(a, b)
+    for _ in range(300):
+        below, above = _incomplete_beta(x, a, b, log_beta)
+        residual = below - lower_p if on_lower else upper_p - above
+        if residual < 0:
+            low = x
+        else:
+            high = x
+        log_density = (a - 1) * math.log(x) + (b - 1) * math.log1p(-x) - log_beta
+        step = x - residual / math.exp(log_density) if -700 < log_density < 700 else math.nan
+        if abs(step - x) <= _QUANTILE_TOLERANCE * x:
+            return step  # converged: what is left is the rounding of the residual
+        if low < step < high:
+            following = step
+        elif low > 0 and high / low > 4:
+            following = math.sqrt(low * high)
+        elif low == 0:
+            following = high / 16
+        else:
+            following = low + (high - low) / 2
+        if following <= 0:
+            return 0.0  # below the smallest float
+        if high - low <= _QUANTILE_TOLERANCE * high:
+            return following
+        x = following
+    return x
+
+
+def _log_beta(a: float, b: float) -> float:
+    """log B(a, b), without the cancellation of lgamma(b) - lgamma(a + b) for a large b (of two
+    numbers near b log b: B(3, 10**6) would lose about 9 digits, B(0.1, 10**4) about 5): the ratio
+    is the product it stands for where the smaller shape is a small integer, as in every
+    Clopper-Pearson bound, and otherwise the difference of Stirling's series, term by term."""
+    small, large = min(a, b), max(a, b)
+    if small == int(small) and small <= _FINITE_SUM_BELOW:
+        return math.lgamma(small) - sum(math.log(large + i) for i in range(int(small)))
+    if large >= _STIRLING_FROM:
+        return math.lgamma(small) + _log_gamma_ratio(large, small)
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def _log_gamma_ratio(x: float, a: float) -> float:
+    """lgamma(x) - lgamma(x + a) for x of at least _STIRLING_FROM, from Stirling's series."""
+    return -(x - 0.5) * math.log1p(a / x) - a * math.log(x + a) + a + _stirling(x) - _stirling(x + a)
+
+
+def _stirling(x: float) -> float:
+    """lgamma(x) - ((x - 1/2) log x - x + log(2 pi)/2): the series sum B_2k / (2k (2k - 1) x**(2k - 1))."""
+    inverse, square = 1.0 / x, 1.0 / (x * x)
+    total, power = 0.0, inverse
+    for coefficient in _STIRLING_COEFFICIENTS:
+        total += coefficient * power
+        power *= square
+    return total
+
+
+def _incomplete_beta(x: float, a: float, b: float, log_beta: float) -> tuple[float, float]:
+    """The regularised incomplete beta function I_x(a, b) and its complement 1 - I_x(a, b), the smaller
+    of the two computed directly, to full relative precision.
+
+    Where a shape is a small integer (every Clopper-Pearson bound has one), one tail is a finite sum
+    of positive terms, 1 - I_x(a, b) = (1 - x)**b sum_{j<a} (b)_j x**j / j! (and the mirror image for
+    b): the continued fraction would subtract numbers next to 1 there (1 - (a + b) x / (a + 1) at
+    x near a / (a + b)), losing some ten digits when the other shape is in the millions. Otherwise,
+    and for the other tail where it is the smaller, the continued fraction (modified Lentz) on the
+    side of the mean where it converges fast (Numerical Recipes, 6.4).
+    """
+    if x <= 0:
+        return 0.0, 1.0
+    if x >= 1:
+        return 1.0, 0.0
+    mean_side = (a + 1) / (a + b + 2)
+    if _small_integer(a):
+        above = _finite_tail(x, a, b)
+        if above <= 0.75 or x >= mean_side:
+            return 1.0 - above, above
+        below = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta) * _beta_fraction(x, a, b) / a
+        return below, 1.0 - below
+    if _small_integer(b):
+        below = _finite_tail(1.0 - x, b, a)  # 1 - x is exact for x of 1/2 and above
+        if below <= 0.75 or x <= mean_side:
+            return below, 1.0 - below
+        above = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta) * _beta_fraction(1.0 - x, b, a) / b
+        return 1.0 - above, above
+    front = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta)
+    if x < mean_side:
+        below = front * _beta_fraction(x, a, b) / a
+        return below, 1.0 - below
+    above = front * _beta_fraction(1.0 - x, b, a) / b
+    return 1.0 - above, above
+
+
+def _small_integer(shape: float) -> bool:
+    return shape == int(shape) and shape <= _FINITE_SUM_BELOW
+
+
+def _finite_tail(x: float, a: float, b: float) -> float:
+    """1 - I_x(a, b) for an integer a: (1 - x)**b sum_{j<a} (b)_j x**j / j!, every term positive."""
+    term, total = 1.0, 1.0
+    for j in range(1, int(a)):
+        term *= (b + j - 1) * x / j
+        total += term
+    return math.exp(b * math.log1p(-x)) * total
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > _TINY else _TINY)
+    result = d
+    for m in range(1, _BETA_FRACTION_TERMS):
+        # The even step, then the odd one.
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > _TINY else _TINY)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > _TINY else _TINY
+            factor = c * d
+            result *= factor
+        if abs(factor - 1.0) <= _BETA_FRACTION_TOLERANCE:
+            return result
+    return result
+
+
+def _beta_quantile_guess(p: float, upper_p: float, a: float, b: float) -> float:
+    """A starting point (Numerical Recipes, 6.4, invbetai): a normal approximation for shapes of at
+    least 1, the two tails' power laws otherwise."""
+    if a >= 1 and b >= 1:
+        t = math.sqrt(-2 * math.log(min(p, upper_p)))
+        z = (2.30753 + t * 0.27061) / (1 + t * (0.99229 + t * 0.04481)) - t
+        z = -z if p < 0.5 else z
+        lam = (z * z - 3) / 6
+        h = 2 / (1 / (2 * a - 1) + 1 / (2 * b - 1))
+        w = z * math.sqrt(lam + h) / h - (1 / (2 * b - 1) - 1 / (2 * a - 1)) * (lam + 5 / 6 - 2 / (3 * h))
+        guess = a / (a + b * math.exp(min(2 * w, 700.0)))
+    else:
+        lower_tail = math.exp(a * math.log(a / (a + b))) / a
+        upper_tail = math.exp(b * math.log(b / (a + b))) / b
+        total = lower_tail + upper_tail
+        on_lower = p < lower_tail / total
+        guess = (a * total * p) ** (1 / a) if on_lower else 1 - (b * total * upper_p) ** (1 / b)
+    return min(max(guess, _TINY), 1 - _EPS)

@@ -24,7 +24,8 @@ from auditportal.fairness.metricsfile import AttributeCounts
 JSON = dict[str, Any]
 
 # The version of the document layout below; a change to its keys or their meaning is a new version.
-SCHEMA_VERSION = 1
+# 2: "verdict" is the headline (held at alpha over all judged families), given in "headline".
+SCHEMA_VERSION = 2
 
 PREDICTION_AUDIT = "prediction_audit"
 TRIAL_VALIDATION = "trial_validation"
@@ -59,6 +60,8 @@ def prediction_audit_document(
     return {
         **_header(PREDICTION_AUDIT, policy),
         "verdict": result.get("verdict"),
+        # Audit results of schema 1 have none: their verdict is the worst over the families.
+        "headline": _plain(result.get("headline")),
         "file": {"name": file_name, "sha256": sha256, "rows": int(rows)},
         "parameters": _plain(parameters),
         "audit": _plain(result),
@@ -82,9 +85,17 @@ def trial_validation_document(
     """
     header = _header(TRIAL_VALIDATION, policy)
     attributes = {attribute: _judge(attribute_counts, policy) for attribute, attribute_counts in sorted(counts.items())}
+    headline = judge.headline(
+        attributes,
+        {attribute: np.asarray(counted.counts, dtype=np.int64) for attribute, counted in counts.items()},
+        tolerance=float(policy["tolerance"]),
+        alpha=float(policy["alpha"]),
+    )
     return {
         **header,
-        "verdict": judge.worst([section["verdict"] for section in attributes.values()]),
+        "verdict": headline["verdict"],
+        "headline": headline,
+        "levels": dict(judge.LEVELS),
         "step": int(step),
         "dataset_version": {
             "name": str(dataset_version["name"]),

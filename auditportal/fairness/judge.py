@@ -7,16 +7,45 @@ The prediction audit and the per-trial verdicts both judge with it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from auditportal.fairness import stats
 
 JSON = dict[str, Any]
 
 TEST_NAMES = {"score": "score", "fisher": "fisher", "equalized_odds": "min of tpr/fpr x2"}
+
+HEADLINE_RULE = (
+    "FAIL when a judged comparison's interval at 1 - alpha/(F k) lies entirely beyond ±δ (each of the F "
+    "judged families, one metric of one attribute with k comparisons, judged again at alpha/F: Bonferroni "
+    "over the families); PASS when every judged comparison PASSes at its family's level 1 - alpha/k "
+    "(an intersection-union test: a false PASS needs a comparison beyond δ to PASS, at most alpha/k); "
+    "otherwise INCONCLUSIVE. Both FAIL and PASS hold alpha over the whole document."
+)
+# What level each verdict and number of an audit document has; written into the document.
+LEVELS = {
+    "comparison": (
+        "each comparison's interval and verdict at 1 - alpha/k: Bonferroni over the k comparisons of its "
+        "family (one metric of one attribute), so each family's verdicts hold alpha"
+    ),
+    "attribute": (
+        "the worst verdict of the attribute's judged families, each held at alpha within itself; the "
+        "attribute's verdict is a summary, not held at alpha over its families"
+    ),
+    "headline": "the document's verdict, held at alpha over all judged families: " + HEADLINE_RULE,
+    "p_adjusted": (
+        "Holm-adjusted p-values of the test of no gap (score test, or Fisher's exact test in small "
+        "cells) within the family. They are not what the verdicts rest on and can disagree with the "
+        "intervals: they test a gap of 0, not the tolerance; by another test than the interval's "
+        "inversion; and Holm's step-down compares the j-th smallest p with alpha/(k - j + 1), where "
+        "every interval is at alpha/k. An adjusted p below alpha while the interval holds 0 is "
+        "therefore possible; the verdicts come from the intervals alone"
+    ),
+}
 
 
 def number(value: float | np.floating[Any] | stats.Floats) -> float | None:
@@ -90,6 +119,71 @@ def judge_attribute(
         "summary": _summary(rates, groups) if len(groups) else {},
         "verdict": worst(verdicts),
         "verdicts": {name: verdicts.count(name) for name in stats.VERDICTS},
+    }
+
+
+def headline(
+    attributes: Mapping[str, JSON],
+    counts: Mapping[str, stats.Counts],
+    *,
+    tolerance: float = stats.DEFAULT_TOLERANCE,
+    alpha: float = stats.DEFAULT_ALPHA,
+) -> JSON:
+    """The document's one verdict over all judged families of ``attributes`` (their judged sections,
+    as :func:`judge_attribute` wrote them, from ``counts``, keyed alike), held at alpha overall
+    (:func:`stats.headline_verdict`). A family is one judged metric of one attribute with at least
+    one defined comparison; ``fails`` lists the comparisons that FAIL at the headline level, with
+    their intervals there."""
+    sections = [(name, section) for name, section in attributes.items() if section["comparisons"]]
+    families = sum(
+        1
+        for _, section in sections
+        for metric in stats.COMPARED
+        if any(c["metric"] == metric and c["judged"] and not c["undefined"] for c in section["comparisons"])
+    )
+    strict_alpha = stats.headline_alpha(alpha, families)
+    family_codes: list[npt.NDArray[np.int8]] = []
+    strict_codes: list[npt.NDArray[np.int8]] = []
+    fails: list[JSON] = []
+    for name, section in sections:
+        judged = [c for c in section["comparisons"] if c["judged"]]
+        if not judged:
+            continue
+        groups = list(section["groups"])
+        table = np.asarray(counts[name], dtype=np.int64).reshape(len(groups), 4)
+        strict = stats.compare(
+            table,
+            reference=groups.index(section["reference"]),
+            tolerance=tolerance,
+            alpha=strict_alpha,
+            p_values=False,
+            sample_sizes=False,
+        )
+        for item in judged:
+            index = groups.index(item["group"])
+            comparison = strict[item["metric"]]
+            code = int(comparison.verdict[index])
+            family_codes.append(np.array([stats.VERDICTS.index(item["verdict"])], np.int8))
+            strict_codes.append(np.array([code], np.int8))
+            if code == stats.FAIL:
+                fails.append(
+                    {
+                        "attribute": name,
+                        "metric": item["metric"],
+                        "group": item["group"],
+                        "ci_low": number(comparison.ci_low[index]),
+                        "ci_high": number(comparison.ci_high[index]),
+                        "ci_level": number(comparison.level[index]),
+                    }
+                )
+    code = int(stats.headline_verdict(family_codes, strict_codes))
+    return {
+        "verdict": None if code == stats.NO_VERDICT else stats.VERDICTS[code],
+        "alpha": alpha,
+        "families": families,
+        "level": 1 - strict_alpha if families else None,
+        "rule": HEADLINE_RULE,
+        "fails": fails,
     }
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from auditportal.fairness import stats
 from auditportal.fairness.intersections import group_values, split_key
 
 RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
@@ -26,6 +27,11 @@ SHORT_LABELS = {
     "selection_rate": "Selection rate",
     "equalized_odds": "Equalized odds",
 }
+
+
+def exact_below(alpha: float) -> str:
+    """The count of successes or failures below which a rate's interval at 1 - alpha is exact."""
+    return f"{float(stats.small_cell_threshold(alpha)):.1f}"
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -123,6 +129,50 @@ def document_tolerance(document: Mapping[str, Any]) -> float:
     data have only the top-level ``tolerance``, which is the same number)."""
     policy = document.get("policy") or {}
     return float(policy["tolerance"] if "tolerance" in policy else document["tolerance"])
+
+
+ATTRIBUTE_LEVEL = "the worst of its metrics' verdicts; each metric's comparisons are held at alpha within their family"
+COMPARISON_LEVEL = "each comparison at 1 − alpha/k, k the comparisons of its metric in its attribute (its family)"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The document's verdict and the level it is held at, in words."""
+
+    name: str  # "headline verdict", or "overall verdict" for documents stored before the headline
+    verdict: str | None
+    level: str  # what the verdict holds, "held at alpha 0.05 over all 7 judged families: ..."
+    fails: list[str]  # the comparisons that FAIL at the headline level, with their intervals there
+
+    @property
+    def text(self) -> str:
+        return f"{self.name}: {self.verdict or 'none'} ({self.level})"
+
+
+def headline(document: Mapping[str, Any]) -> Headline:
+    verdict = document.get("verdict")
+    stored = document.get("headline")
+    if stored is None:  # schema 1: the worst over the families, not held at alpha overall
+        level = (
+            "the worst of the families' verdicts, each held at alpha within its family, not over the audit; "
+            "stored before the headline verdict"
+        )
+        return Headline(name="overall verdict", verdict=verdict, level=level, fails=[])
+    families = stored["families"]
+    if verdict is None:
+        level = "nothing to compare"
+    else:
+        level = (
+            f"held at alpha {stored['alpha']:g} over all {families} judged famil{'y' if families == 1 else 'ies'}: "
+            f"a FAIL needs an interval at the family's level with alpha/{families} entirely beyond ±δ, a PASS "
+            "every judged comparison to PASS at its family's level"
+        )
+    fails = [
+        f"{item['attribute']} {SHORT_LABELS[item['metric']]} {item['group']} "
+        f"{fmt_interval(item['ci_low'], item['ci_high'])} at {item['ci_level'] * 100:.4g}%"
+        for item in stored["fails"]
+    ]
+    return Headline(name="headline verdict", verdict=verdict, level=level, fails=fails)
 
 
 def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:

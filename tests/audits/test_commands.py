@@ -107,7 +107,7 @@ def test_fail_on_sets_a_distinct_exit_status_after_printing(tmp_path: Path) -> N
     rows = ["label,pred,g"] + ["1,1,a"] * 400 + ["0,0,a"] * 400 + ["1,0,b"] * 300 + ["1,1,b"] * 100 + ["0,0,b"] * 400
     path = write(tmp_path / "biased.csv", "\n".join(rows) + "\n")
     out = StringIO()
-    with pytest.raises(CommandError, match="the overall verdict is FAIL") as caught:
+    with pytest.raises(CommandError, match="the headline verdict is FAIL") as caught:
         call_command(
             "audit_predictions", str(path), "--label", "label", "--prediction", "pred", "--attribute", "g",
             "--format", "json", "--fail-on", "FAIL", stdout=out,
@@ -152,3 +152,49 @@ def test_the_table_says_not_decidable_with_the_reason_where_no_size_is_a_plan(tm
     assert cells[verdict + 1] == "not decidable"  # the positives-needed column
     # The note is the table's last column (the ratio's columns come between).
     assert cells[-1].startswith("not decidable at this gap: the data at hand would already decide a gap")
+
+
+def _family_fails_headline_does_not(tmp_path: Path) -> Path:
+    """TPR 0.705 against 0.80 on 1,000 positives each: beyond δ at the family's level (95%), not at
+    the headline's (the policy judges five metrics: 99% for this one-comparison family)."""
+    cells = {"a": (800, 200, 100, 900), "b": (705, 295, 100, 900)}
+    rows = ["label,pred,g"]
+    for group, (tp, fn, fp, tn) in cells.items():
+        rows += [f"1,1,{group}"] * tp + [f"1,0,{group}"] * fn + [f"0,1,{group}"] * fp + [f"0,0,{group}"] * tn
+    return write(tmp_path / "edge.csv", "\n".join(rows) + "\n")
+
+
+@pytest.mark.django_db
+def test_fail_on_follows_the_headline_not_the_worst_family(tmp_path: Path) -> None:
+    path = _family_fails_headline_does_not(tmp_path)
+    args = (str(path), "--label", "label", "--prediction", "pred", "--attribute", "g", "--format", "json")
+    document = json.loads(_run(*args, "--fail-on", "FAIL"))  # exits 0: the headline is not FAIL
+    section = document["attributes"]["g"]
+    assert section["verdict"] == "FAIL"
+    assert next(c for c in section["comparisons"] if c["metric"] == "tpr")["verdict"] == "FAIL"
+    headline = document["headline"]
+    assert document["verdict"] == headline["verdict"] == "INCONCLUSIVE"
+    assert (headline["families"], headline["alpha"], headline["fails"]) == (5, 0.05, [])
+    assert headline["level"] == pytest.approx(0.99)
+    assert set(document["levels"]) == {"comparison", "attribute", "headline", "p_adjusted"}
+    assert PredictionAudit.objects.get(pk=document["id"]).verdict == "INCONCLUSIVE"
+    with pytest.raises(CommandError, match="the headline verdict is INCONCLUSIVE") as caught:
+        _run(*args, "--fail-on", "INCONCLUSIVE")
+    assert caught.value.returncode == 3
+
+
+@pytest.mark.django_db
+def test_the_table_states_the_level_of_each_verdict(tmp_path: Path) -> None:
+    text = _run(
+        str(_family_fails_headline_does_not(tmp_path)), "--label", "label", "--prediction", "pred", "--attribute", "g"
+    )
+    assert (
+        "headline verdict: INCONCLUSIVE (held at alpha 0.05 over all 5 judged families: a FAIL needs an interval at "
+        "the family's level with alpha/5 entirely beyond ±δ, a PASS every judged comparison to PASS at its family's "
+        "level)"
+    ) in text
+    assert (
+        "verdict FAIL (the worst of its metrics' verdicts; each metric's comparisons are held at alpha within "
+        "their family)"
+    ) in text
+    assert "verdict (family α)" in text

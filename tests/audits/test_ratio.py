@@ -39,15 +39,29 @@ def _katz(x: float, n: float, x_ref: float, n_ref: float, alpha: float) -> tuple
     return float(low), float(high)
 
 
+def _bounds(x: int, n: int, alpha: float) -> tuple[float, float]:
+    """statsmodels' Wilson interval, or its exact ("beta", Clopper-Pearson) one in a small cell: fewer
+    than z**4 successes or failures, z at 1 - alpha/2 (docs/audit-json.md, "Intervals")."""
+    small = min(x, n - x) < scipy_stats.norm.ppf(1 - alpha / 2) ** 4
+    low, high = proportion_confint(x, n, alpha=alpha, method="beta" if small else "wilson")
+    return float(low), float(high)
+
+
 def _mover(x: int, n: int, x_ref: int, n_ref: int, alpha: float) -> tuple[float, float]:
-    """Donner & Zou (2012), MOVER-R for p1/p2 from statsmodels' Wilson intervals."""
-    (l1, u1), (l2, u2) = (proportion_confint(c, t, alpha=alpha, method="wilson") for c, t in ((x, n), (x_ref, n_ref)))
+    """Donner & Zou (2012), MOVER-R for p1/p2 from statsmodels' intervals of each rate (Wilson's, or
+    Clopper-Pearson's in a small cell)."""
+    (l1, u1), (l2, u2) = (_bounds(c, t, alpha) for c, t in ((x, n), (x_ref, n_ref)))
     p1, p2 = x / n, x_ref / n_ref
-    low = (p1 * p2 - math.sqrt(max((p1 * p2) ** 2 - l1 * u2 * (2 * p1 - l1) * (2 * p2 - u2), 0))) / (u2 * (2 * p2 - u2))
+    if u2 >= 2 * p2:  # a reference too uncertain to bound the ratio from below
+        low = 0.0
+    else:
+        low = (p1 * p2 - math.sqrt(max((p1 * p2) ** 2 - l1 * u2 * (2 * p1 - l1) * (2 * p2 - u2), 0))) / (
+            u2 * (2 * p2 - u2)
+        )
     high = (p1 * p2 + math.sqrt(max((p1 * p2) ** 2 - u1 * l2 * (2 * p1 - u1) * (2 * p2 - l2), 0))) / (
         l2 * (2 * p2 - l2)
     )
-    return low, high
+    return max(low, 0.0), high
 
 
 def _expected(x: int, n: int, x_ref: int, n_ref: int, alpha: float) -> tuple[float, float, str]:
@@ -125,7 +139,7 @@ def test_a_reference_rate_of_zero_leaves_the_ratio_its_interval_and_its_verdict_
 
 
 def test_a_group_at_point_ratio_0_718_with_a_wide_interval_is_inconclusive_not_fail() -> None:
-    # 7 of 25 selected against 390 of 1,000: 0.718 of the reference's rate, interval [0.38, 1.35].
+    # 7 of 25 selected against 390 of 1,000: 0.718 of the reference's rate, interval [0.31, 1.35].
     counts = _counts((390, 0, 0, 610), (7, 0, 0, 18))
     document = judge.judge_attribute(counts, ["ref", "small"], unknown=0, reference=0)
     selection = _comparison(document, "selection_rate", "small")

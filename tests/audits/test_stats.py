@@ -51,12 +51,15 @@ def test_one_bincount_gives_each_groups_confusion_cells_and_the_unknown_rows() -
     assert unknown.tolist() == [1, 0, 0, 1]
 
 
-def test_rates_carry_wilson_intervals_equal_to_statsmodels() -> None:
-    counts = _counts((40, 10, 5, 45), (3, 0, 0, 7))
+def test_rates_carry_wilson_intervals_and_exact_ones_in_small_cells_equal_to_statsmodels() -> None:
+    # Issue 13, item 1: a group with fewer than z**4 successes or failures (14.8 at 95%) gets the exact
+    # (Clopper-Pearson, statsmodels' "beta") interval; the others Wilson's, as before.
+    counts = _counts((400, 100, 50, 450), (3, 0, 0, 7))
     rates = stats.group_rates(counts, alpha=0.05)
-    low, high = proportion_confint([40, 3], [50, 3], alpha=0.05, method="wilson")
-    np.testing.assert_allclose(rates["tpr"].low, low, atol=1e-15)
-    np.testing.assert_allclose(rates["tpr"].high, high, atol=1e-15)
+    wilson = proportion_confint(400, 500, alpha=0.05, method="wilson")
+    exact = proportion_confint(3, 3, alpha=0.05, method="beta")
+    np.testing.assert_allclose(rates["tpr"].low, [wilson[0], exact[0]], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(rates["tpr"].high, [wilson[1], exact[1]], rtol=1e-12, atol=1e-15)
     assert rates["tpr"].value.tolist() == [0.8, 1.0]
     assert rates["selection_rate"].value.tolist() == [0.45, 0.3]
 
@@ -74,15 +77,37 @@ def test_a_rate_without_denominator_is_undefined_not_an_error() -> None:
 
 
 def test_difference_intervals_are_newcombe_at_the_bonferroni_level() -> None:
-    counts = _counts((300, 100, 50, 550), (40, 10, 5, 45), (9, 3, 2, 20))
+    # Every proportion with at least z**4 successes and failures (25.2 at 97.5%): Wilson's bounds.
+    counts = _counts((300, 100, 50, 550), (160, 40, 5, 45), (90, 30, 2, 20))
     tpr = stats.compare(counts, reference=0)["tpr"]
     assert tpr.family_size == 2
-    for group, (x, n) in ((1, (40, 50)), (2, (9, 12))):
+    for group, (x, n) in ((1, (160, 200)), (2, (90, 120))):
         low, high = confint_proportions_2indep(x, n, 300, 400, method="newcomb", compare="diff", alpha=0.05 / 2)
         assert tpr.ci_low[group] == pytest.approx(low, abs=1e-12)
         assert tpr.ci_high[group] == pytest.approx(high, abs=1e-12)
         assert tpr.level[group] == pytest.approx(0.975)
     assert math.isnan(tpr.difference[0])  # the reference is not compared with itself
+
+
+def test_in_small_cells_the_difference_interval_is_mover_from_clopper_pearson_bounds() -> None:
+    # Issue 13, item 1: 1 of 2 positives, 9 of 12 (3 failures) and 0 of 7 against 300 of 400; at the
+    # family's level (k = 3) each small group's bounds are exact, the reference's Wilson's.
+    counts = _counts((300, 100, 50, 550), (1, 1, 5, 45), (9, 3, 2, 20), (0, 7, 1, 9))
+    tpr = stats.compare(counts, reference=0)["tpr"]
+    alpha = 0.05 / 3
+    ref_low, ref_high = proportion_confint(300, 400, alpha=alpha, method="wilson")
+    for group, (x, n) in ((1, (1, 2)), (2, (9, 12)), (3, (0, 7))):
+        low, high = proportion_confint(x, n, alpha=alpha, method="beta")
+        d = x / n - 0.75
+        expected_low = d - math.sqrt((x / n - low) ** 2 + (ref_high - 0.75) ** 2)
+        expected_high = d + math.sqrt((high - x / n) ** 2 + (0.75 - ref_low) ** 2)
+        assert tpr.ci_low[group] == pytest.approx(max(expected_low, -1), abs=1e-12)
+        assert tpr.ci_high[group] == pytest.approx(min(expected_high, 1), abs=1e-12)
+        # Wider than Newcombe's (Wilson) interval on the side where Wilson's bound was too tight.
+        wilson = confint_proportions_2indep(x, n, 300, 400, method="newcomb", compare="diff", alpha=alpha)
+        assert tpr.ci_low[group] <= wilson[0] + 1e-12
+    # 1 of 2 positives against a reference of 0.75: far too few to decide.
+    assert stats.VERDICTS[tpr.verdict[1]] == "INCONCLUSIVE"
 
 
 def test_large_cells_use_the_score_test_and_small_cells_fishers_exact_test() -> None:
@@ -147,14 +172,14 @@ def test_a_gap_exactly_at_the_tolerance_is_planned_half_a_tolerance_beyond_it() 
 
 
 def test_equalized_odds_takes_the_larger_gap_with_its_sign_and_a_conservative_interval() -> None:
-    counts = _counts((400, 100, 100, 400), (35, 15, 10, 40))  # TPR -0.10, FPR -0.00
+    counts = _counts((400, 100, 100, 400), (150, 50, 40, 160))  # TPR -0.05, FPR -0.00
     result = stats.compare(counts, reference=0)
     eo, tpr = result["equalized_odds"], result["tpr"]
-    assert eo.difference[1] == pytest.approx(-0.1)
+    assert eo.difference[1] == pytest.approx(-0.05)
     assert eo.component[1] == 0
     # Its interval uses each component at 1 - alpha/2 (k = 1), so it is wider than the TPR interval.
-    tpr_half = confint_proportions_2indep(35, 50, 400, 500, method="newcomb", compare="diff", alpha=0.025)
-    fpr_half = confint_proportions_2indep(10, 50, 100, 500, method="newcomb", compare="diff", alpha=0.025)
+    tpr_half = confint_proportions_2indep(150, 200, 400, 500, method="newcomb", compare="diff", alpha=0.025)
+    fpr_half = confint_proportions_2indep(40, 200, 100, 500, method="newcomb", compare="diff", alpha=0.025)
     size_high = max(abs(tpr_half[0]), abs(tpr_half[1]), abs(fpr_half[0]), abs(fpr_half[1]))
     assert eo.ci_low[1] == pytest.approx(-size_high, abs=1e-12)
     assert eo.ci_high[1] == pytest.approx(0.0)  # both component intervals contain 0

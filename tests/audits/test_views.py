@@ -315,3 +315,49 @@ def test_the_api_returns_the_stored_document_to_members_only(audit: PredictionAu
     assert listing["results"][0]["verdict"] == "INCONCLUSIVE"
     assert client_for(oscar).get(f"/api/v1/audits/predictions/{audit.pk}/").status_code == 404
     assert client_for(oscar).get("/api/v1/audits/predictions/").json()["results"] == []
+
+
+def _edge_csv() -> str:
+    """TPR 0.705 against 0.80 on 1,000 positives each: the TPR family FAILs at 95%, the headline (five
+    judged families, 99% for this one) does not."""
+    rows = ["label,pred,g"]
+    for group, (tp, fn, fp, tn) in {"a": (800, 200, 100, 900), "b": (705, 295, 100, 900)}.items():
+        rows += [f"1,1,{group}"] * tp + [f"1,0,{group}"] * fn + [f"0,1,{group}"] * fp + [f"0,0,{group}"] * tn
+    return "\n".join(rows) + "\n"
+
+
+def test_the_audit_page_shows_the_headline_verdict_and_the_level_of_every_verdict(
+    bob: User, dataset_storage: Path
+) -> None:
+    audit = PredictionAuditFactory.create(
+        created_by=bob, content=_edge_csv(), spec=AuditSpec(label="label", prediction="pred", attributes=("g",))
+    )
+    assert audit.verdict == audit.result["headline"]["verdict"] == "INCONCLUSIVE"
+    page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    heading = page[page.index("<h1>") : page.index("</h1>")]
+    assert '<span class="badge verdict-INCONCLUSIVE">INCONCLUSIVE</span>' in heading
+    headline = page[page.index('<dd id="headline">') :]
+    headline = headline[: headline.index("</dd>")]
+    assert '<span class="badge verdict-INCONCLUSIVE">' in headline
+    assert "Held at alpha 0.05 over all 5 judged families: a FAIL needs an interval at the family" in headline
+    section = page[page.index('data-attribute="g"') :]
+    assert '<h2><code>g</code> <span class="badge verdict-FAIL">FAIL</span>' in section
+    assert (
+        "Verdict: the worst of its metrics&#x27; verdicts; each metric&#x27;s comparisons are held at alpha within "
+        "their family."
+    ) in section
+    assert "the verdicts rest on the intervals alone" in page
+
+
+def test_an_audit_stored_before_the_headline_says_its_verdict_is_the_worst_over_the_families(
+    bob: User, dataset_storage: Path
+) -> None:
+    audit = PredictionAuditFactory.create(created_by=bob)
+    stored = {key: value for key, value in audit.result.items() if key not in ("headline", "levels")}
+    PredictionAudit.objects.filter(pk=audit.pk).update(result={**stored, "schema_version": 1})
+    page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    headline = page[page.index('<dd id="headline">') :]
+    assert (
+        "The worst of the families&#x27; verdicts, each held at alpha within its family, not over the audit"
+        in (headline[: headline.index("</dd>")])
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 import auditportal
-from auditportal.fairness import documents
+from auditportal.fairness import documents, judge
 from auditportal.fairness.metricsfile import confusion_counts
 
 POLICY = {
@@ -59,17 +60,20 @@ def test_the_same_inputs_give_byte_identical_json_and_the_same_hash() -> None:
 def test_the_canonical_text_has_sorted_keys_and_no_whitespace() -> None:
     frozen = documents.freeze(_trial_document(_metrics(FAIR)))
     assert frozen.canonical.startswith('{"attributes":{"gender":{')
-    assert ": " not in frozen.canonical
-    assert ", " not in frozen.canonical
+    # Outside the strings (the headline's rule and the levels are sentences).
+    structure = re.sub(r'"(?:[^"\\]|\\.)*"', '""', frozen.canonical)
+    assert structure.startswith('{"":{"":{')
+    assert ": " not in structure
+    assert ", " not in structure
 
 
 def test_a_trial_document_holds_the_data_the_experiment_the_trial_and_the_policy() -> None:
     document = _trial_document(_metrics(UNFAIR))
     assert set(document) == {
-        "schema_version", "code_version", "kind", "policy", "verdict", "step", "dataset_version", "experiment",
-        "trial", "attributes",
+        "schema_version", "code_version", "kind", "policy", "verdict", "headline", "levels", "step",
+        "dataset_version", "experiment", "trial", "attributes",
     }  # fmt: skip
-    assert document["schema_version"] == documents.SCHEMA_VERSION == 1
+    assert document["schema_version"] == documents.SCHEMA_VERSION == 2
     assert document["code_version"] == auditportal.__version__
     assert document["kind"] == "trial_validation"
     assert document["policy"] == POLICY
@@ -86,6 +90,14 @@ def test_a_trial_document_holds_the_data_the_experiment_the_trial_and_the_policy
     assert (gender["groups"]["female"]["tp"], gender["groups"]["female"]["fn"]) == (1200, 800)
     assert gender["reference"] == "male"
     assert document["verdict"] == gender["verdict"] == "FAIL"
+    # The headline: one attribute, every metric of the policy judged (five families).
+    headline = document["headline"]
+    assert (headline["verdict"], headline["families"], headline["alpha"]) == ("FAIL", 5, 0.05)
+    assert headline["level"] == pytest.approx(1 - 0.05 / 5)
+    assert {(item["attribute"], item["metric"], item["group"]) for item in headline["fails"]} >= {
+        ("gender", "tpr", "female")
+    }
+    assert document["levels"] == judge.LEVELS
 
 
 def test_the_attributes_are_judged_under_the_policys_tolerance() -> None:
@@ -108,11 +120,12 @@ def test_a_prediction_audit_document_wraps_the_result_with_its_file_parameters_a
         policy=POLICY,
     )
     assert document == {
-        "schema_version": 1,
+        "schema_version": 2,
         "code_version": auditportal.__version__,
         "kind": "prediction_audit",
         "policy": POLICY,
         "verdict": "PASS",
+        "headline": None,  # an audit result of schema 1 has none
         "file": {"name": "scores.csv", "sha256": "cd" * 32, "rows": 10},
         "parameters": {"label": "label", "attributes": ["gender"]},
         "audit": result,

@@ -102,7 +102,10 @@ def test_an_engineer_freezes_a_validation_from_the_experiment_page(trial: Trial,
     assert response["Location"] == f"/documents/{document.pk}/"
     assert (document.step, document.frozen_by, document.trigger) == (2, bob, "requested")
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
-    assert f'<code>{document.sha256[:12]}</code></a> <small class="muted">(step 2, policy v1)</small>' in page
+    headline = document.document["headline"]
+    assert f'<code>{document.sha256[:12]}</code></a> <span class="badge verdict-{headline["verdict"]}">' in page
+    families = headline["families"]
+    assert f"(α 0.05 over {families} famil{'y' if families == 1 else 'ies'}; step 2, policy v1)</small>" in page
     detail = client.get(response["Location"]).content.decode()
     assert f"Trial {trial.number} of {trial.experiment.name}" in detail
     assert "by bob — frozen on request" in detail
@@ -162,3 +165,36 @@ def test_a_trial_validation_document_draws_its_comparisons_against_its_policys_b
         (-tolerance, tolerance)
     }
     assert 'data-figure-json="forest-plot-data"' in response.content.decode()
+
+
+def test_the_page_states_the_level_of_the_documents_verdict(document: VerdictDocument, dave: User) -> None:
+    html = client_for(dave).get(reverse("evidence:document", args=[document.pk])).content.decode()
+    headline = document.document["headline"]
+    assert document.schema_version == 2
+    assert f"held at α = 0.05 over all {headline['families']} judged families" in html
+
+
+def test_a_document_of_schema_1_keeps_its_bytes_and_reads_as_the_worst_over_the_families(
+    document: VerdictDocument, dave: User
+) -> None:
+    # What version 1 froze: no headline, its verdict the worst over the families.
+    value = {key: item for key, item in document.document.items() if key != "headline"}
+    value["schema_version"] = 1
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    old = VerdictDocument.objects.create(
+        kind=document.kind,
+        prediction_audit=document.prediction_audit,
+        schema_version=1,
+        canonical=canonical,
+        sha256=hashlib.sha256(canonical.encode()).hexdigest(),
+        policy=document.policy,
+        trigger="requested",
+    )
+    client = client_for(dave)
+    html = client.get(reverse("evidence:document", args=[old.pk])).content.decode()
+    assert "the worst of the families' verdicts, each at α within its family (schema version 1: no headline)" in html
+    assert "version 1, code" in html
+    # Shown and served as stored: the new code re-renders nothing into its bytes.
+    served = client.get(reverse("evidence:canonical", args=[old.pk])).content
+    assert served == canonical.encode()
+    assert hashlib.sha256(served).hexdigest() == old.sha256

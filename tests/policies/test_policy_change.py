@@ -57,14 +57,15 @@ def test_a_policy_change_leaves_existing_audits_untouched_and_judges_new_ones(
     assert before.result["policy"] == before.policy.as_document()
     stored = PredictionAudit.objects.values("verdict", "result", "policy", "parameters").get(pk=before.pk)
 
-    # A lenient tolerance that every comparison of this file passes.
-    policy = policy_create(user=erin, tolerance=0.99, reason="lenient, for the test")
+    # A lenient tolerance that every comparison of this file passes (groups of 5 rows: the exact bounds
+    # of 1 in 3 against 2 in 2 reach a TPR gap of 0.992).
+    policy = policy_create(user=erin, tolerance=0.999, reason="lenient, for the test")
     assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin, target_id=str(policy.pk)).exists()
 
     assert PredictionAudit.objects.values("verdict", "result", "policy", "parameters").get(pk=before.pk) == stored
     after = _audit(bob, tmp_path)
     assert after.policy == policy
-    assert (after.verdict, after.result["tolerance"], after.result["policy"]["version"]) == ("PASS", 0.99, 2)
+    assert (after.verdict, after.result["tolerance"], after.result["policy"]["version"]) == ("PASS", 0.999, 2)
     event = Event.objects.filter(verb=Verb.PREDICTION_AUDIT_CREATED).latest("pk")
     assert event.data["policy"] == 2
 

@@ -81,7 +81,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--fail-on",
             choices=["FAIL", "INCONCLUSIVE"],
-            help=f"exit with status {FAIL_ON_EXIT_STATUS} when the overall verdict is this or worse (for CI)",
+            help=f"exit with status {FAIL_ON_EXIT_STATUS} when the headline verdict (held at alpha over all judged "
+            "families) is this or worse (for CI)",
         )
         parser.add_argument("--user", help="act as this user (needs the ML engineer or reviewer role)")
 
@@ -135,7 +136,10 @@ class Command(BaseCommand):
         fail_on = options["fail_on"]
         verdict = audit.result["verdict"]
         if fail_on and verdict and stats.VERDICTS.index(verdict) >= stats.VERDICTS.index(fail_on):
-            raise CommandError(f"the overall verdict is {verdict}", returncode=FAIL_ON_EXIT_STATUS)
+            raise CommandError(
+                f"the {presentation.headline(audit.result).name} is {verdict}",
+                returncode=FAIL_ON_EXIT_STATUS,
+            )
 
 
 def _actor(username: str | None) -> User:
@@ -175,15 +179,15 @@ def render_table(audit: PredictionAudit) -> str:
         f"{document['rows']:,} rows; label {document['label']['column']!r} positive = "
         f"{document['label']['positive']!r} ({document['label']['positives']:,} positive); {output} "
         f"({prediction['predicted_positives']:,} predicted positive)",
-        f"{_policy_text(document)}tolerance {document['tolerance']:g}, alpha {document['alpha']:g} per metric and "
-        "attribute; "
-        f"overall verdict: {document['verdict'] or 'none (nothing to compare)'}",
+        f"{_policy_text(document)}tolerance {document['tolerance']:g}, alpha {document['alpha']:g}",
+        presentation.headline(document).text,
+        *(f"  FAIL at the headline level: {fail}" for fail in presentation.headline(document).fails),
     ]
     for table in presentation.attribute_tables(document):
         lines += [
             "",
             f"== {table.name}: reference {table.reference!r}, {table.unknown:,} unknown rows excluded, "
-            f"verdict {table.verdict or '—'}",
+            f"verdict {table.verdict or '—'} ({presentation.ATTRIBUTE_LEVEL})",
             "",
             presentation.text_table(
                 ["group", "n", "positives", "negatives", "TPR", "FPR", "FNR", "PPV", "selection rate"],
@@ -214,7 +218,7 @@ def render_table(audit: PredictionAudit) -> str:
                         "noise 2s",
                         "p",
                         "p adj",
-                        "verdict",
+                        "verdict (family α)",
                         "positives needed",
                         "ratio",
                         "ratio interval",
