@@ -183,6 +183,7 @@ def _page(
         "r": review_request,
         "actions": actions,
         # The sections (votes, waivers, recommendations, comments) say inline why their form is missing.
+        "any_action": any(actions[name] is None for name in _WORKFLOW),
         "refused": {name: why for name, why in actions.items() if why is not None and name in _WORKFLOW},
         "documents": [(document, _forest(document.document)) for document in documents],
         "hashes": hashes,
