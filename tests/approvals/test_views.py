@@ -164,6 +164,12 @@ def test_each_role_finds_what_waits_for_it_in_the_queue_reached_from_the_nav(
     assert 'id="to-vote"' not in queue(bob)  # not a committee member: no such section
 
 
+def test_a_member_whose_roles_take_no_part_in_reviews_is_told_so(alice: User) -> None:
+    response = client_for(alice).get(reverse("approvals:queue"))
+    assert response.status_code == 200
+    assert "Nothing waits for you here" in _text(response)
+
+
 def test_a_proposed_waiver_waits_in_each_eligible_members_queue(
     unfair_trial_request: ReviewRequest, carol: User, dave: User
 ) -> None:

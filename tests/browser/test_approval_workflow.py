@@ -5,12 +5,11 @@ pipeline's token. No console errors; the queue and the request page fit 1280 px.
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from auditportal.accounts.models import Role
 from auditportal.approvals import services
@@ -26,12 +25,12 @@ MODEL = "vendor-score:2.1"
 
 
 def _gate(base_url: str, token: str) -> dict[str, Any]:
-    request = urllib.request.Request(
-        f"{base_url}/api/v1/gate/?model={MODEL}", headers={"Authorization": f"Token {token}"}
+    response = requests.get(
+        f"{base_url}/api/v1/gate/", params={"model": MODEL}, headers={"Authorization": f"Token {token}"}, timeout=10
     )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (the live server)
-        body: dict[str, Any] = json.load(response)
-        return body
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def _switch_to(page: Any, base_url: str, username: str) -> None:
