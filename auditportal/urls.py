@@ -15,6 +15,7 @@ urlpatterns = [
     path("audits/", include("auditportal.audits.urls")),
     path("policy/", include("auditportal.policies.urls")),
     path("documents/", include("auditportal.evidence.urls")),
+    path("approvals/", include("auditportal.approvals.urls")),
     path("reports/", include("auditportal.reports.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),

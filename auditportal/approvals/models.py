@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from knox.settings import CONSTANTS
 
 from auditportal.audits.models import PredictionAudit
@@ -98,8 +99,8 @@ class ReviewRequest(models.Model):
         return f"Review request #{self.pk}: {self.title}"
 
     def get_absolute_url(self) -> str:
-        # The request page (templates/approvals/); emails link to it.
-        return f"/approvals/{self.pk}/"
+        # The request page (approvals/views.py); emails link to it.
+        return reverse("approvals:request", kwargs={"request_id": self.pk})
 
     @property
     def subject_label(self) -> str:

@@ -168,6 +168,11 @@ def can_create(user: User) -> bool:
     return user.is_authenticated and any(user.has_role(role) for role in CREATOR_ROLES)
 
 
+def check_create(user: User) -> None:
+    if not can_create(user):
+        raise ActionForbidden("Only an ML engineer or a reviewer can request a review.")
+
+
 def _past(name: str) -> str:
     return {
         "revise": "revised",

@@ -18,6 +18,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event
 from auditportal.approvals import rules, services
 from auditportal.approvals.models import (
+    FINAL_STATES,
     Comment,
     Recommendation,
     RequestState,
@@ -28,7 +29,12 @@ from auditportal.approvals.models import (
     WaiverState,
     WaiverVote,
 )
+from auditportal.audits import selectors as audit_selectors
+from auditportal.audits.models import PredictionAudit
+from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import VerdictDocument
+from auditportal.experiments import selectors as experiment_selectors
+from auditportal.experiments.models import Trial
 from auditportal.fairness.findings import FAIL, Finding, document_findings
 
 
@@ -237,6 +243,9 @@ def review_request_actions(*, user: User, request: ReviewRequest) -> dict[str, s
     return {name: _message(rules.refusal(user, request, name)) for name in rules.ACTIONS}
 
 
+QUEUE_DECIDED_SHOWN = 20
+
+
 @dataclass
 class Queue:
     """What waits for one user, per role they hold."""
@@ -247,6 +256,8 @@ class Queue:
     to_recommend: list[ReviewRequest] = field(default_factory=list)
     my_drafts: list[ReviewRequest] = field(default_factory=list)
     my_open: list[ReviewRequest] = field(default_factory=list)
+    # The user's own requests that are decided or closed, newest decision first (QUEUE_DECIDED_SHOWN).
+    my_decided: list[ReviewRequest] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -287,7 +298,62 @@ def review_queue(*, user: User) -> Queue:
     mine = requests.filter(requested_by=user)
     queue.my_drafts = list(mine.filter(state=RequestState.DRAFT))
     queue.my_open = list(mine.filter(state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW]))
+    queue.my_decided = list(
+        mine.filter(state__in=[state.value for state in (*FINAL_STATES, RequestState.APPROVED)]).order_by(
+            "-state_changed_at", "-id"
+        )[:QUEUE_DECIDED_SHOWN]
+    )
     return queue
+
+
+def can_request_review(*, user: User) -> bool:
+    """Whether ``user`` may make review requests (pages offer "Request review" only to them)."""
+    return rules.can_create(user)
+
+
+@dataclass(frozen=True)
+class RequestSubject:
+    """What a new review request would be about: one prediction audit, or one trial with its checkpoint,
+    with the subject's frozen verdict documents (newest first) and the ones to offer ticked."""
+
+    prediction_audit: PredictionAudit | None
+    trial: Trial | None
+    documents: list[VerdictDocument]
+    chosen: list[VerdictDocument]
+
+    @property
+    def label(self) -> str:
+        if self.prediction_audit is not None:
+            return f"prediction audit #{self.prediction_audit.pk} of {self.prediction_audit.original_name}"
+        assert self.trial is not None
+        return f"trial {self.trial.number} of experiment {self.trial.experiment.name}"
+
+    @property
+    def suggested_title(self) -> str:
+        if self.prediction_audit is not None:
+            return f"{self.prediction_audit.original_name} (prediction audit #{self.prediction_audit.pk})"
+        assert self.trial is not None
+        return f"{self.trial.experiment.name}, trial {self.trial.number}"
+
+
+def review_request_subject(
+    *, user: User, audit_id: int | None = None, trial_id: int | None = None, document_id: int | None = None
+) -> RequestSubject | None:
+    """The subject named by one of the ids (a document names its own subject, and is the one ticked),
+    as ``user`` may see it (404 otherwise); None when no id is given."""
+    chosen: VerdictDocument | None = None
+    if document_id is not None:
+        chosen = evidence_selectors.verdict_document_get(user=user, document_id=document_id)
+        audit_id, trial_id = chosen.prediction_audit_id, chosen.trial_id
+    if audit_id is not None:
+        audit = audit_selectors.prediction_audit_get(user=user, audit_id=audit_id)
+        documents = list(evidence_selectors.verdict_documents_of_audit(audit=audit))
+        return RequestSubject(audit, None, documents, [chosen or documents[0]] if documents else [])
+    if trial_id is not None:
+        trial = experiment_selectors.trial_get(user=user, trial_id=trial_id)
+        documents = evidence_selectors.verdict_documents_of_trials(trials=[trial])[trial.pk]
+        return RequestSubject(None, trial, documents, [chosen or documents[0]] if documents else [])
+    return None
 
 
 # -- the gate ------------------------------------------------------------------------------------

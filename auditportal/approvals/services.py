@@ -90,8 +90,7 @@ def review_request_create(
     about; for a trial it defaults to its checkpoint (the UUID on Determined, the folder's name
     locally). One model has at most one request that is open or approved.
     """
-    if not rules.can_create(user):
-        raise rules.ActionForbidden("Only an ML engineer or a reviewer can request a review.")
+    rules.check_create(user)
     title, intended_use = _required(title, "title"), _required(intended_use, "intended_use")
     subject, policy = _subject_of(documents)
     checkpoint = ""

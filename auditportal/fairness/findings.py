@@ -63,7 +63,7 @@ def document_findings(document: Mapping[str, Any], *, sha256: str) -> list[Findi
 
 
 def _findings(document: Mapping[str, Any], sha256: str) -> Iterator[Finding]:
-    for attribute, section in _attributes(document).items():
+    for attribute, section in document_attributes(document).items():
         for comparison in section.get("comparisons") or []:
             verdict = comparison.get("verdict")
             # Documents from before the policy chose its metrics judged every comparison.
@@ -87,7 +87,9 @@ def _findings(document: Mapping[str, Any], sha256: str) -> Iterator[Finding]:
             )
 
 
-def _attributes(document: Mapping[str, Any]) -> Mapping[str, Any]:
+def document_attributes(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The judged sections of a verdict document of either kind, per attribute key: a prediction
+    audit's under ``audit.attributes``, a trial validation's under ``attributes``."""
     if document.get("kind") == "prediction_audit":
         audit = document.get("audit") or {}
         return audit.get("attributes") or {}

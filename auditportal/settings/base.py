@@ -90,6 +90,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "auditportal.accounts.context_processors.roles",
+                "auditportal.approvals.context_processors.review",
             ],
         },
     },

@@ -9,7 +9,7 @@ import pytest
 
 from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.audit import ROW_PX, audit_forest_plot, forest_plot
+from auditportal.fairness.figures.audit import ROW_PX, audit_forest_plot, forest_plot, verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.intersections import join_key
 from auditportal.fairness.presentation import METRIC_LABELS, document_tolerance
@@ -195,3 +195,17 @@ def test_a_large_intersection_gets_dense_rows_whose_marks_keep_colour_and_shape(
     assert sum(len(trace["x"]) for trace in points) == sum(
         1 for item in section["comparisons"] if item["difference"] is not None
     )
+
+
+def test_a_frozen_verdict_document_of_either_kind_is_drawn_from_its_judged_sections() -> None:
+    # A trial validation keeps its sections under "attributes", a prediction audit's under "audit".
+    trial = {"kind": "trial_validation", "policy": {"tolerance": 0.05}, "attributes": {"gender": _section()}}
+    audit = {"kind": "prediction_audit", "policy": {"tolerance": 0.05}, "audit": _document()}
+    expected = figure_json(forest_plot({"gender": _section()}, tolerance=0.05))
+    for document in (trial, audit):
+        figure = verdict_document_forest_plot(document)
+        assert figure is not None
+        assert figure_json(figure) == expected
+    wider = verdict_document_forest_plot({**trial, "policy": {"tolerance": 0.2}})
+    assert wider is not None
+    assert figure_json(wider) != expected  # the band is the document's own policy's

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 from auditportal.fairness import presentation
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
+from auditportal.fairness.findings import document_attributes
 from auditportal.fairness.stats import COMPARED, Verdict
 
 ROW_PX = 34  # height of one comparison's row, with the verdict's name written above its mark
@@ -191,6 +192,12 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
 def audit_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
     """The forest plot of a prediction audit's stored document (docs/audit-json.md)."""
     return forest_plot(document.get("attributes", {}), tolerance=presentation.document_tolerance(document))
+
+
+def verdict_document_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
+    """The forest plot of a frozen verdict document of either kind (docs/verdict-documents.md), at the
+    tolerance of the policy it was judged under."""
+    return forest_plot(document_attributes(document), tolerance=document["policy"]["tolerance"])
 
 
 def _points_trace(

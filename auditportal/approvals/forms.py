@@ -1,0 +1,206 @@
+"""The approval pages' forms (templates/approvals/). They parse what was posted; the services decide
+whether it is allowed and say what is wrong, in the same words as the API (lib/forms.add_user_error).
+Fields the services check are not required here, so an empty one gets the service's message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from auditportal.approvals.models import VoteChoice
+from auditportal.approvals.selectors import FindingStatus, RequestSubject
+from auditportal.evidence.models import VerdictDocument
+
+
+class _AnyChoice(forms.ChoiceField):
+    """A choice the service checks (it names the value and the field when it is not one of the request's)."""
+
+    def valid_value(self, value: Any) -> bool:
+        return True
+
+
+class _AnyChoices(forms.MultipleChoiceField):
+    def valid_value(self, value: Any) -> bool:
+        return True
+
+
+def _textarea(rows: int = 3) -> forms.Textarea:
+    return forms.Textarea(attrs={"rows": rows})
+
+
+def _document_label(document: VerdictDocument) -> str:
+    step = f"step {document.step}, " if document.step is not None else ""
+    verdict = document.document.get("verdict") or "no verdict"
+    return f"{document.short_hash} ({step}policy v{document.policy.version}, {verdict})"
+
+
+class _DocumentsField(forms.TypedMultipleChoiceField):
+    def __init__(self, documents: list[VerdictDocument], **kwargs: Any) -> None:
+        super().__init__(
+            coerce=int,
+            choices=[(document.pk, _document_label(document)) for document in documents],
+            widget=forms.CheckboxSelectMultiple,
+            required=False,
+            label="Frozen verdict documents",
+            help_text="What the committee signs: every document must judge this subject under one policy version.",
+            **kwargs,
+        )
+
+
+def _chosen(documents: list[VerdictDocument], ids: list[int]) -> list[VerdictDocument]:
+    return [document for document in documents if document.pk in set(ids)]
+
+
+class ReviewRequestCreateForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False, label="Title")
+    intended_use = forms.CharField(
+        required=False,
+        label="Intended use",
+        widget=_textarea(),
+        help_text="Who the model decides about, and for what: the committee judges the evidence against it.",
+    )
+    model_identifier = forms.CharField(
+        max_length=255,
+        required=False,
+        label="Model identifier",
+        help_text="What deployment pipelines ask the gate about, e.g. a Determined checkpoint UUID or name:version.",
+    )
+
+    def __init__(self, *args: Any, subject: RequestSubject, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subject = subject
+        self.fields["documents"] = _DocumentsField(subject.documents, initial=[d.pk for d in subject.chosen])
+        if subject.trial is not None:
+            self.fields[
+                "model_identifier"
+            ].help_text += f" Leave it empty to use the trial's checkpoint ({subject.trial.checkpoint or 'none yet'})."
+        if not self.is_bound:
+            self.initial.setdefault("title", subject.suggested_title)
+
+    def clean_documents(self) -> list[VerdictDocument]:
+        return _chosen(self.subject.documents, self.cleaned_data["documents"])
+
+
+class ReviewRequestReviseForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False, label="Title")
+    intended_use = forms.CharField(required=False, label="Intended use", widget=_textarea())
+
+    def __init__(self, *args: Any, documents: list[VerdictDocument], chosen: list[int], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.available = documents
+        self.fields["documents"] = _DocumentsField(documents, initial=chosen)
+
+    def clean_documents(self) -> list[VerdictDocument]:
+        return _chosen(self.available, self.cleaned_data["documents"])
+
+
+class ReasonForm(forms.Form):
+    """Request changes, withdraw, revoke: the reason goes into the event and the mail."""
+
+    reason = forms.CharField(required=False, label="Reason", widget=_textarea(2))
+
+
+class RecommendForm(forms.Form):
+    prefix = "recommend"
+    choice = forms.ChoiceField(
+        choices=VoteChoice.choices,
+        widget=forms.RadioSelect,
+        label="Recommendation",
+        error_messages={
+            "required": "Choose a recommendation: approve or reject.",
+            "invalid_choice": "Choose approve or reject.",
+        },
+    )
+    reason = forms.CharField(required=False, label="Why", widget=_textarea(2))
+
+
+class CommentForm(forms.Form):
+    body = forms.CharField(required=False, label="Comment", widget=_textarea(3))
+    parent = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+class _SignedVoteForm(forms.Form):
+    """A vote is a signature: the voter's password again, and the documents' SHA-256s as the page showed them."""
+
+    choice = forms.ChoiceField(
+        choices=VoteChoice.choices,
+        widget=forms.RadioSelect,
+        label="Vote",
+        error_messages={
+            "required": "Choose your vote: approve or reject.",
+            "invalid_choice": "Choose approve or reject.",
+        },
+    )
+    reason = forms.CharField(
+        required=False, label="Reason", widget=_textarea(2), help_text="Required, for approve and reject."
+    )
+    password = forms.CharField(
+        required=False,
+        strip=False,
+        label="Your password",
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text="Entering it again signs the vote (it is checked now, not taken from your session).",
+    )
+    # What the page showed; the service compares them with the request's and says when they differ.
+    document_sha256 = _AnyChoices(required=False, widget=forms.MultipleHiddenInput)
+
+    def __init__(self, *args: Any, hashes: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["document_sha256"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.initial = hashes
+        field.choices = [(h, h) for h in hashes]
+
+
+class VoteForm(_SignedVoteForm):
+    acknowledged = _AnyChoices(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="INCONCLUSIVE comparisons I acknowledge",
+        help_text="An approving vote must acknowledge each of them: the data cannot yet tell whether they are fair.",
+    )
+
+    def __init__(self, *args: Any, hashes: list[str], inconclusive: list[FindingStatus], **kwargs: Any) -> None:
+        super().__init__(*args, hashes=hashes, **kwargs)
+        field = self.fields["acknowledged"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.choices = [(status.finding.key, acknowledgement_label(status)) for status in inconclusive]
+
+
+class WaiverVoteForm(_SignedVoteForm):
+    pass
+
+
+class WaiverProposeForm(forms.Form):
+    prefix = "waiver"
+    finding_key = _AnyChoice(
+        label="FAIL comparison to waive",
+        error_messages={"required": "Choose the FAIL comparison the waiver covers."},
+    )
+    reason = forms.CharField(required=False, label="Why approve despite it", widget=_textarea(2))
+    compensating_measures = forms.CharField(required=False, label="Compensating measures", widget=_textarea(2))
+    expires_on = forms.DateField(
+        label="Expires on",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="The waiver, and any approval resting on it, lapses at 00:00 UTC that day.",
+        error_messages={
+            "required": "Give the date the waiver expires.",
+            "invalid": "Give the expiry date as YYYY-MM-DD.",
+        },
+    )
+
+    def __init__(self, *args: Any, fails: list[FindingStatus], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["finding_key"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "—")] + [(status.finding.key, status.finding.label) for status in fails]
+
+
+def acknowledgement_label(status: FindingStatus) -> str:
+    finding = status.finding
+    if finding.positives_needed is not None:
+        needed = f"the group would need {finding.positives_needed:,} label positives to decide it"
+    else:
+        needed = finding.needed_reason or "no sample size would decide it"
+    return f"{finding.label} is INCONCLUSIVE: {needed}"

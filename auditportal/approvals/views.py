@@ -1,0 +1,541 @@
+"""The approval pages (docs/approvals.md, "Pages"): the review queue, the request form and the request
+page with its actions. Each view validates what was posted, calls one service, and renders; who may do
+what is the services' (and rules.py's) business: a refusal for the role or the separation of duties is
+a 403 with its sentence, a wrong state or a missing field a 400 that shows the service's message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from auditportal.accounts.models import User
+from auditportal.accounts.permissions import request_user
+from auditportal.activity.models import Event, Verb
+from auditportal.approvals import rules, selectors, services
+from auditportal.approvals.forms import (
+    CommentForm,
+    ReasonForm,
+    RecommendForm,
+    ReviewRequestCreateForm,
+    ReviewRequestReviseForm,
+    VoteForm,
+    WaiverProposeForm,
+    WaiverVoteForm,
+)
+from auditportal.approvals.models import RequestState, ReviewRequest, Waiver, WaiverState
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.figures.audit import verdict_document_forest_plot
+from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.findings import FAIL, INCONCLUSIVE
+from auditportal.lib.forms import add_user_error
+
+REQUESTS_PER_PAGE = 25
+NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
+
+
+def _member(request: HttpRequest) -> User:
+    user = request_user(request)
+    if not user.is_member:
+        raise PermissionDenied(NO_ROLE)
+    return user
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    user = _member(request)
+    return render(request, "approvals/queue.html", {"queue": selectors.review_queue(user=user)})
+
+
+@login_required
+def review_request_list(request: HttpRequest) -> HttpResponse:
+    user = _member(request)
+    state = request.GET.get("state") or ""
+    if state not in RequestState.values:
+        state = ""
+    requests = selectors.review_request_list(user=user, state=state or None)
+    page = Paginator(requests, REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request, "approvals/list.html", {"requests": page, "page": page, "state": state, "states": RequestState.choices}
+    )
+
+
+def _id_param(params: QueryDict, name: str) -> int | None:
+    value = params.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit():
+        raise Http404(f"No such {name}.")
+    return int(value)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def review_request_new(request: HttpRequest) -> HttpResponse:
+    """The form to request a review of one subject, named in the query string: ``?audit=``, ``?trial=``
+    or ``?document=`` (the "Request review" links of the audit, experiment and document pages)."""
+    user = request_user(request)
+    subject = selectors.review_request_subject(
+        user=user,
+        audit_id=_id_param(request.GET, "audit"),
+        trial_id=_id_param(request.GET, "trial"),
+        document_id=_id_param(request.GET, "document"),
+    )
+    rules.check_create(user)
+    if subject is None:
+        return render(request, "approvals/new.html", {"subject": None, "form": None})
+    form = ReviewRequestCreateForm(request.POST or None, subject=subject)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = services.review_request_create(
+                user=user,
+                title=data["title"],
+                intended_use=data["intended_use"],
+                documents=data["documents"],
+                model_identifier=data["model_identifier"],
+            )
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            messages.success(request, f"Review request #{created.pk} is a draft: check it, then submit it.")
+            return redirect(created)
+    return render(request, "approvals/new.html", {"subject": subject, "form": form}, status=400 if form.errors else 200)
+
+
+# -- the request page ----------------------------------------------------------------------------
+
+
+@dataclass
+class WaiverRow:
+    waiver: Waiver
+    votes: list[Any]
+    tally: selectors.Tally | None
+    # Whether the page offers the vote form (a proposed waiver of the current round, the user may vote).
+    votable: bool
+    form: WaiverVoteForm | None
+
+
+def _page(
+    request: HttpRequest,
+    review_request: ReviewRequest,
+    *,
+    bound: dict[str, forms.Form] | None = None,
+    bound_waiver: tuple[int, WaiverVoteForm] | None = None,
+    error: str | None = None,
+) -> HttpResponse:
+    user = request_user(request)
+    bound = bound or {}
+    actions = selectors.review_request_actions(user=user, request=review_request)
+    documents = selectors.review_request_documents(request=review_request)
+    hashes = sorted(document.sha256 for document in documents)
+    findings = selectors.review_request_findings(request=review_request)
+    fails = [status for status in findings if status.finding.verdict == FAIL]
+    inconclusive = [status for status in findings if status.finding.verdict == INCONCLUSIVE]
+    current_round = review_request.round
+
+    waiver_rows = []
+    for waiver in selectors.review_request_waivers(request=review_request):
+        live = waiver.state == WaiverState.PROPOSED and waiver.round == current_round
+        form = None
+        if live and actions["vote_waiver"] is None:
+            form = (
+                bound_waiver[1]
+                if bound_waiver is not None and bound_waiver[0] == waiver.pk
+                else WaiverVoteForm(hashes=hashes, prefix=f"waiver-{waiver.pk}")
+            )
+        waiver_rows.append(
+            WaiverRow(
+                waiver=waiver,
+                votes=list(selectors.waiver_votes(waiver=waiver)),
+                tally=selectors.waiver_tally(waiver=waiver) if live else None,
+                votable=form is not None,
+                form=form,
+            )
+        )
+
+    votes = list(selectors.review_request_votes(request=review_request))
+    my_vote = next(
+        (vote for vote in selectors.review_request_current_votes(request=review_request) if vote.voter_id == user.pk),
+        None,
+    )
+
+    reply_to = _reply_to(bound.get("comment"))
+    threads = selectors.review_request_comments(request=review_request)
+    if reply_to is not None and reply_to not in _comment_ids(threads):
+        reply_to = None  # no such comment here: the errors show on the form at the bottom
+
+    def offered(name: str, make: Callable[[], forms.Form]) -> forms.Form | None:
+        if name in bound:
+            return bound[name]
+        return make() if actions[_ACTION_OF_FORM[name]] is None else None
+
+    context = {
+        "r": review_request,
+        "actions": actions,
+        # The sections (votes, waivers, recommendations, comments) say inline why their form is missing.
+        "any_action": any(actions[name] is None for name in _WORKFLOW),
+        "refused": {name: why for name, why in actions.items() if why is not None and name in _WORKFLOW},
+        "documents": [(document, _forest(document.document)) for document in documents],
+        "hashes": hashes,
+        "fails": fails,
+        "inconclusive": inconclusive,
+        "tally": selectors.review_request_tally(request=review_request),
+        "votes": votes,
+        "current_round_votes": [vote for vote in votes if vote.round == current_round],
+        "earlier_votes": [vote for vote in votes if vote.round != current_round],
+        "my_vote": my_vote,
+        "waiver_rows": waiver_rows,
+        "recommendations": list(selectors.review_request_recommendations(request=review_request)),
+        "threads": threads,
+        "timeline": [
+            (event, _event_details(event)) for event in selectors.review_request_timeline(request=review_request)
+        ],
+        "error": error,
+        "vote_form": offered("vote", lambda: VoteForm(hashes=hashes, inconclusive=inconclusive)),
+        "waiver_form": offered("waiver", lambda: WaiverProposeForm(fails=[s for s in fails if s.waiver is None])),
+        "recommend_form": offered("recommend", RecommendForm),
+        # A failed reply opens under its comment with the errors; the form at the bottom stays empty.
+        "comment_form": CommentForm() if reply_to is not None else offered("comment", CommentForm),
+        "reply_form": bound.get("comment") if reply_to is not None else None,
+        "changes_form": offered("request_changes", lambda: ReasonForm(prefix="request_changes")),
+        "withdraw_form": offered("withdraw", lambda: ReasonForm(prefix="withdraw")),
+        "revoke_form": offered("revoke", lambda: ReasonForm(prefix="revoke")),
+        "revise_form": offered(
+            "revise",
+            lambda: ReviewRequestReviseForm(
+                initial={"title": review_request.title, "intended_use": review_request.intended_use},
+                documents=_subject_documents(user, review_request),
+                chosen=[document.pk for document in documents],
+            ),
+        ),
+        "reply_to": reply_to,
+        "waivable": [status for status in fails if status.waiver is None],
+    }
+    failed = error is not None or any(form.errors for form in bound.values())
+    failed = failed or (bound_waiver is not None and bool(bound_waiver[1].errors))
+    return render(request, "approvals/request.html", context, status=400 if failed else 200)
+
+
+_WORKFLOW = ("revise", "submit", "start_review", "request_changes", "withdraw", "revoke")
+
+# Which action (rules.ACTIONS) each form of the page belongs to.
+_ACTION_OF_FORM = {
+    "vote": "vote",
+    "waiver": "propose_waiver",
+    "recommend": "recommend",
+    "comment": "comment",
+    "request_changes": "request_changes",
+    "withdraw": "withdraw",
+    "revoke": "revoke",
+    "revise": "revise",
+}
+
+
+def _forest(document: dict[str, Any]) -> dict[str, Any] | None:
+    figure = verdict_document_forest_plot(document)
+    return None if figure is None else figure_json(figure)
+
+
+def _reply_to(form: forms.Form | None) -> int | None:
+    """The comment a failed reply answered: its form opens there, with the errors."""
+    if form is None or not form.is_bound:
+        return None
+    parent = form.data.get("parent")
+    return int(parent) if isinstance(parent, str) and parent.isdigit() else None
+
+
+def _comment_ids(threads: list[selectors.Thread]) -> set[int]:
+    ids: set[int] = set()
+    for thread in threads:
+        ids.add(thread.comment.pk)
+        ids |= _comment_ids(thread.replies)
+    return ids
+
+
+# What the timeline shows of an event's data, in this order.
+_DETAILS = (
+    ("from", "from"),
+    ("to", "to"),
+    ("round", "round"),
+    ("choice", "choice"),
+    ("comparison", "comparison"),
+    ("reason", "reason"),
+    ("compensating_measures", "compensating measures"),
+    ("expires_at", "expires"),
+    ("quorum", "quorum"),
+    ("approve", "approve"),
+    ("reject", "reject"),
+    ("document_sha256", "documents"),
+    ("documents", "documents"),
+    ("policy", "policy version"),
+    ("checkpoint", "checkpoint"),
+)
+
+
+def _event_details(event: Event) -> list[tuple[str, str]]:
+    data = event.data if isinstance(event.data, dict) else {}
+    details: list[tuple[str, str]] = []
+    for key, label in _DETAILS:
+        value = data.get(key)
+        if value is None or value == "" or value == []:
+            continue
+        if key in ("from", "to") and value in RequestState.values:
+            text = RequestState(value).label.lower()
+        elif key in ("document_sha256", "documents"):
+            value = [value] if isinstance(value, str) else value
+            text = ", ".join(str(h)[:12] for h in value)
+        elif isinstance(value, list):
+            text = ", ".join(map(str, value))
+        else:
+            text = str(value)
+        details.append((label, text))
+    acknowledged = data.get("acknowledged")
+    if acknowledged:
+        details.append(("acknowledged", "; ".join(str(item.get("comparison")) for item in acknowledged)))
+    if event.verb == Verb.REVIEW_REQUEST_REVISED:
+        details.append(("changed", ", ".join(sorted((data.get("changes") or {}).keys()))))
+    return details
+
+
+@login_required
+def review_request_detail(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _page(request, selectors.review_request_get(user=request_user(request), request_id=request_id))
+
+
+def _act(
+    request: HttpRequest,
+    request_id: int,
+    name: str,
+    make_form: Callable[[ReviewRequest], forms.Form] | None,
+    call: Callable[[User, ReviewRequest, dict[str, Any]], object],
+    success: str,
+    anchor: str = "",
+) -> HttpResponse:
+    """Validate the posted form (if any), call the service, and go back to the request page; on a
+    UserError show the page again with the message on the form (or above the actions) and status 400."""
+    user = request_user(request)
+    review_request = selectors.review_request_get(user=user, request_id=request_id)
+    form = make_form(review_request) if make_form is not None else None
+    error = None
+    if form is None or form.is_valid():
+        try:
+            call(user, review_request, form.cleaned_data if form is not None else {})
+        except UserError as exc:
+            if form is None:
+                error = str(exc)
+            else:
+                add_user_error(form, exc)
+        else:
+            messages.success(request, success.format(pk=review_request.pk))
+            return redirect(review_request.get_absolute_url() + anchor)
+    fresh = selectors.review_request_get(user=user, request_id=request_id)
+    return _page(request, fresh, bound={name: form} if form is not None else None, error=error)
+
+
+@login_required
+@require_POST
+def review_request_submit(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
+        request,
+        request_id,
+        "submit",
+        None,
+        lambda user, r, data: services.review_request_submit(user=user, request=r),
+        "Review request #{pk} is submitted: the committee has been told.",
+    )
+
+
+@login_required
+@require_POST
+def review_request_start_review(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
+        request,
+        request_id,
+        "start_review",
+        None,
+        lambda user, r, data: services.review_request_start_review(user=user, request=r),
+        "Review request #{pk} is in review: the committee may vote.",
+    )
+
+
+@login_required
+@require_POST
+def review_request_revise(request: HttpRequest, request_id: int) -> HttpResponse:
+    def make(r: ReviewRequest) -> forms.Form:
+        return ReviewRequestReviseForm(request.POST, documents=_subject_documents(request_user(request), r), chosen=[])
+
+    return _act(
+        request,
+        request_id,
+        "revise",
+        make,
+        lambda user, r, data: services.review_request_revise(
+            user=user, request=r, title=data["title"], intended_use=data["intended_use"], documents=data["documents"]
+        ),
+        "Review request #{pk} is revised.",
+    )
+
+
+def _subject_documents(user: User, r: ReviewRequest) -> list[Any]:
+    subject = selectors.review_request_subject(user=user, audit_id=r.prediction_audit_id, trial_id=r.trial_id)
+    return subject.documents if subject is not None else []
+
+
+def _reason_action(
+    service: Callable[..., object], name: str, success: str
+) -> Callable[[HttpRequest, int], HttpResponse]:
+    @login_required
+    @require_POST
+    def view(request: HttpRequest, request_id: int) -> HttpResponse:
+        return _act(
+            request,
+            request_id,
+            name,
+            lambda r: ReasonForm(request.POST, prefix=name),
+            lambda user, r, data: service(user=user, request=r, reason=data["reason"]),
+            success,
+        )
+
+    return view
+
+
+review_request_request_changes = _reason_action(
+    services.review_request_request_changes,
+    "request_changes",
+    "Review request #{pk} is back in draft: the requester has been told what to change.",
+)
+review_request_withdraw = _reason_action(
+    services.review_request_withdraw, "withdraw", "Review request #{pk} is withdrawn."
+)
+review_request_revoke = _reason_action(
+    services.review_request_revoke,
+    "revoke",
+    "The approval of review request #{pk} is revoked: the gate answers approved: false.",
+)
+
+
+@login_required
+@require_POST
+def review_request_recommend(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
+        request,
+        request_id,
+        "recommend",
+        lambda r: RecommendForm(request.POST),
+        lambda user, r, data: services.review_request_recommend(
+            user=user, request=r, choice=data["choice"], reason=data["reason"]
+        ),
+        "Your recommendation on review request #{pk} is recorded.",
+        "#recommendations",
+    )
+
+
+@login_required
+@require_POST
+def review_comment_add(request: HttpRequest, request_id: int) -> HttpResponse:
+    def call(user: User, r: ReviewRequest, data: dict[str, Any]) -> object:
+        parent = None
+        if data["parent"] is not None:
+            parent = r.comments.filter(pk=data["parent"]).first()
+            if parent is None:
+                raise services.ApprovalError(
+                    f"Comment #{data['parent']} is not a comment on review request #{r.pk}.", field="body"
+                )
+        return services.review_comment_add(user=user, request=r, body=data["body"], parent=parent)
+
+    return _act(
+        request, request_id, "comment", lambda r: CommentForm(request.POST), call, "Comment added.", "#comments"
+    )
+
+
+@login_required
+@require_POST
+def review_vote_cast(request: HttpRequest, request_id: int) -> HttpResponse:
+    def make(r: ReviewRequest) -> forms.Form:
+        findings = selectors.review_request_findings(request=r)
+        return VoteForm(
+            request.POST,
+            hashes=sorted(d.sha256 for d in selectors.review_request_documents(request=r)),
+            inconclusive=[s for s in findings if s.finding.verdict == INCONCLUSIVE],
+        )
+
+    return _act(
+        request,
+        request_id,
+        "vote",
+        make,
+        lambda user, r, data: services.review_vote_cast(
+            user=user,
+            request=r,
+            choice=data["choice"],
+            reason=data["reason"],
+            password=data["password"],
+            document_sha256=data["document_sha256"],
+            acknowledged=data["acknowledged"],
+        ),
+        "Your vote on review request #{pk} is recorded, signed with your password.",
+        "#votes",
+    )
+
+
+@login_required
+@require_POST
+def waiver_propose(request: HttpRequest, request_id: int) -> HttpResponse:
+    def make(r: ReviewRequest) -> forms.Form:
+        fails = [s for s in selectors.review_request_findings(request=r) if s.finding.verdict == FAIL]
+        return WaiverProposeForm(request.POST, fails=fails)
+
+    return _act(
+        request,
+        request_id,
+        "waiver",
+        make,
+        lambda user, r, data: services.waiver_propose(
+            user=user,
+            request=r,
+            finding_key=data["finding_key"],
+            reason=data["reason"],
+            compensating_measures=data["compensating_measures"],
+            expires_on=data["expires_on"],
+        ),
+        "The waiver is proposed: the committee votes on it.",
+        "#waivers",
+    )
+
+
+@login_required
+@require_POST
+def waiver_vote_cast(request: HttpRequest, waiver_id: int) -> HttpResponse:
+    user = request_user(request)
+    waiver = selectors.waiver_get(user=user, waiver_id=waiver_id)
+    review_request = selectors.review_request_get(user=user, request_id=waiver.request_id)
+    hashes = sorted(d.sha256 for d in selectors.review_request_documents(request=review_request))
+    form = WaiverVoteForm(request.POST, hashes=hashes, prefix=f"waiver-{waiver.pk}")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.waiver_vote_cast(
+                user=user,
+                waiver=waiver,
+                choice=data["choice"],
+                reason=data["reason"],
+                password=data["password"],
+                document_sha256=data["document_sha256"],
+            )
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            messages.success(request, f"Your vote on waiver #{waiver.pk} is recorded, signed with your password.")
+            return redirect(review_request.get_absolute_url() + "#waivers")
+    fresh = selectors.review_request_get(user=user, request_id=waiver.request_id)
+    return _page(request, fresh, bound_waiver=(waiver.pk, form))
