@@ -160,6 +160,17 @@ class MetricPoint(models.Model):
         # No separate (trial, attribute, group) index: per-group queries are per trial, and the
         # unique index's trial_id prefix narrows them to one trial's points; a second index cost
         # about a fifth of the ingestion rate (bench/ingest.py).
+        indexes = [
+            # The series without a group (eod, accuracy, fair_objective, eod/<attr>, ...), a few names
+            # per report out of hundreds: the experiment page's charts read them for every trial
+            # from this small index alone (value is in the key, so PostgreSQL never visits the
+            # table), instead of scanning every point of the trials (bench/dashboard.py).
+            models.Index(
+                fields=["trial", "kind", "name", "step", "value"],
+                condition=models.Q(attribute=""),
+                name="experiments_point_series_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}@{self.step} = {self.value}"
