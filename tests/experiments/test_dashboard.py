@@ -17,6 +17,7 @@ from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.policies.selectors import policy_active
 from tests.factories import ExperimentFactory, TrialFactory, client_for
+from tests.figures.plotly_json import decoded
 
 
 def _validation(step: int, female: tuple[int, int], male: tuple[int, int], accuracy: float) -> MetricRecord:
@@ -60,7 +61,7 @@ def trials(experiment: Experiment) -> tuple[Trial, Trial]:
 def _figures(client: Client, experiment: Experiment, **params: Any) -> dict[str, Any]:
     response = client.get(reverse("experiments:figures", args=[experiment.pk]), params)
     assert response.status_code == 200, response.content
-    data: dict[str, Any] = response.json()
+    data: dict[str, Any] = decoded(response.json())
     return data
 
 

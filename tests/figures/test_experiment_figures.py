@@ -11,11 +11,13 @@ from auditportal.fairness.figures import experiment as fig
 from auditportal.fairness.figures.downsample import MAX_POINTS
 from auditportal.fairness.figures.palette import VERDICT_SYMBOLS, verdict_colour
 from auditportal.fairness.figures.serialize import figure_json
+from tests.figures.plotly_json import decoded
 
 
 def _json(figure: Any) -> dict[str, Any]:
     assert figure is not None
-    return figure_json(figure)
+    data: dict[str, Any] = decoded(figure_json(figure))
+    return data
 
 
 def _trace(data: dict[str, Any], name: str) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Rule (docs/dashboard.md): a series no longer than the budget is kept whole. A lo
 this order of priority, its first and last point, its smallest and largest value, the first point
 after every change of its label (a verdict) and the last point before it, and then, with what is
 left of the budget, the smallest and the largest value of each of equally many consecutive buckets
-(min/max per bucket, which keeps every spike a line chart would show). Missing values (NaN) count as
+(min/max per bucket, which keeps every spike a line chart would show; where one of them is kept
+already, that slot stays unused). Missing values (NaN) count as
 a label of their own, so a gap in the data stays a gap. Should the changes alone not fit, evenly
 spaced ones are kept: the budget is a hard limit.
 
@@ -65,28 +66,24 @@ def downsample_indices(
     buckets = (max_points - required.size) // 2
     if buckets < 1:
         return required
-    kept_now = np.union1d(required, _bucket_extremes(y, missing, buckets))
-    # Bucket extremes that are already kept (the first point, the overall extremes) leave room:
-    # a few more buckets use it, as long as the budget holds.
-    for _ in range(4):
-        short = max_points - kept_now.size
-        if short < 2:
-            break
-        more = np.union1d(required, _bucket_extremes(y, missing, buckets + short // 2))
-        if more.size > max_points:
-            break
-        kept_now, buckets = more, buckets + short // 2
-    return kept_now
+    # Bucket extremes that are kept already (the first point, the overall extremes) leave a little
+    # of the budget unused: cheaper than a second pass.
+    return np.union1d(required, _bucket_extremes(y, missing, buckets))
+
+
+def label_changes(labels: Sequence[object]) -> IndexArray:
+    """The indices where a label differs from the one before (the first point under a new label)."""
+    # Compared as Python objects (None, strings): numpy's element-wise object equality.
+    as_array = np.empty(len(labels), dtype=object)
+    as_array[:] = list(labels)
+    return (np.flatnonzero(as_array[1:] != as_array[:-1]) + 1).astype(np.intp)
 
 
 def _change_starts(missing: npt.NDArray[np.bool_], labels: Sequence[object] | None) -> IndexArray:
-    changed = missing[1:] != missing[:-1]
+    starts = np.flatnonzero(missing[1:] != missing[:-1]) + 1
     if labels is not None:
-        # Labels compared as Python objects (None, strings): numpy's object equality, element-wise.
-        as_array = np.empty(len(labels), dtype=object)
-        as_array[:] = list(labels)
-        changed |= as_array[1:] != as_array[:-1]
-    return (np.flatnonzero(changed) + 1).astype(np.intp)
+        starts = np.union1d(starts, label_changes(labels))
+    return starts.astype(np.intp)
 
 
 def _evenly(size: int, count: int) -> IndexArray:

@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices
+from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
 from auditportal.fairness.stats import VERDICTS
 
 # All the timeline's traces together keep at most this many points (each at most MAX_POINTS), so
@@ -36,7 +36,7 @@ from auditportal.fairness.stats import VERDICTS
 TIMELINE_POINTS = 20_000
 # Heat-map columns: buckets of consecutive reports, averaged.
 HEATMAP_COLUMNS = 400
-DIGITS = 5  # values are rounded for the charts (the CSV export keeps full precision)
+DIGITS = 5  # short lists are rounded for the charts, long series single precision (the CSV keeps all)
 HEIGHT = 380
 TIMELINE_HEIGHT = 420
 QUIET_TEMPLATE = "none"  # plotly's default template adds ~7 kB of styling to every figure
@@ -65,8 +65,8 @@ class VerdictChange:
 class TrialTimeline:
     trial_id: int
     number: int
-    steps: Sequence[int]
-    eod: Sequence[float | None]
+    steps: Sequence[int] | npt.NDArray[np.int64]
+    eod: Sequence[float | None] | npt.NDArray[np.float64]  # NaN or None where undefined
     # The trial's verdict in force at each step (see verdicts_in_force), or None when unknown.
     verdicts: Sequence[str | None] | None = None
 
@@ -123,28 +123,36 @@ def worst_verdict(verdicts: Iterable[str | None]) -> str | None:
     return max(known, key=VERDICTS.index) if known else None
 
 
-def verdicts_in_force(steps: Sequence[int], changes: Iterable[VerdictChange]) -> list[str | None]:
+def verdicts_in_force(
+    steps: Sequence[int] | npt.NDArray[np.int64], changes: Iterable[VerdictChange]
+) -> list[str | None]:
     """The trial's verdict at each of ``steps``: the worst, over its attributes, of each attribute's
     latest recorded verdict at or before the step (None before the first one)."""
     ordered = sorted(changes, key=lambda change: change.step)  # stable: recorded order among equals
+    if not ordered:
+        return [None] * len(steps)
+    # The verdict after each change (a handful), then each step looks up the last change at or before it.
     current: dict[str, str | None] = {}
-    result: list[str | None] = []
-    position = 0
-    for step in steps:
-        while position < len(ordered) and ordered[position].step <= step:
-            current[ordered[position].attribute] = ordered[position].verdict
-            position += 1
-        result.append(worst_verdict(current.values()))
-    return result
+    after: list[str | None] = [None]
+    for change in ordered:
+        current[change.attribute] = change.verdict
+        after.append(worst_verdict(current.values()))
+    at = np.searchsorted([change.step for change in ordered], np.asarray(steps), side="right")
+    return [after[position] for position in at.tolist()]
 
 
-def lowest_eod(steps: Sequence[int], eod: Sequence[float | None]) -> tuple[float | None, int | None]:
+def lowest_eod(
+    steps: Sequence[int] | npt.NDArray[np.int64], eod: Sequence[float | None] | npt.NDArray[np.float64]
+) -> tuple[float | None, int | None]:
     """The smallest eod of a timeline and the (first) step it was reached; (None, None) if none."""
-    best: tuple[float, int] | None = None
-    for step, value in zip(steps, eod, strict=True):
-        if value is not None and math.isfinite(value) and (best is None or value < best[0]):
-            best = (value, step)
-    return (best[0], best[1]) if best else (None, None)
+    values = _floats(eod)
+    if len(values) != len(steps):
+        raise ValueError(f"{len(steps)} steps for {len(values)} values")
+    finite = np.isfinite(values)
+    if not finite.any():
+        return None, None
+    index = int(np.argmin(np.where(finite, values, np.inf)))
+    return float(values[index]), int(np.asarray(steps)[index])
 
 
 def noise_floor(documents: Iterable[Mapping[str, Any]]) -> float | None:
@@ -242,8 +250,8 @@ def eod_timeline(
         chosen = timeline.trial_id == selected
         figure.add_trace(
             go.Scatter(
-                x=steps[kept].tolist(),
-                y=_rounded(values[kept]),
+                x=steps[kept],
+                y=_shown(values[kept]),
                 mode="lines+markers" if kept.size <= 30 else "lines",
                 name=f"trial {timeline.number}",
                 meta=timeline.trial_id,
@@ -253,10 +261,10 @@ def eod_timeline(
                 hovertemplate=f"trial {timeline.number}<br>step %{{x}}<br>eod %{{y:.4f}}<extra></extra>",
             )
         )
-        if timeline.verdicts is not None:
-            labels = list(timeline.verdicts)
-            for i in range(len(labels)):
-                if labels[i] is not None and (i == 0 or labels[i] != labels[i - 1]):
+        if timeline.verdicts is not None and len(timeline.verdicts):
+            labels = timeline.verdicts
+            for i in [0, *label_changes(labels).tolist()]:
+                if labels[i] is not None:
                     value = values[i]
                     shown = None if math.isnan(value) else round(float(value), DIGITS)
                     changes.setdefault(str(labels[i]), []).append(
@@ -365,7 +373,7 @@ def worker_share_heatmap(
     ))  # fmt: skip
     figure.add_trace(
         go.Heatmap(
-            z=[[None if math.isnan(v) else round(float(v), 4) for v in row] for row in columns],
+            z=columns.astype(np.float32),
             x=x,
             y=[f"{row.attribute}={row.group} · rank {row.rank}" for row in ordered],
             colorscale="Cividis",
@@ -384,8 +392,8 @@ def worker_share_heatmap(
         kept = downsample_indices(series, max_points=MAX_POINTS)
         figure.add_trace(
             go.Scatter(
-                x=step_array[kept].tolist(),
-                y=_rounded(series[kept]),
+                x=step_array[kept],
+                y=_shown(series[kept]),
                 mode="lines",
                 name=f"spread {attribute}",
                 line={"color": palette.series_colour(index), "width": 1.6},
@@ -550,12 +558,15 @@ def _empty(figure: go.Figure, message: str) -> go.Figure:
     return figure
 
 
-def _floats(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
-    return np.array([np.nan if value is None else value for value in values], dtype=np.float64)
+def _floats(values: Sequence[float | None] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    return np.asarray(values, dtype=np.float64)  # None becomes NaN
 
 
-def _rounded(values: npt.NDArray[np.float64]) -> list[float | None]:
-    return [None if math.isnan(value) else value for value in np.round(values, DIGITS).tolist()]
+def _shown(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """A long series as the chart gets it: single precision (7 significant digits, more than any
+    chart shows), NaN for a gap. Arrays go to plotly as they are: it checks and encodes an array at
+    once (base64 in the JSON, which plotly.js reads), where a list is checked item by item."""
+    return values.astype(np.float32)
 
 
 def _gap(high: float | None, low: float | None) -> float | None:
@@ -578,18 +589,17 @@ def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
 
 def _bucket_means(
     matrix: npt.NDArray[np.float64], steps: npt.NDArray[np.int64], max_columns: int
-) -> tuple[list[list[float]], list[int]]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """``matrix`` (rows x steps) with its columns averaged over at most ``max_columns`` buckets of
     consecutive steps (NaN ignored), and each bucket's last step."""
     n = steps.size
     if n <= max_columns:
-        return matrix.tolist(), steps.tolist()
+        return matrix, steps
     bucket = (np.arange(n) * max_columns) // n
     starts = np.searchsorted(bucket, np.arange(max_columns))
     present = ~np.isnan(matrix)
     sums = np.add.reduceat(np.where(present, matrix, 0.0), starts, axis=1)
     counts = np.add.reduceat(present.astype(np.int64), starts, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     ends = np.append(starts[1:], n) - 1
-    return means.tolist(), steps[ends].tolist()
+    return means, steps[ends]
