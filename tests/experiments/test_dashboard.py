@@ -161,6 +161,16 @@ def test_an_experiment_without_trials_gets_empty_figures(carol: User, experiment
     assert data["notes"]["workers"] == "No trial yet."
 
 
+def test_a_trial_without_a_validation_yet_has_no_line_and_says_why(carol: User, experiment: Experiment) -> None:
+    queued = TrialFactory.create(experiment=experiment)
+    data = _figures(client_for(carol), experiment)
+    assert data["selected"] == {"id": queued.pk, "number": queued.number}
+    assert data["figures"]["timeline"]["data"] == []
+    assert "No validation yet" in data["figures"]["timeline"]["layout"]["annotations"][0]["text"]
+    assert "No judged validation" in data["figures_trial"]["recall"]["layout"]["annotations"][0]["text"]
+    assert data["notes"]["workers"] == "No worker shares reported yet: they come with the training metrics."
+
+
 def test_the_timeline_csv_has_eod_and_recall_per_group_for_every_step(
     carol: User, experiment: Experiment, trials: tuple[Trial, Trial]
 ) -> None:

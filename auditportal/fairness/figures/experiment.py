@@ -229,18 +229,19 @@ def eod_timeline(
 ) -> go.Figure:
     """eod per validation step, one line per trial; ``[0, tolerance]`` as a band, ``[0, floor]`` as a
     shaded region; a marker (verdict colour, shape and name) where a trial's verdict changed."""
-    figure = go.Figure(layout=_layout(
+    layout = _layout(
         title="EOD per validation step",
         height=TIMELINE_HEIGHT,
         xaxis={"title": {"text": "step (batches trained)"}},
         yaxis={"title": {"text": "eod (largest recall gap)"}, "rangemode": "tozero"},
         # Beside the plot: a search's many trials scroll there instead of squeezing the plot.
         legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"},
-    ))  # fmt: skip
-    _bands(figure, tolerance=tolerance, floor=floor)
+    )
+    data: list[dict[str, Any]] = []
+    _bands(layout, tolerance=tolerance, floor=floor)
     with_data = [timeline for timeline in timelines if len(timeline.steps)]
     if not with_data:
-        return _empty(figure, "No validation yet: the timeline grows as validations arrive.")
+        return _empty(layout, "No validation yet: the timeline grows as validations arrive.")
     budget = timeline_point_budget(len(with_data), total=total_points)
     changes: dict[str, list[tuple[int, float | None, int, str]]] = {}
     for index, timeline in enumerate(with_data):
@@ -248,14 +249,14 @@ def eod_timeline(
         values = _floats(timeline.eod)
         kept = downsample_indices(values, max_points=max(budget, MIN_POINTS), labels=timeline.verdicts)
         chosen = timeline.trial_id == selected
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=steps[kept],
                 y=_shown(values[kept]),
                 mode="lines+markers" if kept.size <= 30 else "lines",
                 name=f"trial {timeline.number}",
                 meta=timeline.trial_id,
-                legendgroup=f"trial-{timeline.trial_id}",
                 line={"color": palette.series_colour(index), "width": 3.5 if chosen else 1.6},
                 opacity=1.0 if selected is None or chosen else 0.75,
                 hovertemplate=f"trial {timeline.number}<br>step %{{x}}<br>eod %{{y:.4f}}<extra></extra>",
@@ -275,8 +276,9 @@ def eod_timeline(
         if not marks:
             continue
         label = palette.VERDICT_LABELS[verdict]
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[mark[0] for mark in marks],
                 y=[mark[1] for mark in marks],
                 mode="markers",
@@ -292,7 +294,7 @@ def eod_timeline(
                 hovertemplate=f"%{{text}}: {label} from step %{{x}}<extra></extra>",
             )
         )
-    return figure
+    return go.Figure(data=data, layout=layout)
 
 
 def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | None, step: int | None) -> go.Figure:
@@ -304,7 +306,7 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
         title += f" (step {step})"
     shown = [attribute for attribute in attributes if attribute.groups]
     rows = sum(len(attribute.groups) for attribute in shown)
-    figure = go.Figure(layout=_layout(
+    layout = _layout(
         title=title,
         height=max(HEIGHT, 150 + 24 * rows),
         xaxis={"title": {"text": "recall (TPR)"}, "range": [0, 1.02]},
@@ -313,17 +315,19 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
         # Above the plot, whose height grows with the groups.
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
         margin={"l": 60, "r": 20, "t": 80, "b": 50},
-    ))  # fmt: skip
+    )
+    data: list[dict[str, Any]] = []
     if not shown:
-        return _empty(figure, "No judged validation for this trial yet.")
+        return _empty(layout, "No judged validation for this trial yet.")
     for index, attribute in enumerate(shown):
         groups = attribute.groups
         recall = [group.recall for group in groups]
         upper = [_gap(group.high, group.recall) for group in groups]
         lower = [_gap(group.recall, group.low) for group in groups]
         verdict = palette.VERDICT_LABELS.get(attribute.verdict or "", "no verdict")
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[None if value is None else round(value, DIGITS) for value in recall],
                 y=[[attribute.attribute] * len(groups), [group.group for group in groups]],
                 mode="markers",
@@ -348,7 +352,7 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
                 ),
             )
         )
-    return figure
+    return go.Figure(data=data, layout=layout)
 
 
 def worker_share_heatmap(
@@ -414,21 +418,23 @@ def accuracy_scatter(
     """Accuracy against ``objective`` at each trial's latest validation, markers in the verdict's
     colour and shape; the Pareto front (lower objective, higher accuracy) joined by a line."""
     label = OBJECTIVE_LABELS[objective]
-    figure = go.Figure(layout=_layout(
+    layout = _layout(
         title=f"Accuracy vs {objective}",
         xaxis={"title": {"text": label}},
         yaxis={"title": {"text": "accuracy"}},
-    ))  # fmt: skip
+    )
+    data: list[dict[str, Any]] = []
     points = [
         summary for summary in summaries if summary.accuracy is not None and getattr(summary, objective) is not None
     ]
     if not points:
-        return _empty(figure, "No validation yet.")
+        return _empty(layout, "No validation yet.")
     xs = [float(getattr(point, objective)) for point in points]
     ys = [float(point.accuracy) for point in points]  # type: ignore[arg-type]
     front = pareto_front(xs, ys)
-    figure.add_trace(
-        go.Scatter(
+    data.append(
+        dict(
+            type="scatter",
             x=[round(xs[i], DIGITS) for i in front],
             y=[round(ys[i], DIGITS) for i in front],
             mode="lines",
@@ -444,8 +450,9 @@ def accuracy_scatter(
             continue
         name = palette.VERDICT_LABELS[verdict] if verdict else "no verdict"
         outline = [3 if points[i].trial_id == selected else (1.5 if i in on_front else 0.5) for i in members]
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[round(xs[i], DIGITS) for i in members],
                 y=[round(ys[i], DIGITS) for i in members],
                 mode="markers+text",
@@ -463,7 +470,7 @@ def accuracy_scatter(
                 },
             )
         )
-    return figure
+    return go.Figure(data=data, layout=layout)
 
 
 def lowest_eod_bars(
@@ -471,19 +478,21 @@ def lowest_eod_bars(
 ) -> go.Figure:
     """The lowest eod each trial reached (bars), the tolerance (a line) and each trial's noise floor
     (a tick across its bar)."""
-    figure = go.Figure(layout=_layout(
+    layout = _layout(
         title="Lowest EOD per trial",
         xaxis={"title": {"text": "trial"}, "type": "category"},
         yaxis={"title": {"text": "lowest eod"}, "rangemode": "tozero"},
         bargap=0.35,
-    ))  # fmt: skip
-    _bands(figure, tolerance=tolerance, floor=None)
+    )
+    data: list[dict[str, Any]] = []
+    _bands(layout, tolerance=tolerance, floor=None)
     bars = [summary for summary in summaries if summary.lowest_eod is not None]
     if not bars:
-        return _empty(figure, "No validation yet.")
+        return _empty(layout, "No validation yet.")
     names = [f"trial {bar.number}" for bar in bars]
-    figure.add_trace(
-        go.Bar(
+    data.append(
+        dict(
+            type="bar",
             x=names,
             y=[round(float(bar.lowest_eod), DIGITS) for bar in bars],  # type: ignore[arg-type]
             name="lowest eod",
@@ -498,8 +507,9 @@ def lowest_eod_bars(
     )
     floors = [(name, bar) for name, bar in zip(names, bars, strict=True) if bar.noise_floor is not None]
     if floors:
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[name for name, _ in floors],
                 y=[round(float(bar.noise_floor), DIGITS) for _, bar in floors],  # type: ignore[arg-type]
                 mode="markers",
@@ -509,7 +519,7 @@ def lowest_eod_bars(
                 hovertemplate="%{x}: noise floor %{y:.4f}<extra></extra>",
             )
         )
-    return figure
+    return go.Figure(data=data, layout=layout)
 
 
 # --------------------------------------------------------------------------------- helpers
@@ -530,32 +540,35 @@ def _layout(**overrides: Any) -> dict[str, Any]:
     return layout
 
 
-def _bands(figure: go.Figure, *, tolerance: float | None, floor: float | None) -> None:
+def _bands(layout: dict[str, Any], *, tolerance: float | None, floor: float | None) -> None:
     """The tolerance band [0, δ] with its edge, and the noise floor [0, floor] shaded, across the
     plot; both in the legend, so the colours are named."""
+    shapes = layout.setdefault("shapes", [])
     if floor is not None and floor > 0:
-        figure.add_shape(
-            type="rect", xref="paper", x0=0, x1=1, y0=0, y1=round(floor, DIGITS), layer="below",
-            fillcolor=palette.NOISE_FILL, line={"width": 0},
-            name=f"noise floor {floor:.3f}", showlegend=True,
-        )  # fmt: skip
+        shapes.append({
+            "type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": 0, "y1": round(floor, DIGITS), "layer": "below",
+            "fillcolor": palette.NOISE_FILL, "line": {"width": 0},
+            "name": f"noise floor {floor:.3f}", "showlegend": True,
+        })  # fmt: skip
     if tolerance is not None:
-        figure.add_shape(
-            type="rect", xref="paper", x0=0, x1=1, y0=0, y1=tolerance, layer="below",
-            fillcolor=palette.TOLERANCE_FILL, line={"width": 0},
-            name=f"tolerance δ = {tolerance:g}", showlegend=True,
-        )  # fmt: skip
-        figure.add_shape(
-            type="line", xref="paper", x0=0, x1=1, y0=tolerance, y1=tolerance, layer="below",
-            line={"color": palette.TOLERANCE_LINE, "width": 1.5, "dash": "dash"},
-        )  # fmt: skip
+        shapes.append({
+            "type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": 0, "y1": tolerance, "layer": "below",
+            "fillcolor": palette.TOLERANCE_FILL, "line": {"width": 0},
+            "name": f"tolerance δ = {tolerance:g}", "showlegend": True,
+        })  # fmt: skip
+        shapes.append({
+            "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": tolerance, "y1": tolerance, "layer": "below",
+            "line": {"color": palette.TOLERANCE_LINE, "width": 1.5, "dash": "dash"},
+        })  # fmt: skip
 
 
-def _empty(figure: go.Figure, message: str) -> go.Figure:
-    figure.add_annotation(
-        text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"color": palette.MUTED}
-    )
-    return figure
+def _empty(layout: dict[str, Any], message: str) -> go.Figure:
+    """The figure with ``message`` in place of data."""
+    layout.setdefault("annotations", []).append({
+        "text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
+        "font": {"color": palette.MUTED},
+    })  # fmt: skip
+    return go.Figure(layout=layout)
 
 
 def _floats(values: Sequence[float | None] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
