@@ -197,6 +197,10 @@ class TrialVerdict(models.Model):
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     positives_needed = models.BigIntegerField(null=True, blank=True)
+    # The largest two-sample noise floor among the attribute's defined recall comparisons (the
+    # document's ``noise_floor``): a gap below it may be sampling alone. Kept beside the document so
+    # that the experiment page's charts need not read every document (docs/dashboard.md).
+    noise_floor = models.FloatField(null=True, blank=True)
     # The policy version this verdict was judged under; null only for verdicts from before policies
     # were data.
     policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")

@@ -14,6 +14,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.selectors import events_about
 from auditportal.experiments.models import Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
+from auditportal.fairness import judge
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.intersections import attribute_key, split_key
@@ -36,7 +37,9 @@ def experiment_get(*, user: User, experiment_id: int) -> Experiment:
 
 
 def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
-    verdicts = TrialVerdict.objects.select_related("policy")
+    # Without their documents (tens of kilobytes each, read on every poll of the live page);
+    # verdict_documents and the selected trial's figures read those they need.
+    verdicts = TrialVerdict.objects.select_related("policy").defer("document")
     return experiment.trials.order_by("number").prefetch_related(Prefetch("verdicts", queryset=verdicts))
 
 
@@ -170,7 +173,7 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
             )
         )
         verdicts = list(trial.verdicts.all())
-        trial_floor = figures.noise_floor(verdict.document for verdict in verdicts)
+        trial_floor = max((v.noise_floor for v in verdicts if v.noise_floor is not None), default=None)
         if trial_floor is not None:
             floors.append(trial_floor)
         lowest, lowest_step = figures.lowest_eod(steps, eod)
@@ -184,7 +187,7 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
                 lowest_eod=lowest,
                 lowest_eod_step=lowest_step,
                 noise_floor=trial_floor,
-                verdict=figures.worst_verdict(verdict.verdict or None for verdict in verdicts),
+                verdict=judge.worst([verdict.verdict or None for verdict in verdicts]),
                 hparams=hparams_text(trial.hparams),
             )
         )
@@ -205,26 +208,25 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
             "lowest": figure_json(figures.lowest_eod_bars(summaries, tolerance=tolerance, selected=chosen)),
         },
     }
-    result.update(_trial_figures(selected, trials))
+    result.update(_trial_figures(selected))
     return result
 
 
-def _trial_figures(selected: Trial | None, trials: list[Trial]) -> dict[str, Any]:
+def _trial_figures(selected: Trial | None) -> dict[str, Any]:
     figures_of_trial: dict[str, Any] = {"recall": None, "workers": None}
     notes: dict[str, str] = {}
     if selected is None:
         notes["workers"] = "No trial yet."
     else:
-        # The selected trial's verdicts are prefetched when it is one of ``trials``.
-        trial = next((trial for trial in trials if trial.pk == selected.pk), selected)
-        verdicts = sorted(trial.verdicts.all(), key=lambda verdict: verdict.attribute)
+        # Only the selected trial's verdict documents are read (the list's verdicts leave them out).
+        verdicts = list(TrialVerdict.objects.filter(trial=selected).order_by("attribute"))
         recall = [
             figures.attribute_recall(verdict.attribute, verdict.document, verdict.verdict or None)
             for verdict in verdicts
         ]
         step = max((verdict.step for verdict in verdicts), default=None)
-        figures_of_trial["recall"] = figure_json(figures.group_recall(recall, trial_number=trial.number, step=step))
-        workers, note = _worker_share_figure(trial)
+        figures_of_trial["recall"] = figure_json(figures.group_recall(recall, trial_number=selected.number, step=step))
+        workers, note = _worker_share_figure(selected)
         figures_of_trial["workers"] = workers
         if note:
             notes["workers"] = note

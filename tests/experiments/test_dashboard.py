@@ -88,6 +88,12 @@ def test_every_member_gets_the_figures_of_every_trial(
     assert data["selected"] == {"id": first.pk, "number": first.number}
     lowest = _trace(data["figures"]["lowest"], "lowest eod")
     assert (lowest["customdata"], lowest["y"]) == ([first.pk, second.pk], [0.0, pytest.approx(0.4)])
+    # Each trial's noise floor (its verdicts' largest) ticks its bar; the timeline shades the largest.
+    floors = [max(v.noise_floor for v in trial.verdicts.all() if v.noise_floor is not None) for trial in trials]
+    assert _trace(data["figures"]["lowest"], "noise floor")["y"] == pytest.approx(floors, abs=1e-5)
+    assert data["noise_floor"] == max(floors)
+    (shade,) = [shape for shape in timeline["layout"]["shapes"] if shape.get("name", "").startswith("noise floor")]
+    assert shade["y1"] == pytest.approx(max(floors), abs=1e-5)
     front = _trace(data["figures"]["scatter_eod"], "Pareto front")
     assert (front["x"], front["y"]) == ([0.0], [0.79])  # trial 1 now: no gap and the better accuracy
 

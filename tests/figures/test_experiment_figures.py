@@ -60,19 +60,6 @@ def test_the_verdict_in_force_is_the_worst_latest_per_attribute() -> None:
     ]  # fmt: skip
 
 
-def test_the_noise_floor_is_the_largest_of_the_defined_recall_comparisons() -> None:
-    documents = [
-        {"comparisons": [
-            {"metric": "tpr", "undefined": False, "noise_floor": 0.08},
-            {"metric": "fpr", "undefined": False, "noise_floor": 0.5},  # not recall
-            {"metric": "tpr", "undefined": True, "noise_floor": 0.9},  # undefined
-        ]},
-        {"comparisons": [{"metric": "tpr", "undefined": False, "noise_floor": 0.12}]},
-    ]  # fmt: skip
-    assert fig.noise_floor(documents) == 0.12
-    assert fig.noise_floor([{"comparisons": []}]) is None
-
-
 def test_the_lowest_eod_and_its_first_step() -> None:
     assert fig.lowest_eod([10, 20, 30, 40], [0.3, None, 0.1, 0.1]) == (0.1, 30)
     assert fig.lowest_eod([10], [None]) == (None, None)

@@ -27,6 +27,7 @@ import numpy.typing as npt
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
 from auditportal.fairness.stats import VERDICTS
@@ -117,12 +118,6 @@ class WorkerShareRow:
 # ------------------------------------------------------------------------------ derived values
 
 
-def worst_verdict(verdicts: Iterable[str | None]) -> str | None:
-    """FAIL over INCONCLUSIVE over PASS; None when no verdict is given."""
-    known = [verdict for verdict in verdicts if verdict in VERDICTS]
-    return max(known, key=VERDICTS.index) if known else None
-
-
 def verdicts_in_force(
     steps: Sequence[int] | npt.NDArray[np.int64], changes: Iterable[VerdictChange]
 ) -> list[str | None]:
@@ -136,7 +131,7 @@ def verdicts_in_force(
     after: list[str | None] = [None]
     for change in ordered:
         current[change.attribute] = change.verdict
-        after.append(worst_verdict(current.values()))
+        after.append(judge.worst(list(current.values())))
     at = np.searchsorted([change.step for change in ordered], np.asarray(steps), side="right")
     return [after[position] for position in at.tolist()]
 
@@ -153,22 +148,6 @@ def lowest_eod(
         return None, None
     index = int(np.argmin(np.where(finite, values, np.inf)))
     return float(values[index]), int(np.asarray(steps)[index])
-
-
-def noise_floor(documents: Iterable[Mapping[str, Any]]) -> float | None:
-    """A trial's noise floor: the largest two-sample noise floor (docs/audit-json.md,
-    ``noise_floor``, at the family's level) among the recall comparisons of its judged attributes
-    (the attribute sections of its latest verdicts). An eod below it may be sampling noise in at
-    least one comparison; above it, it exceeds what sampling alone moves any of them."""
-    floors = [
-        float(comparison["noise_floor"])
-        for document in documents
-        for comparison in document.get("comparisons", [])
-        if comparison.get("metric") == "tpr"
-        and not comparison.get("undefined")
-        and comparison.get("noise_floor") is not None
-    ]
-    return max(floors) if floors else None
 
 
 def attribute_recall(attribute: str, document: Mapping[str, Any], verdict: str | None = None) -> AttributeRecall:
