@@ -18,24 +18,13 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+
+from benchkit import bench_dataset_version, ensure_database
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 20.0
 TARGET_RATE = 50_000.0
 NAMES_PER_REPORT = 500
-
-
-def _ensure_database(url: str) -> None:
-    import psycopg
-
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin = parsed._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def main() -> int:
@@ -48,7 +37,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    _ensure_database(args.database_url)
+    ensure_database(args.database_url)
     os.environ["DATABASE_URL"] = args.database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "auditportal.settings.test")
     sys.path.insert(0, str(REPO))
@@ -134,29 +123,9 @@ def main() -> int:
 
 
 def _make_trial() -> Any:
-    from auditportal.accounts.models import User
-    from auditportal.datasets.models import Dataset, DatasetVersion
     from auditportal.experiments.models import Experiment, Trial
 
-    user, _ = User.objects.get_or_create(username="bench")
-    dataset, _ = Dataset.objects.get_or_create(name="bench", defaults={"created_by": user})
-    version, _ = DatasetVersion.objects.get_or_create(
-        dataset=dataset,
-        number=1,
-        defaults={
-            "storage_path": "bench/none.csv",
-            "original_name": "none.csv",
-            "file_format": "csv",
-            "sha256": "0" * 64,
-            "size_bytes": 1,
-            "num_rows": 1,
-            "positives": 0,
-            "negatives": 1,
-            "label_column": "y",
-            "positive_value": "1",
-            "created_by": user,
-        },
-    )
+    version = bench_dataset_version()
     experiment = Experiment.objects.create(
         dataset_version=version,
         name="bench",
@@ -165,7 +134,7 @@ def _make_trial() -> Any:
         batches=1,
         validation_period=1,
         backend="local",
-        launched_by=user,
+        launched_by=version.created_by,
     )
     return Trial.objects.create(experiment=experiment, number=1, steps_planned=10**9)
 

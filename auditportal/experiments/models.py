@@ -160,6 +160,17 @@ class MetricPoint(models.Model):
         # No separate (trial, attribute, group) index: per-group queries are per trial, and the
         # unique index's trial_id prefix narrows them to one trial's points; a second index cost
         # about a fifth of the ingestion rate (bench/ingest.py).
+        indexes = [
+            # The series without a group (eod, accuracy, fair_objective, eod/<attr>, ...), a few names
+            # per report out of hundreds: the experiment page's charts read them for every trial
+            # from this small index alone (value is in the key, so PostgreSQL never visits the
+            # table), instead of scanning every point of the trials (bench/dashboard.py).
+            models.Index(
+                fields=["trial", "kind", "name", "step", "value"],
+                condition=models.Q(attribute=""),
+                name="experiments_point_series_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}@{self.step} = {self.value}"
@@ -186,6 +197,10 @@ class TrialVerdict(models.Model):
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     positives_needed = models.BigIntegerField(null=True, blank=True)
+    # The largest two-sample noise floor among the attribute's defined recall comparisons (the
+    # document's ``noise_floor``): a gap below it may be sampling alone. Kept beside the document so
+    # that the experiment page's charts need not read every document (docs/dashboard.md).
+    noise_floor = models.FloatField(null=True, blank=True)
     # The policy version this verdict was judged under; null only for verdicts from before policies
     # were data.
     policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")

@@ -1,12 +1,26 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet
+import numpy as np
+import numpy.typing as npt
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db import connection
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
+from auditportal.activity.models import Verb
+from auditportal.activity.selectors import events_about
 from auditportal.experiments.models import Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
+from auditportal.fairness import judge
+from auditportal.fairness.figures import experiment as figures
+from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.intersections import attribute_key, split_key
+from auditportal.fairness.metricsfile import decode_group
+from auditportal.fairness.presentation import hparams_text
+from auditportal.policies.selectors import policy_active
 
 
 def experiment_list(*, user: User) -> QuerySet[Experiment]:
@@ -23,7 +37,9 @@ def experiment_get(*, user: User, experiment_id: int) -> Experiment:
 
 
 def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
-    verdicts = TrialVerdict.objects.select_related("policy")
+    # Without their documents (tens of kilobytes each, read on every poll of the live page);
+    # verdict_documents and the selected trial's figures read those they need.
+    verdicts = TrialVerdict.objects.select_related("policy").defer("document")
     return experiment.trials.order_by("number").prefetch_related(Prefetch("verdicts", queryset=verdicts))
 
 
@@ -63,6 +79,8 @@ def trial_as_json(trial: Trial) -> dict[str, Any]:
         "steps_planned": trial.steps_planned,
         "progress_percent": trial.progress_percent,
         "hparams": trial.hparams,
+        # As the page shows them (fairness.presentation.hparam_text), so the live rows match.
+        "hparams_text": hparams_text(trial.hparams),
         "metrics": {
             "eod": trial.latest_eod,
             "fair_objective": trial.latest_fair_objective,
@@ -114,3 +132,234 @@ def trial_get(*, user: User, trial_id: int) -> Trial:
         )
     except Trial.DoesNotExist:
         raise Http404("No such trial.") from None
+
+
+def trial_of_experiment(*, experiment: Experiment, trial_id: int) -> Trial:
+    """One trial of ``experiment`` (already scoped to the user); 404 for any other id."""
+    try:
+        return experiment.trials.get(pk=trial_id)
+    except Trial.DoesNotExist:
+        raise Http404("No such trial in this experiment.") from None
+
+
+# ---------------------------------------------------------------------------- the page's figures
+
+
+def experiment_figures(*, experiment: Experiment, selected: Trial | None = None) -> dict[str, Any]:
+    """Every figure of the experiment page as JSON (docs/dashboard.md), the trial-specific ones
+    (recall per group, worker shares) for ``selected``, by default the trial with the lowest
+    fair_objective (the searcher's metric). Bounded whatever the experiment's size: the timeline's
+    traces are downsampled together to at most figures.TIMELINE_POINTS points."""
+    trials = list(trial_list(experiment=experiment))
+    if selected is None:
+        selected = _default_trial(trials)
+    ids = [trial.pk for trial in trials]
+    series = _eod_series(ids)
+    changes = _verdict_changes(ids)
+    tolerance = _tolerance(trials)
+    timelines = []
+    summaries = []
+    floors: list[float] = []
+    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    for trial in trials:
+        steps, eod = series.get(trial.pk, nothing)
+        timelines.append(
+            figures.TrialTimeline(
+                trial_id=trial.pk,
+                number=trial.number,
+                steps=steps,
+                eod=eod,
+                verdicts=figures.verdicts_in_force(steps, changes.get(trial.pk, [])),
+            )
+        )
+        verdicts = list(trial.verdicts.all())
+        trial_floor = max((v.noise_floor for v in verdicts if v.noise_floor is not None), default=None)
+        if trial_floor is not None:
+            floors.append(trial_floor)
+        lowest, lowest_step = figures.lowest_eod(steps, eod)
+        summaries.append(
+            figures.TrialSummary(
+                trial_id=trial.pk,
+                number=trial.number,
+                accuracy=trial.latest_accuracy,
+                eod=trial.latest_eod,
+                fair_objective=trial.latest_fair_objective,
+                lowest_eod=lowest,
+                lowest_eod_step=lowest_step,
+                noise_floor=trial_floor,
+                verdict=judge.worst([verdict.verdict or None for verdict in verdicts]),
+                hparams=hparams_text(trial.hparams),
+            )
+        )
+    chosen = selected.pk if selected is not None else None
+    floor = max(floors) if floors else None
+    result: dict[str, Any] = {
+        "experiment": experiment.pk,
+        "selected": None if selected is None else {"id": selected.pk, "number": selected.number},
+        "trials": [{"id": trial.pk, "number": trial.number, "latest_step": trial.latest_step} for trial in trials],
+        "tolerance": tolerance,
+        "noise_floor": floor,
+        "figures": {
+            "timeline": figure_json(figures.eod_timeline(timelines, tolerance=tolerance, floor=floor, selected=chosen)),
+            "scatter_eod": figure_json(figures.accuracy_scatter(summaries, objective="eod", selected=chosen)),
+            "scatter_objective": figure_json(
+                figures.accuracy_scatter(summaries, objective="fair_objective", selected=chosen)
+            ),
+            "lowest": figure_json(figures.lowest_eod_bars(summaries, tolerance=tolerance, selected=chosen)),
+        },
+    }
+    result.update(_trial_figures(selected))
+    return result
+
+
+def _trial_figures(selected: Trial | None) -> dict[str, Any]:
+    figures_of_trial: dict[str, Any] = {"recall": None, "workers": None}
+    notes: dict[str, str] = {}
+    if selected is None:
+        notes["workers"] = "No trial yet."
+    else:
+        # Only the selected trial's verdict documents are read (the list's verdicts leave them out).
+        verdicts = list(TrialVerdict.objects.filter(trial=selected).order_by("attribute"))
+        recall = [
+            figures.attribute_recall(verdict.attribute, verdict.document, verdict.verdict or None)
+            for verdict in verdicts
+        ]
+        step = max((verdict.step for verdict in verdicts), default=None)
+        figures_of_trial["recall"] = figure_json(figures.group_recall(recall, trial_number=selected.number, step=step))
+        workers, note = _worker_share_figure(selected)
+        figures_of_trial["workers"] = workers
+        if note:
+            notes["workers"] = note
+    return {"figures_trial": figures_of_trial, "notes": notes}
+
+
+def _default_trial(trials: list[Trial]) -> Trial | None:
+    judged = [trial for trial in trials if trial.latest_fair_objective is not None]
+    if judged:
+        return min(judged, key=lambda trial: (trial.latest_fair_objective, trial.number))
+    return trials[0] if trials else None
+
+
+def _eod_series(trial_ids: list[int]) -> dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    """Each trial's eod per validation step (NaN where undefined), read from the index of series
+    without a group (MetricPoint.Meta.indexes) without touching the table."""
+    if not trial_ids:
+        return {}
+    points = MetricPoint.objects.filter(trial_id__in=trial_ids, kind=MetricKind.VALIDATION, name="eod", attribute="")
+    if connection.vendor == "postgresql":
+        # One row per trial holding its steps and values as arrays: 20 rows to convert, not 40,000.
+        # Both arrays of a row are built from the same rows in the same order, so they pair up;
+        # sorting by step here is cheaper than ARRAY_AGG(... ORDER BY), which sorts every group.
+        per_trial = (
+            points.values("trial_id")
+            .annotate(steps=ArrayAgg("step"), values=ArrayAgg("value"))
+            .values_list("trial_id", "steps", "values")
+        )
+        series = {}
+        for trial_id, steps, values in per_trial:
+            step_array = np.asarray(steps, dtype=np.int64)
+            order = np.argsort(step_array, kind="stable")
+            series[trial_id] = (step_array[order], np.asarray(values, dtype=np.float64)[order])
+        return series
+    ordered = points.order_by("trial_id", "step").values_list("trial_id", "step", "value")
+    rows = np.asarray(list(ordered), dtype=np.float64).reshape(-1, 3)
+    series = {}
+    for trial_id in np.unique(rows[:, 0]).tolist():
+        mine = rows[rows[:, 0] == trial_id]
+        series[int(trial_id)] = (mine[:, 1].astype(np.int64), mine[:, 2])
+    return series
+
+
+def _verdict_changes(trial_ids: list[int]) -> dict[int, list[figures.VerdictChange]]:
+    """The verdict changes the ingestion recorded (trial_verdict.changed events), per trial."""
+    changes: dict[int, list[figures.VerdictChange]] = {}
+    for trial_id, data in events_about(verb=Verb.TRIAL_VERDICT_CHANGED, model=Trial, ids=trial_ids):
+        if isinstance(data.get("step"), int) and isinstance(data.get("attribute"), str):
+            changes.setdefault(trial_id, []).append(
+                figures.VerdictChange(step=data["step"], attribute=data["attribute"], verdict=data.get("to") or None)
+            )
+    return changes
+
+
+def _tolerance(trials: list[Trial]) -> float:
+    """The tolerance the newest verdict was judged under (the one the table's verdicts show), or the
+    active policy's before any verdict."""
+    newest = max(
+        (verdict for trial in trials for verdict in trial.verdicts.all()),
+        key=lambda verdict: verdict.updated_at,
+        default=None,
+    )
+    return newest.tolerance if newest is not None else policy_active().tolerance
+
+
+def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | None]:
+    points = trial.metric_points.filter(kind=MetricKind.TRAINING, name__startswith="worker_share").values_list(
+        "step", "name", "attribute", "group", "value"
+    )
+    shares: dict[tuple[str, str, int], dict[int, float | None]] = {}
+    spreads: dict[str, dict[int, float | None]] = {}
+    steps: set[int] = set()
+    for step, name, attribute, group, value in points:
+        if name.startswith("worker_share_spread/"):
+            attribute = attribute_key(decode_group(name.split("/", 2)[1], "")[0])
+            if len(split_key(attribute)) == 1:
+                spreads.setdefault(attribute, {})[step] = value
+                steps.add(step)
+            continue
+        rank = name.rsplit("/", 1)[-1]
+        if not rank.startswith("rank") or not rank[4:].isdigit() or len(split_key(attribute)) != 1:
+            continue  # intersections would crowd the map; their attributes' own rows are shown
+        shares.setdefault((attribute, group, int(rank[4:])), {})[step] = value
+        steps.add(step)
+    if not shares:
+        return None, "No worker shares reported yet: they come with the training metrics."
+    ordered = sorted(steps)
+    rows = [
+        figures.WorkerShareRow(attribute, group, rank, [by_step.get(step) for step in ordered])
+        for (attribute, group, rank), by_step in shares.items()
+    ]
+    spread_series = {attribute: [by_step.get(step) for step in ordered] for attribute, by_step in spreads.items()}
+    figure = figures.worker_share_heatmap(ordered, rows, spread_series)
+    if figure is None:
+        return None, f"Trial {trial.number} ran on one worker: there is no split of its groups between workers to show."
+    return figure_json(figure), None
+
+
+# --------------------------------------------------------------------------------- CSV export
+
+TIMELINE_COLUMNS = ("trial_id", "step", "eod")
+RECALL_PREFIX = "recall/"
+
+
+def timeline_table(*, trials: list[Trial]) -> tuple[list[str], Iterator[list[int | float | None]]]:
+    """The header and rows of the timeline CSV of ``trials`` (docs/dashboard.md): one row per trial
+    and validation step, ``trial_id, step, eod`` and then one column per recall series, named as the
+    trainer names it (``recall/<attribute>/<group>``, trainer/README.md), empty where a step lacks it."""
+    ids = [trial.pk for trial in trials]
+    names = sorted(
+        MetricPoint.objects.filter(trial_id__in=ids, kind=MetricKind.VALIDATION, name__startswith=RECALL_PREFIX)
+        .values_list("name", flat=True)
+        .distinct()
+    )
+    return [*TIMELINE_COLUMNS, *names], _timeline_rows(ids, names)
+
+
+def _timeline_rows(trial_ids: list[int], names: list[str]) -> Iterator[list[int | float | None]]:
+    column = {name: 3 + index for index, name in enumerate(names)}
+    width = 3 + len(names)
+    for trial_id in trial_ids:
+        points = (
+            MetricPoint.objects.filter(trial_id=trial_id, kind=MetricKind.VALIDATION)
+            .filter(Q(name="eod", attribute="") | Q(name__startswith=RECALL_PREFIX))
+            .order_by("step", "name")
+            .values_list("step", "name", "value")
+        )
+        row: list[int | float | None] | None = None
+        for step, name, value in points.iterator(chunk_size=10_000):
+            if row is None or row[1] != step:
+                if row is not None:
+                    yield row
+                row = [trial_id, step, *([None] * (width - 2))]
+            row[2 if name == "eod" else column[name]] = value
+        if row is not None:
+            yield row

@@ -58,6 +58,7 @@ def trial_verdicts_update(*, trial: Trial, step: int, metrics: Mapping[str, floa
             "ci_low": None if headline is None else headline["ci_low"],
             "ci_high": None if headline is None else headline["ci_high"],
             "positives_needed": None if headline is None else headline["positives_needed"],
+            "noise_floor": judge.recall_noise_floor(document),
             "document": document,
         }
         saved, _ = TrialVerdict.objects.update_or_create(trial=trial, attribute=attribute, defaults=values)

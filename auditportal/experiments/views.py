@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -13,7 +14,9 @@ from auditportal.evidence import services as evidence_services
 from auditportal.evidence.selectors import verdict_documents_of_trials
 from auditportal.experiments import selectors, services
 from auditportal.experiments.forms import LaunchForm
+from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.errors import UserError
+from auditportal.lib.csvexport import csv_response
 from auditportal.lib.forms import add_user_error
 
 
@@ -84,6 +87,44 @@ def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonRespons
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     return JsonResponse(selectors.experiment_as_json(experiment))
+
+
+@login_required
+def experiment_figures(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    """The page's figures as JSON; ``?trial=<id>`` chooses the trial of the per-trial figures."""
+    user = request_user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    try:
+        selected = _trial_param(request, experiment)
+    except UserError as exc:
+        return JsonResponse({"detail": str(exc), "field": exc.field}, status=400)
+    return JsonResponse(selectors.experiment_figures(experiment=experiment, selected=selected))
+
+
+@login_required
+def experiment_timeline_csv(request: HttpRequest, experiment_id: int) -> HttpResponseBase:
+    """The eod and per-group recall timeline as CSV: every trial, or the one ``?trial=<id>`` names."""
+    user = request_user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    try:
+        selected = _trial_param(request, experiment)
+    except UserError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    if selected is None:
+        trials, filename = list(selectors.trial_list(experiment=experiment)), f"experiment-{experiment.pk}-timeline.csv"
+    else:
+        trials, filename = [selected], f"experiment-{experiment.pk}-trial-{selected.number}-timeline.csv"
+    header, rows = selectors.timeline_table(trials=trials)
+    return csv_response(filename, header, rows)
+
+
+def _trial_param(request: HttpRequest, experiment: Experiment) -> Trial | None:
+    raw = request.GET.get("trial")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise UserError(f"trial: expected a trial id (a whole number), got {raw[:40]!r}.", field="trial")
+    return selectors.trial_of_experiment(experiment=experiment, trial_id=int(raw))
 
 
 @login_required

@@ -210,6 +210,20 @@ def worst(verdicts: Sequence[str | None]) -> str | None:
     return stats.VERDICTS[max(seen)] if seen else None
 
 
+def recall_noise_floor(section: JSON) -> float | None:
+    """The largest two-sample noise floor (``noise_floor``, at the family's level) among the defined
+    recall (TPR) comparisons of an attribute section; None without one. A recall gap below it may be
+    sampling noise in at least one comparison; above it, it exceeds what sampling alone moves any."""
+    floors = [
+        float(comparison["noise_floor"])
+        for comparison in section.get("comparisons", [])
+        if comparison.get("metric") == "tpr"
+        and not comparison.get("undefined")
+        and comparison.get("noise_floor") is not None
+    ]
+    return max(floors) if floors else None
+
+
 def _group(cells: stats.Counts, rates: dict[str, stats.Rate], index: int) -> JSON:
     tp, fn, fp, tn = (int(value) for value in cells)
     entry: JSON = {

@@ -54,6 +54,29 @@ def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
     return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
+HPARAM_DIGITS = 4
+
+
+def hparam_text(value: object) -> str:
+    """A hyperparameter's value as every page shows it (the trial table, progress.json for the live
+    page, the charts' hover text): floats to 4 significant digits (``0.0007631``, ``1e-05``),
+    integers whole (a seed is never rounded), booleans as JSON writes them, lists item by item."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.{HPARAM_DIGITS}g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(hparam_text(item) for item in value) + "]"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def hparams_text(hparams: Mapping[str, object]) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs, sorted by name, each value through :func:`hparam_text`."""
+    return [(name, hparam_text(hparams[name])) for name in sorted(hparams)]
+
+
 @dataclass(frozen=True)
 class GroupRow:
     group: str  # the key

@@ -1,5 +1,7 @@
 // Live progress of an experiment page: polls progress.json every 2 s while anything runs and
-// updates the trial table in place. The page is complete without it (server-rendered first).
+// updates the trial table in place (the page is complete without it: server-rendered first), and
+// draws the charts from figures.json (auditportal/fairness/figures/experiment.py), fetched again
+// when a validation arrives or another trial is selected (a click on its row or on a chart).
 (function () {
   "use strict";
   var section = document.getElementById("experiment");
@@ -27,7 +29,13 @@
   function buildRows(trial) {
     var row = cell("tr");
     row.setAttribute("data-trial", trial.id);
-    row.appendChild(cell("td", String(trial.number)));
+    var number = cell("td");
+    var select = cell("button", String(trial.number), "trial-select");
+    select.type = "button";
+    select.setAttribute("data-select-trial", trial.id);
+    select.setAttribute("aria-label", "Show trial " + trial.number + " in the charts");
+    number.appendChild(select);
+    row.appendChild(number);
     var state = cell("td");
     var badge = cell("span", "", "state");
     badge.setAttribute("data-field", "state");
@@ -51,21 +59,21 @@
     var verdicts = cell("td");
     verdicts.setAttribute("data-field", "verdicts");
     row.appendChild(verdicts);
-    var hparams = cell("td");
+    var hparams = cell("td", undefined, "hparams");
+    hparams.setAttribute("data-field", "hparams");
     var small = cell("small");
-    Object.keys(trial.hparams || {}).sort().forEach(function (name) {
-      small.appendChild(cell("code", name + "=" + trial.hparams[name]));
+    // Formatted by the server (fairness.presentation.hparam_text), as the template shows them.
+    (trial.hparams_text || []).forEach(function (pair) {
+      small.appendChild(cell("code", pair[0] + "=" + pair[1]));
       small.appendChild(document.createTextNode(" "));
     });
     hparams.appendChild(small);
     row.appendChild(hparams);
-    var documents = cell("td", "—", "muted");  // frozen documents appear when the page is reloaded
-    documents.setAttribute("data-field", "documents");
-    row.appendChild(documents);
+    // Frozen verdict documents (their own row) appear when the page is reloaded.
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
-    td.colSpan = 9;
+    td.colSpan = 8;
     var error = cell("div", "", "error");
     error.setAttribute("data-field", "error");
     var log = cell("pre", "", "log");
@@ -77,6 +85,7 @@
     if (empty) { empty.remove(); }
     table.appendChild(row);
     table.appendChild(errorRow);
+    markSelected();
     return row;
   }
 
@@ -141,6 +150,12 @@
     data.trials.forEach(update);
     var cancel = document.getElementById("cancel-form");
     if (cancel && !data.active) { cancel.hidden = true; }
+    // A new validation (or a new trial) extends the charts: fetch them again (a bounded payload).
+    var seen = data.trials.map(function (t) { return t.id + ":" + t.metrics.step + ":" + t.verdicts.length; }).join(",");
+    if (seen !== lastSeen) {
+      lastSeen = seen;
+      loadFigures();
+    }
     return data.active || data.trials.some(function (t) { return t.state === "RUNNING" || t.state === "STARTING"; });
   }
 
@@ -154,6 +169,124 @@
         if (render(data)) { window.setTimeout(poll, PERIOD_MS); }
       })
       .catch(function () { window.setTimeout(poll, PERIOD_MS * 3); });
+  }
+
+  // ------------------------------------------------------------------------------- charts
+  var charts = document.getElementById("charts");
+  var figuresUrl = charts ? charts.getAttribute("data-figures-url") : null;
+  var csvUrl = charts ? charts.getAttribute("data-csv-url") : null;
+  var selected = null;  // the selected trial's id
+  var objective = "eod";
+  var latest = null;  // the last figures.json
+  var loading = false;
+  var again = false;
+  var lastSeen = null;
+  var version = 0;
+  var clickable = ["figure-timeline", "figure-scatter", "figure-lowest"];
+
+  function element(id) { return document.getElementById(id); }
+
+  function drawInto(id, figure) {
+    var target = element(id);
+    if (!target) { return Promise.resolve(); }
+    target.hidden = !figure;
+    if (!figure) { return Promise.resolve(); }
+    return window.PortalFigures.draw(target, figure).then(function () {
+      if (clickable.indexOf(id) >= 0 && !target.getAttribute("data-click-bound") && target.on) {
+        target.setAttribute("data-click-bound", "true");
+        target.on("plotly_click", function (event) {
+          var point = event.points && event.points[0];
+          if (!point) { return; }
+          var id = typeof point.customdata === "number" ? point.customdata : point.data.meta;
+          if (typeof id === "number") { selectTrial(id); }
+        });
+      }
+    });
+  }
+
+  function scatterFigure() {
+    return latest.figures[objective === "eod" ? "scatter_eod" : "scatter_objective"];
+  }
+
+  function markSelected() {
+    if (!table) { return; }
+    table.querySelectorAll("tr[data-trial]").forEach(function (row) {
+      var on = String(selected) === row.getAttribute("data-trial");
+      row.classList.toggle("selected", on);
+      var button = row.querySelector("[data-select-trial]");
+      if (button) { button.setAttribute("aria-pressed", on ? "true" : "false"); }
+    });
+  }
+
+  function drawFigures(data) {
+    latest = data;
+    selected = data.selected ? data.selected.id : null;
+    markSelected();
+    var link = element("csv-trial");
+    if (link && data.selected) {
+      link.href = csvUrl + "?trial=" + data.selected.id;
+      link.querySelector('[data-field="selected-number"]').textContent = String(data.selected.number);
+      link.hidden = false;
+    }
+    var note = element("workers-note");
+    var workersNote = (data.notes || {}).workers || "";
+    note.textContent = workersNote;
+    note.hidden = !workersNote;
+    return Promise.all([
+      drawInto("figure-timeline", data.figures.timeline),
+      drawInto("figure-recall", data.figures_trial.recall),
+      drawInto("figure-scatter", scatterFigure()),
+      drawInto("figure-lowest", data.figures.lowest),
+      drawInto("figure-workers", data.figures_trial.workers),
+    ]).then(function () {
+      version += 1;
+      charts.setAttribute("data-version", String(version));
+      charts.setAttribute("data-selected", selected === null ? "" : String(selected));
+    });
+  }
+
+  function loadFigures() {
+    if (!charts || !window.PortalFigures) { return; }
+    if (loading) { again = true; return; }
+    loading = true;
+    var url = figuresUrl + (selected === null ? "" : "?trial=" + selected);
+    window.PortalFigures.fetchFigure(url)
+      .then(drawFigures)
+      .catch(function (error) {
+        element("figure-timeline").textContent = "The charts could not load: " + error.message;
+      })
+      .then(function () {
+        loading = false;
+        if (again) { again = false; loadFigures(); }
+      });
+  }
+
+  function selectTrial(id) {
+    if (id === selected) { return; }
+    selected = id;
+    markSelected();
+    loadFigures();
+  }
+
+  if (charts) {
+    if (table) {
+      table.addEventListener("click", function (event) {
+        var target = event.target;
+        if (target.closest("a, form, select, input, textarea, pre")) { return; }
+        var row = target.closest("tr[data-trial]");
+        if (row) { selectTrial(Number(row.getAttribute("data-trial"))); }
+      });
+    }
+    charts.querySelectorAll("[data-objective]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        objective = button.getAttribute("data-objective");
+        charts.querySelectorAll("[data-objective]").forEach(function (other) {
+          other.setAttribute("aria-pressed", other === button ? "true" : "false");
+        });
+        if (latest) { drawInto("figure-scatter", scatterFigure()); }
+      });
+    });
+    loadFigures();
   }
 
   if (section.getAttribute("data-active") === "true") { window.setTimeout(poll, PERIOD_MS); }

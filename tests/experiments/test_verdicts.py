@@ -10,6 +10,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
+from auditportal.fairness.judge import recall_noise_floor
 from auditportal.fairness.metricsfile import MetricRecord, confusion_counts, metric_group
 from tests.factories import TrialFactory
 
@@ -142,3 +143,30 @@ def test_upserting_outside_a_transaction_still_stores_every_point(demo_version: 
     points_upsert([(trial.pk, "validation", 5, f"m{i}", float(i) + 1, "", "") for i in range(10)])  # re-read path
     stored = dict(MetricPoint.objects.filter(trial=trial).values_list("name", "value"))
     assert stored == {f"m{i}": float(i) + 1 for i in range(10)}
+
+
+def test_a_verdict_keeps_the_largest_noise_floor_of_its_defined_recall_comparisons(trial: Trial) -> None:
+    # Three groups: two recall comparisons against the reference (the largest group); the smaller
+    # group's comparison has the wider floor.
+    metrics = _counts("race", {"a": (600, 400, 100, 900), "b": (60, 40, 10, 90), "c": (6000, 4000, 1000, 9000)})
+    (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
+    floors = {c["group"]: c["noise_floor"] for c in verdict.document["comparisons"] if c["metric"] == "tpr"}
+    assert set(floors) == {"a", "b"}
+    assert floors["b"] > floors["a"] > 0
+    assert verdict.noise_floor == floors["b"]
+    verdict.refresh_from_db()
+    assert verdict.noise_floor == floors["b"]
+
+
+def test_the_recall_noise_floor_leaves_out_other_metrics_and_undefined_comparisons() -> None:
+    section = {
+        "comparisons": [
+            {"metric": "tpr", "undefined": False, "noise_floor": 0.08},
+            {"metric": "fpr", "undefined": False, "noise_floor": 0.5},
+            {"metric": "tpr", "undefined": True, "noise_floor": 0.9},
+            {"metric": "tpr", "undefined": False, "noise_floor": 0.12},
+        ]
+    }
+    assert recall_noise_floor(section) == 0.12
+    assert recall_noise_floor({"comparisons": []}) is None
+    assert recall_noise_floor({}) is None

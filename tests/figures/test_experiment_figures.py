@@ -1,0 +1,249 @@
+"""The experiment page's figure functions, tested on the data they draw (points, bands, Pareto front)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from auditportal.fairness.figures import experiment as fig
+from auditportal.fairness.figures.downsample import MAX_POINTS
+from auditportal.fairness.figures.palette import VERDICT_SYMBOLS, verdict_colour
+from auditportal.fairness.figures.serialize import figure_json
+from tests.figures.plotly_json import decoded
+
+
+def _json(figure: Any) -> dict[str, Any]:
+    assert figure is not None
+    data: dict[str, Any] = decoded(figure_json(figure))
+    return data
+
+
+def _trace(data: dict[str, Any], name: str) -> dict[str, Any]:
+    matches = [trace for trace in data["data"] if trace.get("name") == name]
+    assert len(matches) == 1, [trace.get("name") for trace in data["data"]]
+    trace: dict[str, Any] = matches[0]
+    return trace
+
+
+def _shape(data: dict[str, Any], name_start: str) -> dict[str, Any]:
+    matches = [shape for shape in data["layout"].get("shapes", []) if str(shape.get("name", "")).startswith(name_start)]
+    assert len(matches) == 1
+    shape: dict[str, Any] = matches[0]
+    return shape
+
+
+# ----------------------------------------------------------------------------- derived values
+
+
+def test_the_pareto_front_keeps_only_unbeaten_trials_ordered_by_eod() -> None:
+    eod = [0.10, 0.05, 0.20, 0.05, 0.02, 0.30]
+    accuracy = [0.80, 0.78, 0.85, 0.70, 0.60, 0.84]
+    # 3 is beaten by 1 (same eod, lower accuracy); 5 by 2 (higher eod, lower accuracy).
+    assert fig.pareto_front(eod, accuracy) == [4, 1, 0, 2]
+    assert fig.pareto_front([0.1, 0.1], [0.5, 0.5]) == [0, 1]  # equal points beat neither
+    assert fig.pareto_front([], []) == []
+
+
+def test_the_verdict_in_force_is_the_worst_latest_per_attribute() -> None:
+    changes = [
+        fig.VerdictChange(step=20, attribute="gender", verdict="PASS"),
+        fig.VerdictChange(step=20, attribute="race", verdict="INCONCLUSIVE"),
+        fig.VerdictChange(step=40, attribute="race", verdict="PASS"),
+        fig.VerdictChange(step=60, attribute="gender", verdict="FAIL"),
+        fig.VerdictChange(step=80, attribute="gender", verdict=None),
+    ]
+    steps = [10, 20, 30, 40, 50, 60, 70, 80]
+    assert fig.verdicts_in_force(steps, changes) == [
+        None, "INCONCLUSIVE", "INCONCLUSIVE", "PASS", "PASS", "FAIL", "FAIL", "PASS",
+    ]  # fmt: skip
+
+
+def test_the_lowest_eod_and_its_first_step() -> None:
+    assert fig.lowest_eod([10, 20, 30, 40], [0.3, None, 0.1, 0.1]) == (0.1, 30)
+    assert fig.lowest_eod([10], [None]) == (None, None)
+
+
+def test_group_recall_reads_the_verdict_documents_groups_and_intervals() -> None:
+    document = {
+        "reference": "m",
+        "groups": {  # as PostgreSQL's jsonb gives them back: not in the document's order
+            "m": {"tpr": 0.8, "ci": {"tpr": [0.7, 0.9]}, "positives": 60, "values": ["m"]},
+            "f": {"tpr": 0.5, "ci": {"tpr": [0.3, 0.7]}, "positives": 20, "values": ["f"]},
+        },
+    }
+    recall = fig.attribute_recall("gender", document, "FAIL")
+    assert [(g.group, g.recall, g.low, g.high, g.positives, g.is_reference) for g in recall.groups] == [
+        ("f", 0.5, 0.3, 0.7, 20, False),
+        ("m", 0.8, 0.7, 0.9, 60, True),
+    ]
+
+
+# ------------------------------------------------------------------------------------ timeline
+
+
+def test_the_timeline_draws_every_trial_with_the_tolerance_band_and_the_noise_floor() -> None:
+    timelines = [
+        fig.TrialTimeline(trial_id=7, number=1, steps=[25, 50, 75], eod=[0.3, 0.2, None]),
+        fig.TrialTimeline(trial_id=8, number=2, steps=[25, 50], eod=[0.1, 0.04]),
+        fig.TrialTimeline(trial_id=9, number=3, steps=[], eod=[]),  # no validation yet: no line
+    ]
+    data = _json(fig.eod_timeline(timelines, tolerance=0.05, floor=0.03, selected=8))
+    first, second = _trace(data, "trial 1"), _trace(data, "trial 2")
+    assert (first["x"], first["y"], first["meta"]) == ([25, 50, 75], [0.3, 0.2, None], 7)
+    assert (second["x"], second["y"], second["meta"]) == ([25, 50], [0.1, 0.04], 8)
+    assert second["line"]["width"] > first["line"]["width"]  # the selected trial stands out
+    assert not [trace for trace in data["data"] if trace.get("name") == "trial 3"]
+    band = _shape(data, "tolerance")
+    assert (band["y0"], band["y1"], band["showlegend"]) == (0, 0.05, True)
+    floor = _shape(data, "noise floor")
+    assert (floor["y0"], floor["y1"]) == (0, 0.03)
+    edges = [shape for shape in data["layout"]["shapes"] if shape["type"] == "line"]
+    assert [(edge["y0"], edge["y1"]) for edge in edges] == [(0.05, 0.05)]
+
+
+def test_the_timeline_marks_each_verdict_change_with_its_colour_shape_and_name() -> None:
+    timeline = fig.TrialTimeline(
+        trial_id=3, number=2, steps=[10, 20, 30, 40], eod=[0.2, 0.1, 0.02, 0.03],
+        verdicts=[None, "FAIL", "PASS", "PASS"],
+    )  # fmt: skip
+    data = _json(fig.eod_timeline([timeline], tolerance=0.05, floor=None))
+    failed, passed = _trace(data, "verdict became Fail"), _trace(data, "verdict became Pass")
+    assert (failed["x"], failed["y"], failed["customdata"]) == ([20], [0.1], [3])
+    assert (passed["x"], passed["y"], passed["customdata"]) == ([30], [0.02], [3])
+    assert failed["marker"]["color"] == verdict_colour("FAIL")
+    assert failed["marker"]["symbol"] == VERDICT_SYMBOLS["FAIL"]
+    assert not [shape for shape in data["layout"].get("shapes", []) if "noise" in str(shape.get("name"))]
+
+
+def test_long_timelines_are_downsampled_keeping_extremes_and_verdict_changes() -> None:
+    n = 6_000
+    rng = np.random.default_rng(1)
+    eod = (0.1 + 0.01 * rng.standard_normal(n)).tolist()
+    eod[4_321] = 0.9
+    verdicts = ["FAIL"] * 3_000 + ["PASS"] * (n - 3_000)
+    steps = list(range(10, 10 * (n + 1), 10))
+    timelines = [fig.TrialTimeline(trial_id=i, number=i, steps=steps, eod=eod, verdicts=verdicts) for i in range(1, 4)]
+    data = _json(fig.eod_timeline(timelines, tolerance=0.05, floor=None, total_points=3_000))
+    for i in range(1, 4):
+        trace = _trace(data, f"trial {i}")
+        assert len(trace["x"]) <= 1_000
+        assert steps[4_321] in trace["x"]
+        assert max(trace["y"]) == 0.9
+        assert {steps[2_999], steps[3_000]} <= set(trace["x"])
+        assert trace["x"][0] == steps[0]
+        assert trace["x"][-1] == steps[-1]
+    assert _trace(data, "verdict became Pass")["x"] == [steps[3_000]] * 3
+
+
+def test_each_trace_gets_an_equal_share_of_the_points_but_never_more_than_2000() -> None:
+    assert fig.timeline_point_budget(1) == MAX_POINTS
+    assert fig.timeline_point_budget(20) == 1_000
+    assert fig.timeline_point_budget(1_000) == 100
+
+
+def test_an_experiment_without_validations_gets_a_timeline_that_says_so() -> None:
+    data = _json(fig.eod_timeline([], tolerance=0.05, floor=None))
+    assert data["data"] == []
+    assert "No validation yet" in data["layout"]["annotations"][0]["text"]
+
+
+# ---------------------------------------------------------------------------------- group recall
+
+
+def test_group_recall_has_one_trace_per_attribute_with_asymmetric_error_bars() -> None:
+    attributes = [
+        fig.AttributeRecall("gender", "FAIL", [
+            fig.GroupRecall("f", 0.5, 0.3, 0.7, 20), fig.GroupRecall("m", 0.8, 0.75, 0.9, 60, is_reference=True),
+        ]),
+        fig.AttributeRecall("age_group", None, [fig.GroupRecall("young", None, None, None, 0)]),
+    ]  # fmt: skip
+    data = _json(fig.group_recall(attributes, trial_number=4, step=100))
+    gender = _trace(data, "gender: Fail")
+    assert gender["y"] == [["gender", "gender"], ["f", "m"]]
+    assert gender["x"] == [0.5, 0.8]
+    assert gender["error_x"]["array"] == pytest.approx([0.2, 0.1])
+    assert gender["error_x"]["arrayminus"] == pytest.approx([0.2, 0.05])
+    assert gender["marker"]["symbol"] == ["circle", "square"]  # the reference is a square
+    age = _trace(data, "age_group: no verdict")
+    assert age["x"] == [None]
+    assert data["layout"]["title"]["text"] == "Recall per group, trial 4 (step 100)"
+
+
+# ------------------------------------------------------------------------------- worker shares
+
+
+def test_worker_shares_need_two_workers() -> None:
+    rows = [fig.WorkerShareRow("gender", "f", 0, [0.5, 0.5])]
+    assert fig.worker_share_heatmap([10, 20], rows, {"gender": [0.0, 0.0]}) is None
+
+
+def test_worker_shares_are_a_heatmap_of_rank_by_group_with_the_spread_below() -> None:
+    rows = [
+        fig.WorkerShareRow("gender", "m", 1, [0.3, 0.4]),
+        fig.WorkerShareRow("gender", "f", 0, [0.6, 0.5]),
+        fig.WorkerShareRow("gender", "f", 1, [0.7, 0.6]),
+        fig.WorkerShareRow("gender", "m", 0, [0.4, None]),
+    ]
+    data = _json(fig.worker_share_heatmap([10, 20], rows, {"gender": [0.3, 0.1]}))
+    heatmap = data["data"][0]
+    assert heatmap["type"] == "heatmap"
+    assert heatmap["y"] == ["gender=f · rank 0", "gender=f · rank 1", "gender=m · rank 0", "gender=m · rank 1"]
+    assert heatmap["z"] == [[0.6, 0.5], [0.7, 0.6], [0.4, None], [0.3, 0.4]]
+    assert heatmap["x"] == [10, 20]
+    spread = _trace(data, "spread gender")
+    assert (spread["x"], spread["y"]) == ([10, 20], [0.3, 0.1])
+
+
+def test_long_worker_share_series_are_averaged_into_at_most_max_columns() -> None:
+    steps = list(range(1, 1_001))
+    rows = [fig.WorkerShareRow("a", "x", rank, [float(rank)] * 500 + [0.5] * 500) for rank in (0, 1)]
+    data = _json(fig.worker_share_heatmap(steps, rows, {}, max_columns=10))
+    heatmap = data["data"][0]
+    assert heatmap["x"] == list(range(100, 1_001, 100))
+    assert heatmap["z"][1] == [1.0] * 5 + [0.5] * 5
+
+
+# ------------------------------------------------------------------------ scatter and bar charts
+
+
+SUMMARIES = [
+    fig.TrialSummary(1, 1, accuracy=0.80, eod=0.10, fair_objective=0.6, lowest_eod=0.08, lowest_eod_step=50,
+                     noise_floor=0.04, verdict="FAIL", hparams=[("learning_rate", "0.0007631")]),
+    fig.TrialSummary(2, 2, accuracy=0.78, eod=0.05, fair_objective=0.5, lowest_eod=0.03, lowest_eod_step=75,
+                     noise_floor=0.05, verdict="PASS"),
+    fig.TrialSummary(3, 3, accuracy=0.70, eod=0.07, fair_objective=0.4, lowest_eod=0.07, lowest_eod_step=25,
+                     verdict="INCONCLUSIVE"),
+    fig.TrialSummary(4, 4),  # no validation yet
+]  # fmt: skip
+
+
+def test_the_scatter_marks_the_pareto_front_and_colours_trials_by_verdict() -> None:
+    data = _json(fig.accuracy_scatter(SUMMARIES, objective="eod", selected=2))
+    front = _trace(data, "Pareto front")
+    assert (front["x"], front["y"]) == ([0.05, 0.1], [0.78, 0.8])  # trial 3 is beaten by trial 2
+    passed = _trace(data, "Pass")
+    assert (passed["x"], passed["y"], passed["customdata"]) == ([0.05], [0.78], [2])
+    assert passed["marker"]["color"] == verdict_colour("PASS")
+    assert passed["marker"]["line"]["width"] == [3]  # selected
+    failed = _trace(data, "Fail")
+    assert "learning_rate=0.0007631" in failed["hovertext"][0]
+    assert data["layout"]["xaxis"]["title"]["text"].startswith("eod")
+
+
+def test_the_scatter_can_use_fair_objective_instead() -> None:
+    data = _json(fig.accuracy_scatter(SUMMARIES, objective="fair_objective"))
+    front = _trace(data, "Pareto front")
+    assert (front["x"], front["y"]) == ([0.4, 0.5, 0.6], [0.7, 0.78, 0.8])
+
+
+def test_the_bars_show_each_trials_lowest_eod_with_the_tolerance_and_its_noise_floor() -> None:
+    data = _json(fig.lowest_eod_bars(SUMMARIES, tolerance=0.05, selected=1))
+    bars = _trace(data, "lowest eod")
+    assert bars["x"] == ["trial 1", "trial 2", "trial 3"]
+    assert (bars["y"], bars["customdata"]) == ([0.08, 0.03, 0.07], [1, 2, 3])
+    floors = _trace(data, "noise floor")
+    assert (floors["x"], floors["y"]) == (["trial 1", "trial 2"], [0.04, 0.05])
+    assert _shape(data, "tolerance")["y1"] == 0.05
+    assert bars["marker"]["color"][0] != bars["marker"]["color"][1]  # the selected bar stands out
