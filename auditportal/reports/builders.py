@@ -6,7 +6,6 @@ and calls these for the rest; ``prediction_audit_context`` puts them together fo
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.experiments.models import Trial
+from auditportal.fairness.documents import config_digest
 from auditportal.fairness.report_context import (
     Acknowledgement,
     AttributeGroups,
@@ -139,7 +139,7 @@ def experiment_provenance(trial: Trial) -> ExperimentProvenance:
     experiment = trial.experiment
     return ExperimentProvenance(
         label=f"Experiment {experiment.pk} ({experiment.name}), trial {trial.number}",
-        config_sha256=hashlib.sha256(experiment.config_yaml.encode()).hexdigest(),
+        config_sha256=config_digest(experiment.config_yaml),
         hparams=tuple((str(name), json.dumps(value, sort_keys=True)) for name, value in sorted(trial.hparams.items())),
     )
 
