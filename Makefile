@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/group_metrics.py
 	$(PY) bench/trainer_overhead.py
 	$(PY) bench/audit_predictions.py
+	$(PY) bench/report.py
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(PY) bench/ingest.py
 	$(PY) bench/dashboard.py
 

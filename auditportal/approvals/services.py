@@ -51,6 +51,8 @@ from auditportal.fairness.findings import FAIL, INCONCLUSIVE, Finding, document_
 from auditportal.lib.transactions import inside_atomic_block
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
+from auditportal.reports import builders as report_builders
+from auditportal.reports import services as report_services
 
 logger = logging.getLogger(__name__)
 
@@ -265,7 +267,7 @@ def review_request_revoke(*, user: User, request: ReviewRequest, reason: str) ->
         request.revoked_at = timezone.now()
         request.revoked_reason = reason
         _move(request, user, RequestState.REVOKED, Verb.REVIEW_REQUEST_REVOKED, {"reason": reason})
-        _after_decision(request, Verb.REVIEW_REQUEST_REVOKED)
+        _after_decision(request, Verb.REVIEW_REQUEST_REVOKED, revoked_by=user)
     return request
 
 
@@ -881,8 +883,16 @@ def _move(
     event_record(actor=actor, verb=verb, target=request, data={"from": before, "to": state.value, **data})
 
 
-def _after_decision(request: ReviewRequest, verb: Verb) -> None:
+def _after_decision(request: ReviewRequest, verb: Verb, *, revoked_by: User | None = None) -> None:
     pk = request.pk
+    # The decision's report (docs/reports.md): its context is read now, inside the deciding transaction
+    # (the chain head includes the decision's event); the worker draws its figures, renders and certifies
+    # it once this transaction commits. A revocation adds a new report; the approval's report stays.
+    report_services.report_generate_queue(
+        context=report_builders.review_request_context(request=request, revoked_by=revoked_by),
+        review_request_id=pk,
+        with_figures=True,
+    )
     transaction.on_commit(lambda: notifications.request_decided(request_id=pk, verb=verb))
     if request.trial_id is not None:
         transaction.on_commit(lambda: _tag_checkpoint_queue(pk))

@@ -6,15 +6,19 @@ and calls these for the rest; ``prediction_audit_context`` puts them together fo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from django.conf import settings
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.selectors import chain_head
+from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
+from auditportal.experiments.models import Trial
+from auditportal.fairness.documents import config_digest
 from auditportal.fairness.report_context import (
     Acknowledgement,
     AttributeGroups,
@@ -22,6 +26,7 @@ from auditportal.fairness.report_context import (
     DatasetProvenance,
     Decision,
     EvidenceDocument,
+    ExperimentProvenance,
     Figure,
     Person,
     PolicyProvenance,
@@ -125,4 +130,130 @@ def prediction_audit_context(
         waivers=tuple(waivers),
         acknowledgements=tuple(acknowledgements),
         figures=tuple(figures),
+    )
+
+
+def experiment_provenance(trial: Trial) -> ExperimentProvenance:
+    """The trial's experiment: the SHA-256 of its config as submitted (YAML text, UTF-8) and the trial's
+    hyperparameters (values as JSON)."""
+    experiment = trial.experiment
+    return ExperimentProvenance(
+        label=f"Experiment {experiment.pk} ({experiment.name}), trial {trial.number}",
+        config_sha256=config_digest(experiment.config_yaml),
+        hparams=tuple((str(name), json.dumps(value, sort_keys=True)) for name, value in sorted(trial.hparams.items())),
+    )
+
+
+def review_request_context(*, request: ReviewRequest, revoked_by: User | None = None) -> ReportContext:
+    """The report of ``request``'s decision (approved, rejected or revoked), read from its records
+    inside the deciding transaction: the chain head is the activity log's head with the decision's
+    event in it. Figures are left to the worker (``reports.figures.context_with_figures``).
+
+    Signatories: for an approval or a rejection, the committee members whose current vote in the
+    deciding round is that decision; for a revocation, ``revoked_by`` when they are a committee
+    member (none when an administrator outside the committee revoked).
+    """
+    # Imported here: the approvals services import this module.
+    from auditportal.approvals.services import current_votes
+
+    outcome = {
+        RequestState.APPROVED: "approved",
+        RequestState.REJECTED: "rejected",
+        RequestState.REVOKED: "revoked",
+    }.get(RequestState(request.state))
+    if outcome is None:
+        raise ValueError(f"review request #{request.pk} is {request.state}: only a decision has a report")
+    documents = list(request.documents.order_by("id"))
+    votes = [
+        vote for vote in current_votes(list(request.votes.filter(round=request.round).select_related("voter"))).values()
+    ]
+    votes.sort(key=lambda vote: (vote.cast_at, vote.pk))
+    members = {vote.voter_id: person(vote.voter, Role.ETHICS_COMMITTEE) for vote in votes}
+    if outcome == "revoked":
+        at = request.revoked_at
+        note = f"Approval revoked: {request.revoked_reason}"
+        signatories = (
+            [person(revoked_by, Role.ETHICS_COMMITTEE)]
+            if revoked_by is not None and revoked_by.has_role(Role.ETHICS_COMMITTEE)
+            else []
+        )
+    else:
+        at = request.decided_at
+        note = ""
+        deciding = VoteChoice.APPROVE if outcome == "approved" else VoteChoice.REJECT
+        signatories = [members[vote.voter_id] for vote in votes if vote.choice == deciding]
+    assert at is not None
+    approving = [vote for vote in votes if vote.choice == VoteChoice.APPROVE]
+    acknowledged: dict[str, tuple[str, str, list[str]]] = {}
+    for vote in approving:
+        for item in vote.acknowledgements.order_by("id"):
+            label = f"{item.attribute}: {item.metric} of {item.group} (document {item.document.sha256[:12]})"
+            needed = str(item.positives_needed) if item.positives_needed is not None else item.needed_reason
+            acknowledged.setdefault(item.finding_key, (label, needed, []))[2].append(members[vote.voter_id].name)
+    waivers = [
+        Waiver(
+            scope=(
+                f"{waiver.attribute}: {waiver.metric} of {waiver.group} against {waiver.reference} "
+                f"(document {waiver.document.sha256[:12]})"
+            ),
+            reason=waiver.reason
+            + (f" Compensating measures: {waiver.compensating_measures}" if waiver.compensating_measures else ""),
+            expires=waiver.expires_at.date().isoformat(),
+            approved_by=tuple(
+                sorted(
+                    vote.voter.get_full_name() or vote.voter.get_username()
+                    for vote in current_votes(list(waiver.votes.select_related("voter"))).values()
+                    if vote.choice == VoteChoice.APPROVE
+                )
+            ),
+        )
+        for waiver in request.waivers.filter(round=request.round, state=WaiverState.APPROVED).order_by(
+            "expires_at", "id"
+        )
+    ]
+    details: list[tuple[str, str]] = [("Review request", f"#{request.pk} {request.title}")]
+    details.append(("Intended use", request.intended_use))
+    experiment = None
+    dataset = None
+    if request.trial_id is not None:
+        trial = request.trial
+        assert trial is not None
+        kind, label = "trial", f"Experiment {trial.experiment_id}, trial {trial.number}"
+        details.append(("Checkpoint", request.checkpoint or "(none recorded)"))
+        experiment = experiment_provenance(trial)
+        dataset = dataset_provenance(trial.experiment.dataset_version)
+    else:
+        audit = request.prediction_audit
+        assert audit is not None
+        kind, label = "prediction_audit", f"Prediction audit #{audit.pk} of {audit.original_name}"
+        details += [
+            ("Predictions file", f"{audit.original_name} ({audit.num_rows} rows)"),
+            ("File SHA-256", audit.sha256),
+        ]
+    return ReportContext(
+        title=f"Fairness audit report: {request.model_identifier}",
+        organisation=settings.REPORT_ORGANISATION,
+        subject=Subject(kind=kind, label=label, model=request.model_identifier, details=tuple(details)),
+        policy=policy_provenance(request.policy),
+        documents=tuple(evidence_document(document) for document in documents),
+        decision=Decision(
+            outcome=outcome,
+            at=at.isoformat(),
+            requester=person(request.requested_by, Role.ML_ENGINEER),
+            request_label=f"Review request #{request.pk}",
+            note=note,
+        ),
+        votes=tuple(
+            Vote(member=members[vote.voter_id], vote=str(vote.choice), reason=vote.reason, at=vote.cast_at.isoformat())
+            for vote in votes
+        ),
+        signatories=tuple(signatories),
+        dataset=dataset,
+        experiment=experiment,
+        chain_head=current_chain_head(),
+        waivers=tuple(waivers),
+        acknowledgements=tuple(
+            Acknowledgement(item=label, positives_needed=needed, by=tuple(by))
+            for label, needed, by in acknowledged.values()
+        ),
     )

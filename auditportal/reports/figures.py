@@ -9,9 +9,13 @@ never in a web process), which exports a figure in a fraction of a second.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import warnings
 from typing import Any
+
+from auditportal.fairness.figures.audit import forest_plot
+from auditportal.fairness.report_context import Figure, ReportContext, document_attributes
 
 logger = logging.getLogger(__name__)
 
@@ -53,3 +57,34 @@ def figure_svg(figure: Any, *, width: int = 720, height: int = 360) -> str:
         warnings.filterwarnings("ignore", message="The kopts argument is ignored", category=UserWarning)
         data = drawn.to_image(format="svg")
     return bytes(data).decode()
+
+
+def context_with_figures(context: ReportContext) -> ReportContext:
+    """``context`` with the forest plot of each of its verdict documents added to its figures, as SVG
+    (fairness/figures/audit.py, the dashboard's figure): call it in the worker, where Chromium is warm.
+    The figures come from the documents' stored text only, so the report draws what the committee saw.
+    """
+    added: list[Figure] = []
+    for document in context.documents:
+        value = document.document
+        plot = forest_plot(document_attributes(value), tolerance=context.policy.tolerance)
+        if plot is None:
+            continue
+        added.append(
+            Figure(
+                title=f"Forest plot: {document.label}",
+                svg=figure_svg(plot, height=_forest_height(plot)),
+                caption=(
+                    "Each comparison's difference from the reference group with its familywise interval, one "
+                    f"panel per metric; the shaded band is the policy's tolerance (±{context.policy.tolerance:g}). "
+                    f"Document SHA-256 {document.sha256}."
+                ),
+            )
+        )
+    return dataclasses.replace(context, figures=(*context.figures, *added))
+
+
+def _forest_height(plot: Any) -> int:
+    # The dashboard sizes the plot for its rows; keep that height, within a page.
+    height = plot.layout.height
+    return max(360, min(int(height), 900)) if height else 480

@@ -107,9 +107,28 @@ class Report(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # The review request whose decision this report records (none for reports made from code before
+    # the approvals wiring), and that decision: approved, rejected, or revoked (a revoked approval
+    # adds a new report; the approved one stays). One report per request and outcome.
+    review_request = models.ForeignKey(
+        "approvals.ReviewRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="reports"
+    )
+    request_outcome = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["review_request", "request_outcome"],
+                condition=models.Q(review_request__isnull=False),
+                name="reports_report_one_per_request_outcome",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(review_request__isnull=True, request_outcome="")
+                | models.Q(review_request__isnull=False, request_outcome__in=["approved", "rejected", "revoked"]),
+                name="reports_report_outcome_with_request",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Report #{self.pk}: {self.title}"

@@ -26,6 +26,8 @@ def verification_json(result: ReportVerification, *, file_name: str) -> dict[str
             "revision": match.revision,
             "latest_revision": match.latest_revision,
             "exact": match.exact,
+            "review_request": match.review_request_id,
+            "decision": match.request_outcome or None,
         },
         "problems": result.problems,
     }
@@ -91,6 +93,8 @@ def verification_lines(value: dict[str, Any]) -> list[str]:
             f"Portal: the file {how} revision {report['revision']} of {report['latest_revision']} of report "
             f"#{report['id']} ({report['title']}; {report['subject']})"
         )
+        if report["review_request"] is not None:
+            lines.append(f"Review request: #{report['review_request']} ({report['decision']})")
     if value["ok"]:
         lines.append("Result: OK")
     else:

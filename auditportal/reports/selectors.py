@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import Role, User
+from auditportal.approvals.models import ReviewRequest
 from auditportal.reports import signing
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
 from auditportal.reports.verification import PdfVerification, verify_pdf
@@ -17,6 +18,15 @@ def report_list(*, user: User) -> QuerySet[Report]:
     if not user.is_authenticated or not user.is_member:
         return Report.objects.none()
     return Report.objects.prefetch_related("revisions__signer").order_by("-created_at", "-id")
+
+
+def review_request_reports(*, request: ReviewRequest) -> QuerySet[Report]:
+    """The reports of ``request``'s decisions, oldest first: the approval's or the rejection's, then,
+    after a revocation, the revocation's (the earlier one stays). Empty until the worker has stored the
+    first. The caller has already checked that its user may see the request (approvals selectors)."""
+    return (
+        Report.objects.filter(review_request=request).prefetch_related("revisions__signer").order_by("created_at", "id")
+    )
 
 
 def report_get(*, user: User, report_id: int) -> Report:
@@ -75,6 +85,10 @@ class StoredMatch:
     revision: int
     latest_revision: int
     exact: bool
+    # The review request whose decision the report records, and that decision (None, "": made before
+    # reports were linked to requests).
+    review_request_id: int | None = None
+    request_outcome: str = ""
 
     @property
     def is_latest(self) -> bool:
@@ -137,4 +151,6 @@ def _match(sha256: str, *, exact: bool) -> StoredMatch | None:
         revision=revision.number,
         latest_revision=latest.number,
         exact=exact,
+        review_request_id=revision.report.review_request_id,
+        request_outcome=revision.report.request_outcome,
     )

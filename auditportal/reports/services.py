@@ -23,7 +23,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.report_context import ReportContext
-from auditportal.reports import rendering, signing
+from auditportal.reports import figures, rendering, signing
 from auditportal.reports.models import (
     CertificateAuthority,
     CertificateKind,
@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 KEYS_LOCK = 0x7265706F727473
 STAMP_FONT = "fonts/DejaVuSans.ttf"
 ORGANISATION_TITLE = "Organisation"
+# The decisions of a review request that make a report (docs/approvals.md).
+REQUEST_OUTCOMES = ("approved", "rejected", "revoked")
 
 
 class SigningKeyUnavailable(RuntimeError):
@@ -274,13 +276,35 @@ def _display_name(user: User) -> str:
 # --- reports --------------------------------------------------------------------------------------
 
 
-def report_generate(*, context: ReportContext, actor: User | None = None) -> Report:
+def report_generate(
+    *,
+    context: ReportContext,
+    actor: User | None = None,
+    review_request_id: int | None = None,
+    with_figures: bool = False,
+) -> Report:
     """Render ``context``, certify it with the organisation's key and store it: the report of this
     context. Generated once: the same context (by its SHA-256) returns the stored report unchanged.
+
+    ``review_request_id``: the review request whose decision (``context.decision.outcome``: approved,
+    rejected or revoked) the report records; one report per request and outcome, so a retried task
+    returns the stored one even though its figures' SVG would differ. ``with_figures``: add the
+    figures of the context's documents first (``figures.context_with_figures``: a Chromium export,
+    which only the worker has warm).
 
     Runs outside a transaction (rendering takes seconds); callers queue it with
     ``reports.tasks.report_generate_task`` after their own transaction commits.
     """
+    outcome = ""
+    if review_request_id is not None:
+        if context.decision is None or context.decision.outcome not in REQUEST_OUTCOMES:
+            raise ValueError(f"the report of review request #{review_request_id} needs a decision")
+        outcome = context.decision.outcome
+        existing = Report.objects.filter(review_request_id=review_request_id, request_outcome=outcome).first()
+        if existing is not None:
+            return existing
+    if with_figures:
+        context = figures.context_with_figures(context)
     context_sha256 = context.sha256
     existing = Report.objects.filter(context_sha256=context_sha256).first()
     if existing is not None:
@@ -306,6 +330,8 @@ def report_generate(*, context: ReportContext, actor: User | None = None) -> Rep
                 context_sha256=context_sha256,
                 pages=rendered.pages,
                 created_by=actor,
+                review_request_id=review_request_id,
+                request_outcome=outcome,
             )
             revision = ReportRevision.objects.create(
                 report=report,
@@ -331,11 +357,16 @@ def report_generate(*, context: ReportContext, actor: User | None = None) -> Rep
                     "documents": [document.sha256 for document in context.documents],
                     "signatories": [person.key for person in context.signatories],
                     "certificate": certificate.fingerprint,
+                    "review_request": review_request_id,
+                    "outcome": outcome or None,
                 },
             )
     except IntegrityError:
-        # The same context generated at the same moment by another worker: theirs is the report.
+        # The same context (or request decision) generated at the same moment by another worker:
+        # theirs is the report.
         _discard(file_name)
+        if review_request_id is not None:
+            return Report.objects.get(review_request_id=review_request_id, request_outcome=outcome)
         return Report.objects.get(context_sha256=context_sha256)
     except BaseException:
         _discard(file_name)
@@ -343,19 +374,30 @@ def report_generate(*, context: ReportContext, actor: User | None = None) -> Rep
     return report
 
 
-def report_generate_queue(*, context: ReportContext, actor: User | None = None) -> None:
+def report_generate_queue(
+    *,
+    context: ReportContext,
+    actor: User | None = None,
+    review_request_id: int | None = None,
+    with_figures: bool = False,
+) -> None:
     """Queue ``report_generate`` for a worker once the caller's transaction commits (a decision's
-    report is rendered in the Celery worker, never in a web process)."""
+    report is rendered in the Celery worker, never in a web process; so are its figures)."""
     value = context.as_json()
     actor_id = actor.pk if actor is not None else None
-    transaction.on_commit(lambda: _generate_queue(value, actor_id))
+    transaction.on_commit(lambda: _generate_queue(value, actor_id, review_request_id, with_figures))
 
 
-def _generate_queue(value: dict[str, object], actor_id: int | None) -> None:
+def _generate_queue(
+    value: dict[str, object], actor_id: int | None, review_request_id: int | None, with_figures: bool
+) -> None:
     # tasks.py imports this module; importing it here keeps the dependency one-way at import time.
     from auditportal.reports.tasks import report_generate_task
 
-    report_generate_task.delay(value, actor_id)
+    if review_request_id is None and not with_figures:
+        report_generate_task.delay(value, actor_id)
+    else:
+        report_generate_task.delay(value, actor_id, review_request_id, with_figures)
 
 
 def report_sign_member(*, report: Report, member: User) -> ReportRevision:

@@ -24,8 +24,19 @@ def _warm_figure_export(**_: Any) -> None:
 
 
 @app.task(name="reports.generate", acks_late=True)  # type: ignore[untyped-decorator]
-def report_generate_task(context: dict[str, Any], actor_id: int | None = None) -> int:
+def report_generate_task(
+    context: dict[str, Any],
+    actor_id: int | None = None,
+    review_request_id: int | None = None,
+    with_figures: bool = False,
+) -> int:
     """Render, certify and store the report of ``context`` (ReportContext.as_json); its id. Idempotent:
-    a context already generated returns its report, so a killed worker's retry does no harm."""
+    a context (or a review request's decision) already generated returns its report, so a killed
+    worker's retry does no harm. ``with_figures``: the documents' figures are drawn here, in the worker."""
     actor = User.objects.filter(pk=actor_id).first() if actor_id is not None else None
-    return services.report_generate(context=ReportContext.from_json(context), actor=actor).pk
+    return services.report_generate(
+        context=ReportContext.from_json(context),
+        actor=actor,
+        review_request_id=review_request_id,
+        with_figures=with_figures,
+    ).pk

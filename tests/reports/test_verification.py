@@ -217,6 +217,9 @@ def test_the_api_passes_a_good_report(signed_report: SignedReport, member_fay: U
         "revision": 3,
         "latest_revision": 3,
         "exact": True,
+        # Made from code, not from a review request's decision.
+        "review_request": None,
+        "decision": None,
     }
 
 
