@@ -40,6 +40,8 @@ from tests.reports.test_independent_tools import _pdfsig
 
 __all__ = ["audit_request", "demo_version", "fake_trainer", "frank", "runs", "unfair_trial_request"]
 
+from tests.factories import client_for
+
 pytestmark = pytest.mark.django_db
 
 
@@ -86,6 +88,11 @@ def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocatio
     report = Report.objects.get()
     assert (report.review_request_id, report.request_outcome) == (request.pk, "approved")
     assert list(review_request_reports(request=request)) == [report]
+    # The request page links it, and offers the signing form to the approving members only.
+    page = client_for(dave).get(request.get_absolute_url()).content.decode()
+    assert f'href="/reports/{report.pk}/"' in page
+    assert f'href="/reports/{report.pk}/#sign-form">sign it</a>' in page
+    assert "sign it</a>" not in client_for(carol).get(request.get_absolute_url()).content.decode()
     context = ReportContext.from_json(report.context)
     assert context.decision is not None
     assert context.decision.outcome == "approved"
