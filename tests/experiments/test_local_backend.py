@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard
 from auditportal.experiments import services
+from auditportal.experiments.backends import local
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import ExperimentStatus, MetricPoint, Trial, TrialState
@@ -178,3 +181,52 @@ def test_a_trial_claimed_by_a_worker_that_died_before_starting_it_goes_back_to_t
     trial.refresh_from_db()
     assert trial.state == TrialState.COMPLETED
     assert _stored(trial) == metrics_in_file(run_dir(trial) / "metrics.jsonl")
+
+
+def _cmdline_not_set_up_yet(pid: int) -> bytes:
+    # What /proc/<pid>/cmdline reads while a process is between the start of its exec and the set-up
+    # of its new command line: Popen returns inside that window.
+    return b""
+
+
+def test_a_trial_observed_while_its_process_is_still_starting_completes(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "_cmdline", _cmdline_not_set_up_yet)
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    experiment_launch_task(experiment.pk)  # starts the trial and observes it at once
+    experiment = poll_until_done(experiment)
+    assert experiment.status == ExperimentStatus.COMPLETED, experiment.trials.get().error
+    assert experiment.trials.get().state == TrialState.COMPLETED
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(["sleep", "30"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_process_this_worker_started_is_alive_until_it_ends_whatever_proc_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "_cmdline", _cmdline_not_set_up_yet)
+    trial_dir = tmp_path / "trial-1"
+    child = subprocess.Popen(["/bin/sh", "-c", "sleep 30", "trial-wrapper", str(trial_dir)])
+    monkeypatch.setitem(local._children, child.pid, child)
+    assert local._alive(child.pid, trial_dir)
+    assert not local._alive(child.pid, tmp_path / "trial-2")  # the pid is another trial's process
+    child.kill()
+    child.wait()
+    assert not local._alive(child.pid, trial_dir)
+
+
+def test_a_process_started_elsewhere_is_alive_while_its_command_line_is_unreadable_and_not_when_it_is_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleeper: subprocess.Popen[bytes]
+) -> None:
+    # Not one of this worker's children (another worker started it): /proc decides.
+    assert sleeper.pid not in local._children
+    assert not local._alive(sleeper.pid, tmp_path / "trial-1")  # a reused pid: not the trial's process
+    monkeypatch.setattr(local, "_cmdline", _cmdline_not_set_up_yet)
+    assert local._alive(sleeper.pid, tmp_path / "trial-1")  # cannot be told yet: the next poll decides

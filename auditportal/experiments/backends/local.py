@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 from django.conf import settings
 from django.db.models import Q
@@ -228,23 +229,36 @@ def _read_int(path: Path) -> int | None:
 
 def _alive(pid: int, directory: Path) -> bool:
     _reap()
+    child = _children.get(pid)
+    if child is not None:
+        # Started by this process and not reaped yet, so the pid is still this child's: no need to
+        # look at /proc, whose command line is empty for a moment after Popen returns (see below).
+        return str(directory) in cast(list[str], child.args)  # _start passes a list of str
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    # Guard against pid reuse: the wrapper's command line names the trial's folder.
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.parent.exists():
-        try:
-            status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            if status == "Z":
-                return False
-            return str(directory).encode() in cmdline.read_bytes()
-        except (FileNotFoundError, IndexError):
+    # Guard against pid reuse (a trial started by another worker): the wrapper's command line names
+    # the trial's folder.
+    if not Path(f"/proc/{pid}").exists():
+        return True
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if status == "Z":
             return False
-    return True
+        cmdline = _cmdline(pid)
+    except (FileNotFoundError, IndexError):
+        return False
+    # Empty while the process is between exec's start and its new command line's set-up (or while it
+    # exits): it cannot be told apart yet, so it counts as alive and the next poll decides. Popen
+    # returns inside that window, so a trial observed just after its start used to be taken for dead.
+    return not cmdline or str(directory).encode() in cmdline
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def _group_exists(pid: int) -> bool:
