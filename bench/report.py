@@ -128,7 +128,8 @@ def _context(documents: list[Any], members: list[Any], title: str) -> Any:
 
 def _figures(documents: list[Any], count: int, tolerance: float) -> tuple[Any, ...]:
     from auditportal.fairness.figures.audit import forest_plot
-    from auditportal.fairness.report_context import Figure, document_attributes
+    from auditportal.fairness.findings import document_attributes
+    from auditportal.fairness.report_context import Figure
     from auditportal.reports import figures
 
     made = []

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from auditportal.evidence.models import DocumentKind, VerdictDocument
+from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.findings import document_attributes
 
 
 @dataclass(frozen=True)
@@ -18,16 +19,8 @@ class AttributeSummary:
     groups: int
 
 
-def judged_attributes(document: VerdictDocument, value: dict[str, Any]) -> dict[str, Any]:
-    """The judged sections of a document, per attribute key: an audit's inside its result."""
-    attributes: dict[str, Any] = (
-        value["audit"]["attributes"] if document.kind == DocumentKind.PREDICTION_AUDIT else value["attributes"]
-    )
-    return attributes
-
-
 def attribute_summaries(document: VerdictDocument, value: dict[str, Any]) -> list[AttributeSummary]:
-    attributes = judged_attributes(document, value)
+    attributes = document_attributes(value)
     return [
         AttributeSummary(
             name=name,

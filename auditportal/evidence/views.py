@@ -11,7 +11,7 @@ from auditportal.evidence import presentation, selectors, services
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.figures.audit import forest_plot
+from auditportal.fairness.figures.audit import verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 
 
@@ -19,7 +19,7 @@ from auditportal.fairness.figures.serialize import figure_json
 def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpResponse:
     document = selectors.verdict_document_get(user=request_user(request), document_id=document_id)
     value = document.document
-    forest = forest_plot(presentation.judged_attributes(document, value), tolerance=value["policy"]["tolerance"])
+    forest = verdict_document_forest_plot(value)
     return render(
         request,
         "evidence/document.html",

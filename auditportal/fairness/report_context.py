@@ -25,6 +25,7 @@ from typing import Any
 
 from auditportal.fairness import presentation
 from auditportal.fairness.canonical import canonical_json, canonical_sha256
+from auditportal.fairness.findings import document_attributes
 
 # The layout of ``as_json``; a change to its keys or their meaning is a new version.
 SCHEMA_VERSION = 1
@@ -245,14 +246,6 @@ class DocumentFindings:
     document: EvidenceDocument
     verdict: str | None
     tables: list[presentation.AttributeTable]
-
-
-def document_attributes(document: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The judged attribute sections of a verdict document, whatever its kind (docs/verdict-documents.md)."""
-    if "audit" in document:
-        attributes: Mapping[str, Any] = document["audit"].get("attributes", {})
-        return attributes
-    return typing.cast(Mapping[str, Any], document.get("attributes", {}))
 
 
 def document_findings(document: EvidenceDocument) -> DocumentFindings:

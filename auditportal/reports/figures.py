@@ -15,7 +15,8 @@ import warnings
 from typing import Any
 
 from auditportal.fairness.figures.audit import forest_plot
-from auditportal.fairness.report_context import Figure, ReportContext, document_attributes
+from auditportal.fairness.findings import document_attributes
+from auditportal.fairness.report_context import Figure, ReportContext
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ import pytest
 
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.fairness.findings import document_attributes
 from auditportal.fairness.report_context import (
     Acknowledgement,
     Decision,
@@ -21,7 +22,6 @@ from auditportal.fairness.report_context import (
     Vote,
     Waiver,
     display_time,
-    document_attributes,
     group_table_csv,
 )
 from tests.reports.helpers import decided_context
