@@ -336,6 +336,7 @@ def main() -> None:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "auditportal.settings.base",
             "SECRET_KEY": "bench-secret-key-not-for-production",
+            "REPORT_KEY_PASSPHRASE": "bench-report-key-passphrase-not-for-production",
             "PORTAL_VAR_DIR": var_dir,
         }
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
