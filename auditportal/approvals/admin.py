@@ -9,7 +9,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from auditportal.accounts.permissions import request_user
-from auditportal.approvals import services
 from auditportal.approvals.models import (
     Acknowledgement,
     ApiToken,
@@ -84,6 +83,10 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
     @admin.action(description="Revoke the selected API tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        # Imported on use: the admin modules are imported when any process starts (admin autodiscovery),
+        # and the approvals services import the experiments' and the reports' services with them.
+        from auditportal.approvals import services
+
         user = request_user(request)
         revoked = 0
         for token in queryset.filter(revoked_at__isnull=True):

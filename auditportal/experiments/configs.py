@@ -16,8 +16,6 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from auditportal.fairness.errors import UserError
 from trainer import hparams
 
@@ -164,6 +162,8 @@ def _det_hparam(spec: Any) -> Any:
 
 
 def to_yaml(config: Mapping[str, Any]) -> str:
+    from ruamel.yaml import YAML  # 0.03 s to import; only launching and showing configs need it
+
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     buffer = io.StringIO()
@@ -172,6 +172,8 @@ def to_yaml(config: Mapping[str, Any]) -> str:
 
 
 def from_yaml(text: str) -> dict[str, Any]:
+    from ruamel.yaml import YAML
+
     yaml = YAML(typ="safe", pure=True)
     loaded = yaml.load(text)
     if not isinstance(loaded, dict):

@@ -5,7 +5,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
@@ -247,6 +246,10 @@ def _eod_series(trial_ids: list[int]) -> dict[int, tuple[npt.NDArray[np.int64], 
         return {}
     points = MetricPoint.objects.filter(trial_id__in=trial_ids, kind=MetricKind.VALIDATION, name="eod", attribute="")
     if connection.vendor == "postgresql":
+        # Imported here: django.contrib.postgres imports psycopg (0.08 s), which a process on SQLite
+        # never needs, and this module is loaded by every management command.
+        from django.contrib.postgres.aggregates import ArrayAgg
+
         # One row per trial holding its steps and values as arrays: 20 rows to convert, not 40,000.
         # Both arrays of a row are built from the same rows in the same order, so they pair up;
         # sorting by step here is cheaper than ARRAY_AGG(... ORDER BY), which sorts every group.

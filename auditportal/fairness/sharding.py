@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.intersections import attribute_key, group_key
@@ -70,6 +69,8 @@ def write_shards(
     renamed into place. A process killed mid-write can leave that hidden `.<name>.tmp-*` sibling
     behind, never a partial `out_dir`.
     """
+    import pyarrow.parquet as pq  # here: every command loads this module (0.02 s to import)
+
     out_dir = Path(out_dir)
     _check_parts(parts, table.num_rows)
     _check_destination(out_dir, overwrite=overwrite)
@@ -146,6 +147,8 @@ def write_shards(
 
 def check_shards(out_dir: Path, *, tolerance: float = 0.05) -> list[str]:
     """Re-read every part and return human-readable problems; an empty list means all good."""
+    import pyarrow.parquet as pq  # here: every command loads this module (0.02 s to import)
+
     out_dir = Path(out_dir)
     try:
         manifest = json.loads((out_dir / MANIFEST_NAME).read_text())

@@ -15,15 +15,16 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.template.loader import render_to_string
-from weasyprint import HTML, Attachment
-from weasyprint.urls import FatalURLFetchingError, URLFetcher, URLFetcherResponse
 
 from auditportal.fairness.report_context import EvidenceDocument, ReportContext, group_table_csv
 from auditportal.reports.signing import FieldBox
+
+if TYPE_CHECKING:
+    from weasyprint.urls import URLFetcher
 
 PDF_VARIANT = "pdf/a-3b"
 TEMPLATE = "reports/report.html"
@@ -122,8 +123,12 @@ def render_html(context: ReportContext, *, attachments: tuple[EmbeddedFile, ...]
 
 
 def render(context: ReportContext, *, created: dt.datetime | None = None) -> RenderedReport:
+    # Imported here: WeasyPrint takes half a second to import, which every process that loads the
+    # reports app (each management command, through the admin) would otherwise pay, rendering or not.
+    from weasyprint import HTML, Attachment
+
     attachments = embedded_files(context)
-    html = HTML(string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=_Fetcher())
+    html = HTML(string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=_fetcher())
     document = html.render()
     boxes = signature_boxes(context)
     fields = tuple(_field_box(document, box) for box in boxes)
@@ -176,18 +181,22 @@ def _field_box(document: Any, box: SignatureBox) -> FieldBox:
     raise RuntimeError(f"the report template drew no box #{box.anchor}")
 
 
-class _Fetcher(URLFetcher):  # type: ignore[misc]
+def _fetcher() -> URLFetcher:
     """Only data: URIs and files under static/; anything else stops the rendering."""
+    from weasyprint.urls import FatalURLFetchingError, URLFetcher, URLFetcherResponse
 
-    def __init__(self) -> None:
-        super().__init__(allowed_protocols={"file", "data"}, fail_on_errors=True)
+    class StaticOnlyFetcher(URLFetcher):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(allowed_protocols={"file", "data"}, fail_on_errors=True)
 
-    def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
-        if url.startswith("file:"):
-            root = static_dir().resolve()
-            path = Path(url.removeprefix("file://").split("?")[0]).resolve()
-            if not path.is_relative_to(root):
-                raise FatalURLFetchingError(f"the report may not read {url}: only files under {root}")
-        elif not url.startswith("data:"):
-            raise FatalURLFetchingError(f"the report may not fetch {url}")
-        return super().fetch(url, headers)
+        def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
+            if url.startswith("file:"):
+                root = static_dir().resolve()
+                path = Path(url.removeprefix("file://").split("?")[0]).resolve()
+                if not path.is_relative_to(root):
+                    raise FatalURLFetchingError(f"the report may not read {url}: only files under {root}")
+            elif not url.startswith("data:"):
+                raise FatalURLFetchingError(f"the report may not fetch {url}")
+            return super().fetch(url, headers)
+
+    return StaticOnlyFetcher()

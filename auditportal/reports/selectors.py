@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -11,6 +11,9 @@ from auditportal.approvals.models import ReviewRequest
 from auditportal.reports import signing
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
 from auditportal.reports.verification import PdfVerification, verify_pdf
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 
 def report_list(*, user: User) -> QuerySet[Report]:

@@ -10,8 +10,8 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.db import IntegrityError, connection, transaction
@@ -32,6 +32,9 @@ from auditportal.reports.models import (
     RevisionKind,
     SigningCertificate,
 )
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 logger = logging.getLogger(__name__)
 

@@ -23,20 +23,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from asn1crypto import keys as asn1_keys
-from asn1crypto import x509 as asn1_x509
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
-from pyhanko import stamp
-from pyhanko.pdf_utils import generic
-from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
-from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.text import TextBoxStyle
-from pyhanko.sign import fields, signers
-from pyhanko_certvalidator.registry import SimpleCertificateStore
+# cryptography, asn1crypto and pyHanko are imported by the functions that use them: together they take
+# about 0.3 s to import, which every process that loads the reports app (each management command,
+# through the admin) would otherwise pay, signing or not (tests/test_startup.py holds this).
+if TYPE_CHECKING:
+    from asn1crypto import x509 as asn1_x509
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.sign import signers
 
 KEY_SIZE = 3072
 # Reports are checked years later, and the portal has no time-stamping authority: a signature is
@@ -77,10 +74,15 @@ class FieldBox:
 
 
 def new_private_key() -> rsa.RSAPrivateKey:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     return rsa.generate_private_key(public_exponent=65537, key_size=KEY_SIZE)
 
 
 def subject_name(*, common_name: str, organisation: str, title: str | None = None) -> x509.Name:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     attributes = [
         x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation),
@@ -94,6 +96,9 @@ def new_authority(
     *, common_name: str, organisation: str, now: dt.datetime
 ) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     """A self-signed root that may issue end-entity certificates only (path length 0)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
     key = new_private_key()
     name = subject_name(common_name=common_name, organisation=organisation)
     certificate = (
@@ -117,6 +122,10 @@ def issue_certificate(
 ) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     """A signing certificate issued by ``authority``: digital signature and non-repudiation (pyHanko's
     validator asks for both)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     key = new_private_key()
     authority_public_key = authority.certificate.public_key()
     assert isinstance(authority_public_key, rsa.RSAPublicKey)
@@ -138,6 +147,8 @@ def issue_certificate(
 
 
 def _key_usage(*, authority: bool) -> x509.KeyUsage:
+    from cryptography import x509
+
     return x509.KeyUsage(
         digital_signature=True,
         content_commitment=not authority,
@@ -153,6 +164,8 @@ def _key_usage(*, authority: bool) -> x509.KeyUsage:
 
 def encrypt_private_key(key: rsa.RSAPrivateKey, *, passphrase: str) -> str:
     """PKCS #8 PEM, encrypted with the best scheme ``cryptography`` offers for it (AES-256, PBKDF2)."""
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -161,6 +174,9 @@ def encrypt_private_key(key: rsa.RSAPrivateKey, *, passphrase: str) -> str:
 
 
 def decrypt_private_key(pem: str, *, passphrase: str) -> rsa.RSAPrivateKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     try:
         key = serialization.load_pem_private_key(pem.encode(), password=passphrase.encode())
     except (ValueError, TypeError) as exc:
@@ -171,19 +187,28 @@ def decrypt_private_key(pem: str, *, passphrase: str) -> rsa.RSAPrivateKey:
 
 
 def certificate_pem(certificate: x509.Certificate) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     return certificate.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def load_certificate(pem: str) -> x509.Certificate:
+    from cryptography import x509
+
     return x509.load_pem_x509_certificate(pem.encode())
 
 
 def fingerprint(certificate: x509.Certificate) -> str:
     """SHA-256 of the certificate's DER bytes, as ``openssl x509 -fingerprint -sha256`` prints it (hex)."""
+    from cryptography.hazmat.primitives import hashes
+
     return certificate.fingerprint(hashes.SHA256()).hex()
 
 
 def to_asn1(certificate: x509.Certificate) -> asn1_x509.Certificate:
+    from asn1crypto import x509 as asn1_x509
+    from cryptography.hazmat.primitives import serialization
+
     return asn1_x509.Certificate.load(certificate.public_bytes(serialization.Encoding.DER))
 
 
@@ -202,6 +227,10 @@ def certify(
     """The organisation's certification signature on ``pdf`` (a PDF/A-3 file), with an empty signature
     field for each of ``later`` created first in the same revision (created after the certification,
     they would count as a change it does not allow)."""
+    from pyhanko.pdf_utils import generic
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.sign import fields
+
     writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
     # PDF/A: the Info dictionary and the XMP metadata must agree. pyHanko appends its name to the
     # Info producer but writes only its own into XMP; dropping the renderer's makes both say pyHanko.
@@ -227,6 +256,8 @@ def certify(
 
 def sign_field(pdf: bytes, *, credentials: Credentials, field_name: str, role: str, font: Path) -> bytes:
     """One member's signature in their (existing, empty) field, as an incremental revision."""
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+
     writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
     return _sign(
         writer,
@@ -249,6 +280,11 @@ def _sign(
     reason: str,
     font: Path,
 ) -> bytes:
+    from pyhanko import stamp
+    from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
+    from pyhanko.pdf_utils.text import TextBoxStyle
+    from pyhanko.sign import fields, signers
+
     metadata = signers.PdfSignatureMetadata(
         field_name=field_name,
         md_algorithm="sha256",
@@ -271,6 +307,11 @@ def _sign(
 
 
 def _signer(credentials: Credentials) -> signers.SimpleSigner:
+    from asn1crypto import keys as asn1_keys
+    from cryptography.hazmat.primitives import serialization
+    from pyhanko.sign import signers
+    from pyhanko_certvalidator.registry import SimpleCertificateStore
+
     key = asn1_keys.PrivateKeyInfo.load(
         credentials.private_key.private_bytes(
             serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

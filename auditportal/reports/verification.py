@@ -15,24 +15,23 @@ import hashlib
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-from asn1crypto import x509 as asn1_x509
-from cryptography import x509
-from pyhanko.pdf_utils.reader import PdfFileReader
-from pyhanko.sign.diff_analysis.policy_api import ModificationLevel
-from pyhanko.sign.validation import validate_pdf_signature
-from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
-from pyhanko.sign.validation.status import SignatureCoverageLevel
-from pyhanko_certvalidator import ValidationContext
+from typing import TYPE_CHECKING
 
 from auditportal.reports.signing import to_asn1
 
+if TYPE_CHECKING:
+    from asn1crypto import x509 as asn1_x509
+    from cryptography import x509
+    from pyhanko.sign.validation.pdf_embedded import EmbeddedPdfSignature
+
+# pyHanko's ModificationLevel, by member name (pyHanko is imported only when a PDF is checked: it takes
+# a quarter of a second, which every process loading the reports app would otherwise pay).
 _MODIFICATIONS = {
-    ModificationLevel.NONE: "none",
-    ModificationLevel.LTA_UPDATES: "validation data only",
-    ModificationLevel.FORM_FILLING: "form filling and signatures",
-    ModificationLevel.ANNOTATIONS: "annotations",
-    ModificationLevel.OTHER: "other changes",
+    "NONE": "none",
+    "LTA_UPDATES": "validation data only",
+    "FORM_FILLING": "form filling and signatures",
+    "ANNOTATIONS": "annotations",
+    "OTHER": "other changes",
 }
 
 
@@ -86,6 +85,8 @@ class PdfVerification:
 
 
 def verify_pdf(data: bytes, *, trust_roots: Sequence[x509.Certificate]) -> PdfVerification:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
     sha256 = hashlib.sha256(data).hexdigest()
     try:
         reader = PdfFileReader(io.BytesIO(data))
@@ -98,6 +99,10 @@ def verify_pdf(data: bytes, *, trust_roots: Sequence[x509.Certificate]) -> PdfVe
 
 
 def _check(signature: EmbeddedPdfSignature, data: bytes, roots: list[asn1_x509.Certificate]) -> SignatureCheck:
+    from pyhanko.sign.validation import validate_pdf_signature
+    from pyhanko.sign.validation.status import SignatureCoverageLevel
+    from pyhanko_certvalidator import ValidationContext
+
     certificate = signature.signer_cert
     subject = certificate.subject.native
     byte_range = [int(value) for value in signature.byte_range]
@@ -127,7 +132,7 @@ def _check(signature: EmbeddedPdfSignature, data: bytes, roots: list[asn1_x509.C
         return replace(check, problems=(f"cannot be validated: {exc}",))
     modified_after = status.coverage != SignatureCoverageLevel.ENTIRE_FILE
     level = status.modification_level
-    modification = _MODIFICATIONS.get(level, str(level)) if modified_after and level is not None else "none"
+    modification = _MODIFICATIONS.get(level.name, str(level)) if modified_after and level is not None else "none"
     allowed = bool(status.docmdp_ok) if modified_after else True
     problems: list[str] = []
     if not status.intact:

@@ -20,28 +20,18 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 
 from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, Trial, TrialState
+from tests.database import subprocess_database_url
 from tests.experiments.conftest import metrics_in_file
 from tests.factories import DemoDatasetVersionFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        assert db["NAME"] != ":memory:", "the worker needs a database file"
-        assert "mode=memory" not in str(db["NAME"]), "the worker needs a database file"
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture
@@ -52,7 +42,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[byte
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": subprocess_database_url(),
             "DATASET_STORAGE_DIR": str(settings.DATASET_STORAGE_DIR),
             "SHARD_DIR": str(settings.SHARD_DIR),
             "EXPERIMENT_RUN_DIR": str(settings.EXPERIMENT_RUN_DIR),

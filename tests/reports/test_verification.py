@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -23,6 +22,7 @@ from auditportal.fairness.report_context import ReportContext
 from auditportal.reports import services
 from auditportal.reports.rendering import render
 from auditportal.reports.selectors import report_verify
+from tests.database import subprocess_database_url
 from tests.factories import client_for
 from tests.reports import tampering
 from tests.reports.helpers import SignedReport
@@ -73,7 +73,7 @@ def test_the_command_exits_non_zero_on_failure(signed_report: SignedReport, tmp_
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": subprocess_database_url(),
         "REPORT_STORAGE_DIR": str(settings.REPORT_STORAGE_DIR),
     }
 
@@ -94,14 +94,6 @@ def test_the_command_exits_non_zero_on_failure(signed_report: SignedReport, tmp_
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Result: FAILED" in failed.stdout
     assert "verification failed: signature 'Organisation': the signed bytes were changed" in failed.stderr
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.mark.parametrize("kind", list(TAMPERINGS))

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+from typing import TYPE_CHECKING, Any
 
 from auditportal.fairness import presentation
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.findings import document_attributes
 from auditportal.fairness.stats import COMPARED, Verdict
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 ROW_PX = 34  # height of one comparison's row, with the verdict's name written above its mark
 # Beyond this many comparisons (a large intersection) rows are DENSE_ROW_PX high and the names are
@@ -93,6 +93,8 @@ def forest_points(attributes: Mapping[str, Any]) -> dict[str, list[ForestPoint]]
 def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure | None:
     """The forest plot of ``attributes`` (an audit document's, or a trial document's), or None when
     nothing was compared."""
+    from plotly.subplots import make_subplots
+
     panels = forest_points(attributes)
     if not any(panels.values()):
         return None
@@ -203,6 +205,8 @@ def verdict_document_forest_plot(document: Mapping[str, Any]) -> go.Figure | Non
 def _points_trace(
     chosen: list[tuple[int, ForestPoint]], verdict: str, judged: bool, *, legend: bool, named: bool
 ) -> go.Scatter:
+    import plotly.graph_objects as go
+
     colour = palette.verdict_colour(verdict)
     symbol = palette.VERDICT_SYMBOLS[verdict] + ("" if judged else "-open")
     label = palette.VERDICT_LABELS[verdict]
@@ -235,6 +239,8 @@ def _points_trace(
 
 
 def _undefined_trace(chosen: list[tuple[int, ForestPoint]]) -> go.Scatter:
+    import plotly.graph_objects as go
+
     return go.Scatter(
         x=[0.0] * len(chosen),
         y=[at for at, _ in chosen],

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from auditportal.fairness import stats
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 ROW_PX = 28
 MARGIN_TOP_PX = 44
@@ -87,6 +88,9 @@ def group_summary_figure(
     """Rows and positive rate per group of one attribute (``columns``: the attribute, or the
     intersected attributes), or None without groups. ``overall_rate``, the version's positive rate,
     is drawn as a dotted line for comparison."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     bars = group_bars(groups, total_rows=total_rows, alpha=alpha)
     if not bars:
         return None

@@ -20,17 +20,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
 from auditportal.fairness.stats import VERDICTS
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 # All the timeline's traces together keep at most this many points (each at most MAX_POINTS), so
 # the page's payload stays bounded however many trials a search has.
@@ -208,6 +209,8 @@ def eod_timeline(
 ) -> go.Figure:
     """eod per validation step, one line per trial; ``[0, tolerance]`` as a band, ``[0, floor]`` as a
     shaded region; a marker (verdict colour, shape and name) where a trial's verdict changed."""
+    import plotly.graph_objects as go
+
     layout = _layout(
         title="EOD per validation step",
         height=TIMELINE_HEIGHT,
@@ -280,6 +283,8 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
     """Recall per group with its interval (error bars), one row per group, the groups of each
     attribute together (the attribute labels its block); each attribute's legend entry names its
     verdict, and the reference groups are squares."""
+    import plotly.graph_objects as go
+
     title = "Recall per group" if trial_number is None else f"Recall per group, trial {trial_number}"
     if step is not None:
         title += f" (step {step})"
@@ -343,6 +348,9 @@ def worker_share_heatmap(
 ) -> go.Figure | None:
     """Each worker's share of each group (rows: attribute, group, worker rank; columns: steps), and
     below it each attribute's worker-share spread. None when fewer than two workers reported."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     if len({row.rank for row in rows}) < 2 or not len(steps):
         return None
     ordered = sorted(rows, key=lambda row: (row.attribute, row.group, row.rank))
@@ -396,6 +404,8 @@ def accuracy_scatter(
 ) -> go.Figure:
     """Accuracy against ``objective`` at each trial's latest validation, markers in the verdict's
     colour and shape; the Pareto front (lower objective, higher accuracy) joined by a line."""
+    import plotly.graph_objects as go
+
     label = OBJECTIVE_LABELS[objective]
     layout = _layout(
         title=f"Accuracy vs {objective}",
@@ -457,6 +467,8 @@ def lowest_eod_bars(
 ) -> go.Figure:
     """The lowest eod each trial reached (bars), the tolerance (a line) and each trial's noise floor
     (a tick across its bar)."""
+    import plotly.graph_objects as go
+
     layout = _layout(
         title="Lowest EOD per trial",
         xaxis={"title": {"text": "trial"}, "type": "category"},
@@ -543,6 +555,8 @@ def _bands(layout: dict[str, Any], *, tolerance: float | None, floor: float | No
 
 def _empty(layout: dict[str, Any], message: str) -> go.Figure:
     """The figure with ``message`` in place of data."""
+    import plotly.graph_objects as go
+
     layout.setdefault("annotations", []).append({
         "text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
         "font": {"color": palette.MUTED},

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import plotly.graph_objects as go
-from plotly.utils import PlotlyJSONEncoder
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 def figure_json(figure: go.Figure) -> dict[str, Any]:
@@ -15,5 +15,7 @@ def figure_json(figure: go.Figure) -> dict[str, Any]:
     plotly's own encoder does the conversion; the round trip through text gives plain Python
     values the JSON response and the canonical JSON of the evidence can take.
     """
+    from plotly.utils import PlotlyJSONEncoder
+
     parsed: dict[str, Any] = json.loads(json.dumps(figure.to_plotly_json(), cls=PlotlyJSONEncoder))
     return {"data": parsed.get("data", []), "layout": parsed.get("layout", {})}
