@@ -202,8 +202,9 @@ def compile_portal() -> None:
     """Compile the portal's modules once, as installed: the Dockerfile does it at build time, and pip does it
     for pyarrow's and Django's modules. Without it a shell with PYTHONDONTWRITEBYTECODE=1 (this
     machine's, and the image's) has every audit process compile about 70 modules from source, about
-    0.1 s that the pyarrow side never pays."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "auditportal", "manage.py"], cwd=REPO, check=True)
+    0.1 s that the pyarrow side never pays. trainer/ too: the portal imports trainer.hparams."""
+    sources = ["auditportal", "trainer", "manage.py"]  # the Dockerfile's list
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *sources], cwd=REPO, check=True)
     print("the portal's bytecode compiled first (python -m compileall, as the Dockerfile does)")
 
 
