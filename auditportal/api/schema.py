@@ -12,6 +12,7 @@ import inspect
 import re
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
@@ -61,6 +62,24 @@ class PortalAutoSchema(AutoSchema):
     def get_serializer_name(self, serializer: Any, direction: str) -> str:
         cls = serializer if inspect.isclass(serializer) else type(serializer)
         return _component_name(cls)
+
+
+class SessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """The browser's session, whichever subclass of DRF's SessionAuthentication the API uses (one that
+    answers 401 with a WWW-Authenticate challenge, say): drf-spectacular's own matches the class only."""
+
+    target_class = "rest_framework.authentication.SessionAuthentication"
+    match_subclasses = True
+    name = "cookieAuth"
+    priority = 1
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": settings.SESSION_COOKIE_NAME,
+            "description": "The portal's login session; unsafe methods also need the X-CSRFToken header.",
+        }
 
 
 class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
@@ -145,6 +164,9 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
             # Bodies name objects too (a dataset version, documents, a comment to reply to).
             if "requestBody" in operation or any(p["in"] == "path" or p["name"] == "page" for p in parameters):
                 codes.append("404")
+            # drf-spectacular reads AllowAny as "no credentials needed"; the gate checks them itself.
+            if "security" in operation:
+                operation["security"] = [requirement for requirement in operation["security"] if requirement]
             responses = operation.setdefault("responses", {})
             for code in sorted(codes):
                 schema = _ref("BadRequest" if code == "400" else "Error")

@@ -73,6 +73,8 @@ def test_every_operation_documents_its_errors_and_security() -> None:
         for method, operation in operations.items():
             assert {"401", "403"} <= set(operation["responses"]), (method, path)
             assert operation["security"], (method, path)
+            assert {} not in operation["security"], (method, path)
+            assert {"cookieAuth": []} in operation["security"], (method, path)
     gate = schema["paths"]["/api/v1/gate/"]["get"]
     assert {"gateToken": []} in gate["security"]
     scheme = schema["components"]["securitySchemes"]["gateToken"]
