@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +14,61 @@ from auditportal.datasets.selectors import dataset_version_get
 from auditportal.experiments import selectors, services
 from auditportal.experiments.models import Backend, ExperimentStatus, Template, TrialState
 from auditportal.fairness.stats import Verdict
+from trainer.hparams import HPARAMS, MAX_HIDDEN_LAYERS, MAX_LAYER_WIDTH, RANGE_TYPES, Hparam
+
+
+def _hparam_value_schema(hparam: Hparam) -> dict[str, Any]:
+    number: dict[str, Any] = {"type": "integer" if hparam.kind == "int" else "number"}
+    if hparam.low is not None:
+        number |= {"minimum": hparam.low, "exclusiveMinimum": hparam.low_exclusive}
+    if hparam.high is not None:
+        number |= {"maximum": hparam.high, "exclusiveMaximum": hparam.high_exclusive}
+    widths = {"type": "integer", "minimum": 1, "maximum": MAX_LAYER_WIDTH}
+    return {
+        "int": number,
+        "float": number,
+        "bool": {"type": "boolean"},
+        "choice": {"type": "string", "enum": list(hparam.choices)},
+        "widths": {
+            "oneOf": [
+                {"type": "array", "items": widths, "minItems": 1, "maxItems": MAX_HIDDEN_LAYERS},
+                {"type": "string", "example": "64,32"},
+            ]
+        },
+    }[hparam.kind]
+
+
+def _hparams_schema() -> dict[str, Any]:
+    """trainer/hparams.py's names and ranges: each a value, or a Determined range over such values."""
+    properties = {}
+    for name, hparam in HPARAMS.items():
+        value = _hparam_value_schema(hparam)
+        space = {
+            "type": "object",
+            "description": "a Determined range: const (val), categorical (vals), int, double or log "
+            "(minval, maxval; log also base, default 10: the values are base**minval to base**maxval)",
+            "properties": {
+                "type": {"type": "string", "enum": list(RANGE_TYPES)},
+                "val": value,
+                "vals": {"type": "array", "items": value, "minItems": 1},
+                "minval": {"type": "number"},
+                "maxval": {"type": "number"},
+                "base": {"type": "number", "minimum": 1, "exclusiveMinimum": True},
+            },
+            "required": ["type"],
+        }
+        properties[name] = {"description": f"{hparam.meaning} (default {hparam.default!r})", "oneOf": [value, space]}
+    return {
+        "type": "object",
+        "description": "Overrides of the template's hyperparameters (trainer/hparams.py).",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+@extend_schema_field(_hparams_schema())
+class _HparamsField(serializers.DictField):
+    pass
 
 
 class _VerdictSerializer(serializers.Serializer[Any]):
@@ -87,7 +142,7 @@ class ExperimentListApi(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         dataset_version = serializers.IntegerField()
         template = serializers.ChoiceField(choices=Template.choices)
-        hparams = serializers.DictField(required=False, default=dict)
+        hparams = _HparamsField(required=False, default=dict)
         max_trials = serializers.IntegerField(required=False, allow_null=True, default=None)
         batches = serializers.IntegerField(required=False, default=200)
 
