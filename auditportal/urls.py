@@ -20,3 +20,6 @@ urlpatterns = [
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),
 ]
+
+# JSON for /api/ paths that match no route, the portal's 404 page elsewhere.
+handler404 = "auditportal.api.views.not_found"

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.permissions import AllowAny
@@ -17,9 +18,20 @@ from rest_framework.views import APIView
 from auditportal.accounts.permissions import request_user
 from auditportal.approvals import selectors, services
 from auditportal.approvals.authentication import GateTokenAuthentication
-from auditportal.approvals.models import ApiToken, ReviewRequest, ReviewVote, Waiver
+from auditportal.approvals.models import (
+    ApiToken,
+    RequestState,
+    ReviewRequest,
+    ReviewVote,
+    SubjectKind,
+    VoteChoice,
+    Waiver,
+    WaiverState,
+)
+from auditportal.approvals.rules import ACTIONS
 from auditportal.evidence import selectors as evidence_selectors
-from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.models import DocumentKind, VerdictDocument
+from auditportal.fairness.stats import Verdict
 
 
 def request_as_json(request: ReviewRequest, *, detail: bool = False) -> dict[str, Any]:
@@ -121,6 +133,151 @@ def _thread_as_json(thread: selectors.Thread) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ response bodies, for the schema
+
+
+class _ReviewSubjectSerializer(serializers.Serializer[Any]):
+    type = serializers.ChoiceField(choices=SubjectKind.choices)
+    id = serializers.IntegerField(help_text="the prediction audit's or the trial's id")
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+
+
+class _ReviewRequestSerializer(serializers.Serializer[Any]):
+    """A review request (request_as_json)."""
+
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    intended_use = serializers.CharField()
+    model_identifier = serializers.CharField(allow_blank=True)
+    subject = _ReviewSubjectSerializer()
+    checkpoint = serializers.CharField(allow_null=True)
+    policy_version = serializers.IntegerField()
+    requested_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    state = serializers.ChoiceField(choices=RequestState.choices)
+    round = serializers.IntegerField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    revoked_reason = serializers.CharField(allow_null=True)
+    url = serializers.CharField(help_text="the request's page")
+
+
+class _DocumentRefSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DocumentKind.choices)
+    verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+
+
+class _FindingSerializer(serializers.Serializer[Any]):
+    """A judged comparison of a document that did not PASS, and what the round did about it."""
+
+    key = serializers.CharField()
+    document_sha256 = serializers.CharField()
+    attribute = serializers.CharField()
+    metric = serializers.CharField()
+    group = serializers.CharField(allow_blank=True)
+    reference = serializers.CharField(allow_blank=True)
+    verdict = serializers.ChoiceField(choices=Verdict.choices())
+    difference = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    positives_needed = serializers.IntegerField(allow_null=True)
+    needed_reason = serializers.CharField(allow_null=True)
+    note = serializers.CharField(allow_null=True)
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+    document = serializers.IntegerField()
+    waiver = serializers.IntegerField(allow_null=True)
+    waived = serializers.BooleanField()
+    acknowledged_by = serializers.ListField(child=serializers.CharField())
+
+
+class _TallySerializer(serializers.Serializer[Any]):
+    quorum = serializers.IntegerField()
+    approve = serializers.ListField(child=serializers.CharField())
+    reject = serializers.ListField(child=serializers.CharField())
+    eligible = serializers.ListField(child=serializers.CharField())
+    ineligible = serializers.DictField(child=serializers.CharField(), help_text="username: why they may not vote")
+
+
+class _VoteSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    round = serializers.IntegerField()
+    voter = serializers.CharField()
+    choice = serializers.ChoiceField(choices=VoteChoice.choices)
+    reason = serializers.CharField(allow_blank=True)
+    document_sha256 = serializers.ListField(child=serializers.CharField())
+    acknowledged = serializers.ListField(child=serializers.CharField())
+    supersedes = serializers.IntegerField(allow_null=True)
+    current = serializers.BooleanField()
+    cast_at = serializers.DateTimeField()
+
+
+class _WaiverVoteSerializer(serializers.Serializer[Any]):
+    voter = serializers.CharField()
+    choice = serializers.ChoiceField(choices=VoteChoice.choices)
+    reason = serializers.CharField(allow_blank=True)
+    cast_at = serializers.DateTimeField()
+
+
+class _WaiverSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    round = serializers.IntegerField()
+    finding_key = serializers.CharField()
+    comparison = serializers.CharField()
+    document_sha256 = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    compensating_measures = serializers.CharField(allow_blank=True)
+    expires_at = serializers.DateTimeField()
+    proposed_by = serializers.CharField()
+    state = serializers.ChoiceField(choices=WaiverState.choices)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    votes = _WaiverVoteSerializer(many=True)
+
+
+class _RecommendationSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    round = serializers.IntegerField()
+    reviewer = serializers.CharField()
+    choice = serializers.ChoiceField(choices=VoteChoice.choices)
+    reason = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+
+
+class _CommentSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    author = serializers.CharField()
+    body = serializers.CharField(allow_blank=True)
+    round = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+# A thread: a comment and its replies, themselves threads.
+_CommentSerializer._declared_fields["replies"] = _CommentSerializer(many=True)
+
+
+class _TimelineEventSerializer(serializers.Serializer[Any]):
+    seq = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_null=True)
+    verb = serializers.CharField()
+    data = serializers.DictField()  # type: ignore[assignment]  # a field, not Serializer.data
+
+
+class _ReviewRequestRecordSerializer(_ReviewRequestSerializer):
+    """A review request with its documents, findings, votes, waivers and history."""
+
+    documents = _DocumentRefSerializer(many=True)
+    document_sha256 = serializers.ListField(child=serializers.CharField())
+    findings = _FindingSerializer(many=True)
+    tally = _TallySerializer()
+    votes = _VoteSerializer(many=True)
+    waivers = _WaiverSerializer(many=True)
+    recommendations = _RecommendationSerializer(many=True)
+    comments = _CommentSerializer(many=True)
+    timeline = _TimelineEventSerializer(many=True)
+
+
 def _documents(request: Request, ids: list[int]) -> list[VerdictDocument]:
     user = request_user(request)
     return [evidence_selectors.verdict_document_get(user=user, document_id=pk) for pk in ids]
@@ -144,6 +301,15 @@ class ReviewRequestListApi(APIView):
         documents = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
         model_identifier = serializers.CharField(required=False, allow_blank=True, default="")
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        results = _ReviewRequestSerializer(many=True, help_text="the newest 200")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("state", str, enum=RequestState.values, description="only requests in this state")
+        ],
+        responses=OutputSerializer,
+    )
     def get(self, request: Request) -> Response:
         user = request_user(request)
         if not user.is_member:
@@ -151,6 +317,7 @@ class ReviewRequestListApi(APIView):
         requests = selectors.review_request_list(user=user, state=request.query_params.get("state") or None)
         return Response({"results": [request_as_json(r) for r in requests[:200]]})
 
+    @extend_schema(request=InputSerializer, responses={201: _ReviewRequestRecordSerializer})
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -166,6 +333,13 @@ class ReviewRequestListApi(APIView):
 
 
 class ReviewRequestDetailApi(APIView):
+    class OutputSerializer(_ReviewRequestRecordSerializer):
+        actions = serializers.DictField(
+            child=serializers.CharField(allow_null=True),
+            help_text=f"per action ({', '.join(ACTIONS)}): null when this account may take it now, or why not",
+        )
+
+    @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, request_id: int) -> Response:
         review_request = _request(request, request_id)
         body = request_as_json(review_request, detail=True)
@@ -179,6 +353,7 @@ class ReviewRequestReviseApi(APIView):
         intended_use = serializers.CharField(required=False)
         documents = serializers.ListField(child=serializers.IntegerField(), required=False, allow_empty=False)
 
+    @extend_schema(request=InputSerializer, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -194,6 +369,7 @@ class ReviewRequestReviseApi(APIView):
 
 
 class ReviewRequestSubmitApi(APIView):
+    @extend_schema(request=None, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         return _detail(
             services.review_request_submit(user=request_user(request), request=_request(request, request_id))
@@ -201,6 +377,7 @@ class ReviewRequestSubmitApi(APIView):
 
 
 class ReviewRequestStartReviewApi(APIView):
+    @extend_schema(request=None, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         review_request = services.review_request_start_review(
             user=request_user(request), request=_request(request, request_id)
@@ -213,6 +390,7 @@ class _ReasonSerializer(serializers.Serializer[Any]):
 
 
 class ReviewRequestRequestChangesApi(APIView):
+    @extend_schema(request=_ReasonSerializer, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         serializer = _ReasonSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -225,6 +403,7 @@ class ReviewRequestRequestChangesApi(APIView):
 
 
 class ReviewRequestWithdrawApi(APIView):
+    @extend_schema(request=_ReasonSerializer, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         serializer = _ReasonSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -237,6 +416,7 @@ class ReviewRequestWithdrawApi(APIView):
 
 
 class ReviewRequestRevokeApi(APIView):
+    @extend_schema(request=_ReasonSerializer, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         serializer = _ReasonSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -253,6 +433,7 @@ class ReviewRequestRecommendApi(APIView):
         choice = serializers.CharField()
         reason = serializers.CharField(allow_blank=True)
 
+    @extend_schema(request=InputSerializer, responses={201: _ReviewRequestRecordSerializer})
     def post(self, request: Request, request_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -268,6 +449,7 @@ class ReviewCommentApi(APIView):
         body = serializers.CharField(allow_blank=True)
         reply_to = serializers.IntegerField(required=False, allow_null=True, default=None)
 
+    @extend_schema(request=InputSerializer, responses={201: _ReviewRequestRecordSerializer})
     def post(self, request: Request, request_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -292,6 +474,11 @@ class ReviewVoteApi(APIView):
         document_sha256 = serializers.ListField(child=serializers.CharField())
         acknowledged = serializers.ListField(child=serializers.CharField(), required=False, default=list)
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        vote = _VoteSerializer()
+        request = _ReviewRequestSerializer()
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
     def post(self, request: Request, request_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -311,6 +498,7 @@ class WaiverProposeApi(APIView):
         compensating_measures = serializers.CharField(allow_blank=True)
         expires_on = serializers.DateField()
 
+    @extend_schema(request=InputSerializer, responses={201: _WaiverSerializer})
     def post(self, request: Request, request_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -327,6 +515,7 @@ class WaiverVoteApi(APIView):
         password = serializers.CharField(allow_blank=True, trim_whitespace=False, write_only=True)
         document_sha256 = serializers.ListField(child=serializers.CharField())
 
+    @extend_schema(request=InputSerializer, responses={201: _WaiverSerializer})
     def post(self, request: Request, waiver_id: int) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -343,6 +532,27 @@ class GateApi(APIView):
     authentication_classes = [GateTokenAuthentication, SessionAuthentication, BasicAuthentication]
     permission_classes = [AllowAny]  # checked below: a gate token, or a logged-in member
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        approved = serializers.BooleanField()
+        request = serializers.IntegerField(help_text="the review request the answer comes from")
+        state = serializers.ChoiceField(choices=RequestState.choices)
+        decided_at = serializers.DateTimeField(allow_null=True)
+        document_sha256 = serializers.ListField(child=serializers.CharField())
+        policy_version = serializers.IntegerField()
+        expires = serializers.DateTimeField(allow_null=True, help_text="when the approval lapses; null: never")
+        revoked_at = serializers.DateTimeField(allow_null=True)
+
+    class UnknownModelSerializer(serializers.Serializer[Any]):
+        detail = serializers.CharField()
+        model = serializers.CharField()
+
+    @extend_schema(
+        parameters=[OpenApiParameter("model", str, required=True, description="the model identifier")],
+        responses={
+            200: OutputSerializer,
+            404: OpenApiResponse(UnknownModelSerializer, description="No review request names the model."),
+        },
+    )
     def get(self, request: Request) -> Response:
         if not isinstance(request.auth, ApiToken):
             user = request.user

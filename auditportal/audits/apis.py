@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -12,12 +13,158 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
+from auditportal.api.schema import open_component
 from auditportal.audits import selectors, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.stats import Verdict
 from auditportal.lib.env import human_size
 from auditportal.lib.uploads import RejectedUpload, received_sha256
+
+# The stored audit document, docs/audit-json.md (schema version 2; version 1 documents lack the keys
+# that are not required). The document's objects are open: keys may be added within a version.
+_VERDICT = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+
+
+@open_component
+class _AuditFileSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    format = serializers.ChoiceField(choices=["csv", "parquet"])
+    sha256 = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+
+
+@open_component
+class _AuditLabelSerializer(serializers.Serializer[Any]):
+    column = serializers.CharField()
+    positive = serializers.CharField()
+    positives = serializers.IntegerField()
+    negatives = serializers.IntegerField()
+
+
+@open_component
+class _AuditPredictionSerializer(serializers.Serializer[Any]):
+    column = serializers.CharField(allow_null=True)
+    score = serializers.CharField(allow_null=True)
+    threshold = serializers.FloatField(allow_null=True)
+    predicted_positives = serializers.IntegerField()
+
+
+@open_component
+class _AuditPolicySerializer(serializers.Serializer[Any]):
+    version = serializers.IntegerField()
+    tolerance = serializers.FloatField()
+    alpha = serializers.FloatField()
+    metrics = serializers.ListField(child=serializers.CharField())
+    reference_rule = serializers.CharField()
+    min_group_size = serializers.IntegerField(allow_null=True)
+
+
+@open_component
+class _HeadlineFailSerializer(serializers.Serializer[Any]):
+    attribute = serializers.CharField()
+    metric = serializers.CharField()
+    group = serializers.CharField()
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    ci_level = serializers.FloatField(allow_null=True)
+
+
+@open_component
+class _HeadlineSerializer(serializers.Serializer[Any]):
+    verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+    alpha = serializers.FloatField()
+    families = serializers.IntegerField()
+    level = serializers.FloatField(allow_null=True)
+    rule = serializers.CharField()
+    fails = _HeadlineFailSerializer(many=True)
+
+
+@open_component
+class _AuditGroupSerializer(serializers.Serializer[Any]):
+    n = serializers.IntegerField()
+    positives = serializers.IntegerField()
+    negatives = serializers.IntegerField()
+    predicted_positives = serializers.IntegerField()
+    tp = serializers.IntegerField()
+    fn = serializers.IntegerField()
+    fp = serializers.IntegerField()
+    tn = serializers.IntegerField()
+    tpr = serializers.FloatField(allow_null=True)
+    fpr = serializers.FloatField(allow_null=True)
+    fnr = serializers.FloatField(allow_null=True)
+    ppv = serializers.FloatField(allow_null=True)
+    selection_rate = serializers.FloatField(allow_null=True)
+    ci = serializers.DictField(
+        child=serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True),
+        allow_null=True,
+        help_text="per rate, [low, high] at 1 - alpha; null when the rate is undefined",
+    )
+    undefined = serializers.ListField(child=serializers.CharField())
+    values = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+
+
+@open_component
+class _AuditComparisonSerializer(serializers.Serializer[Any]):
+    metric = serializers.CharField()
+    group = serializers.CharField(allow_blank=True)
+    reference = serializers.CharField(allow_blank=True)
+    difference = serializers.FloatField(allow_null=True)
+    ratio = serializers.FloatField(allow_null=True)
+    ratio_low = serializers.FloatField(allow_null=True, required=False)
+    ratio_high = serializers.FloatField(allow_null=True, required=False)
+    ratio_verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True, required=False)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    ci_level = serializers.FloatField(allow_null=True)
+    verdict = serializers.ChoiceField(choices=Verdict.choices())
+    judged = serializers.BooleanField(required=False)
+    positives_needed = serializers.IntegerField(allow_null=True)
+    note = serializers.CharField(allow_null=True, required=False)
+
+
+@open_component
+class _AuditAttributeSerializer(serializers.Serializer[Any]):
+    columns = serializers.ListField(child=serializers.CharField(), required=False)
+    reference = serializers.CharField(allow_null=True, allow_blank=True)
+    unknown = serializers.IntegerField()
+    groups = serializers.DictField(child=_AuditGroupSerializer(), help_text="keyed by the group's key")
+    comparisons = _AuditComparisonSerializer(many=True)
+    summary = serializers.DictField(child=serializers.DictField(), help_text="per metric: spread over the groups")
+    verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+    verdicts = serializers.DictField(child=serializers.IntegerField(), help_text="judged comparisons per verdict")
+
+
+class _RetirementSerializer(serializers.Serializer[Any]):
+    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+
+
+@open_component
+class _AuditDocumentSerializer(serializers.Serializer[Any]):
+    """A stored prediction audit: the document it was judged as (docs/audit-json.md), with its id, when
+    it was stored and whether it was retired since."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    retired = _RetirementSerializer(allow_null=True)
+    schema_version = serializers.IntegerField()
+    file = _AuditFileSerializer()
+    rows = serializers.IntegerField()
+    label = _AuditLabelSerializer()  # type: ignore[assignment]  # a field, not Field.label
+    prediction = _AuditPredictionSerializer()
+    unknown_tokens = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    tolerance = serializers.FloatField()
+    alpha = serializers.FloatField()
+    policy = _AuditPolicySerializer(required=False)
+    power = serializers.FloatField(required=False)
+    verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+    headline = _HeadlineSerializer(required=False)
+    levels = serializers.DictField(child=serializers.CharField(), required=False)
+    warnings = serializers.ListField(child=serializers.CharField(), required=False)
+    attributes = serializers.DictField(child=_AuditAttributeSerializer(), help_text="keyed by the attribute's key")
 
 
 def _retirement(audit: PredictionAudit) -> dict[str, Any] | None:
@@ -36,7 +183,11 @@ def _document(audit: PredictionAudit) -> dict[str, Any]:
 
 
 class PredictionAuditListCreateApi(APIView):
+    """GET: the prediction audits this account may see. POST: audit an uploaded prediction file
+    (``multipart/form-data``; ML engineers and reviewers); the policy sets tolerance and alpha."""
+
     parser_classes = [MultiPartParser, FormParser]
+    pagination_class = DefaultPagination
 
     class InputSerializer(serializers.Serializer[Any]):
         file = serializers.FileField(allow_empty_file=True)
@@ -60,19 +211,21 @@ class PredictionAuditListCreateApi(APIView):
         sha256 = serializers.CharField()
         size_bytes = serializers.IntegerField()
         num_rows = serializers.IntegerField()
-        verdict = serializers.CharField(allow_blank=True)
+        verdict = serializers.CharField(allow_blank=True, help_text="the headline verdict; blank: none")
         attributes = serializers.ListField(child=serializers.CharField(), source="attribute_names")
         created_by = serializers.CharField(source="created_by.username")
         created_at = serializers.DateTimeField()
         retired_at = serializers.DateTimeField(allow_null=True)
 
+    @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        paginator = DefaultPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(
             selectors.prediction_audit_list(user=request_user(request)), request, view=self
         )
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={201: _AuditDocumentSerializer})
     def post(self, request: Request) -> Response:
         user = request_user(request)
         services.require_auditor(user)
@@ -117,6 +270,7 @@ class PredictionAuditListCreateApi(APIView):
 
 
 class PredictionAuditDetailApi(APIView):
+    @extend_schema(responses=_AuditDocumentSerializer)
     def get(self, request: Request, audit_id: int) -> Response:
         audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
         return Response(_document(audit))
@@ -127,6 +281,7 @@ class PredictionAuditRetireApi(APIView):
         # Blank allowed here so that the service words the error, as on the page.
         reason = serializers.CharField(allow_blank=True, trim_whitespace=False, default="")
 
+    @extend_schema(request=InputSerializer, responses=_AuditDocumentSerializer)
     def post(self, request: Request, audit_id: int) -> Response:
         user = request_user(request)
         audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)

@@ -4,14 +4,19 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
+from auditportal.api.schema import open_component
 from auditportal.evidence import selectors
-from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.models import DocumentKind, FreezeTrigger, VerdictDocument
 from auditportal.evidence.views import canonical_response
+from auditportal.fairness.stats import Verdict
 
 
 def document_as_json(document: VerdictDocument) -> dict[str, Any]:
@@ -41,13 +46,59 @@ def document_as_json(document: VerdictDocument) -> dict[str, Any]:
     }
 
 
+class _DocumentSubjectSerializer(serializers.Serializer[Any]):
+    type = serializers.ChoiceField(choices=["prediction_audit", "trial"])
+    id = serializers.IntegerField()
+    number = serializers.IntegerField(required=False, help_text="trials only: the trial's number")
+    experiment = serializers.IntegerField(required=False, help_text="trials only: the experiment's id")
+
+
+@open_component
+class _FrozenDocumentSerializer(serializers.Serializer[Any]):
+    """The frozen document itself (docs/verdict-documents.md); keys may be added within a version."""
+
+    schema_version = serializers.IntegerField()
+    code_version = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DocumentKind.choices)
+    policy = serializers.DictField()
+    verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
+    attributes = serializers.DictField(
+        child=serializers.DictField(), required=False, help_text="trial validations; an audit's are in `audit`"
+    )
+    audit = serializers.DictField(required=False, help_text="prediction audits: the audit's document as stored")
+
+
 class VerdictDocumentDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer[Any]):
+        id = serializers.IntegerField()
+        kind = serializers.ChoiceField(choices=DocumentKind.choices)
+        subject = _DocumentSubjectSerializer()
+        step = serializers.IntegerField(allow_null=True)
+        schema_version = serializers.IntegerField()
+        sha256 = serializers.CharField()
+        policy_version = serializers.IntegerField()
+        frozen_by = serializers.CharField(allow_null=True)
+        frozen_at = serializers.DateTimeField()
+        trigger = serializers.ChoiceField(choices=FreezeTrigger.choices)
+        canonical_url = serializers.CharField()
+        document = _FrozenDocumentSerializer()
+
+    @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, document_id: int) -> Response:
         document = selectors.verdict_document_get(user=request_user(request), document_id=document_id)
         return Response(document_as_json(document))
 
 
 class VerdictDocumentCanonicalApi(APIView):
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="The stored canonical JSON bytes exactly (their SHA-256 is the document's, also "
+                "in the X-Content-SHA256 header), as an attachment.",
+            )
+        }
+    )
     def get(self, request: Request, document_id: int) -> HttpResponse:
         document = selectors.verdict_document_get(user=request_user(request), document_id=document_id)
         return canonical_response(document)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +25,20 @@ def policy_as_json(policy: FairnessPolicy, *, active: FairnessPolicy) -> dict[st
     }
 
 
+class _PolicyVersionSerializer(serializers.Serializer[Any]):
+    version = serializers.IntegerField()
+    tolerance = serializers.FloatField()
+    alpha = serializers.FloatField()
+    metrics = serializers.ListField(child=serializers.CharField())
+    reference_rule = serializers.CharField()
+    min_group_size = serializers.IntegerField(allow_null=True)
+    approval_quorum = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    active = serializers.BooleanField()
+
+
 class PolicyApi(APIView):
     """GET: the active policy and its history (members). POST: the next version (administrators)."""
 
@@ -36,6 +51,11 @@ class PolicyApi(APIView):
         approval_quorum = serializers.IntegerField(required=False)
         reason = serializers.CharField()
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        active = _PolicyVersionSerializer()
+        history = _PolicyVersionSerializer(many=True)
+
+    @extend_schema(responses=OutputSerializer)
     def get(self, request: Request) -> Response:
         user = request_user(request)
         if not user.is_member:
@@ -48,6 +68,7 @@ class PolicyApi(APIView):
             }
         )
 
+    @extend_schema(request=InputSerializer, responses={201: _PolicyVersionSerializer})
     def post(self, request: Request) -> Response:
         user = request_user(request)
         if not services.can_change_policy(user):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -12,6 +13,42 @@ from auditportal.accounts.permissions import request_user
 from auditportal.reports import selectors
 from auditportal.reports.forms import too_large
 from auditportal.reports.presentation import verification_json
+
+
+class _FileSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    sha256 = serializers.CharField()
+    size = serializers.IntegerField()
+
+
+class _SignatureSerializer(serializers.Serializer[Any]):
+    field = serializers.CharField()
+    signer = serializers.CharField(allow_blank=True)
+    role = serializers.CharField(allow_blank=True)
+    organisation = serializers.CharField(allow_blank=True)
+    signed_at = serializers.CharField(allow_null=True, help_text="YYYY-MM-DD HH:MM:SS UTC")
+    certification = serializers.BooleanField()
+    intact = serializers.BooleanField()
+    valid = serializers.BooleanField()
+    trusted = serializers.BooleanField()
+    modified_after = serializers.BooleanField()
+    modification = serializers.CharField(allow_blank=True)
+    modification_allowed = serializers.BooleanField()
+    signed_sha256 = serializers.CharField(allow_blank=True)
+    certificate_sha256 = serializers.CharField(allow_blank=True)
+    ok = serializers.BooleanField()
+    problems = serializers.ListField(child=serializers.CharField())
+
+
+class _ReportMatchSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    subject = serializers.CharField()
+    revision = serializers.IntegerField()
+    latest_revision = serializers.IntegerField()
+    exact = serializers.BooleanField()
+    review_request = serializers.IntegerField(allow_null=True)
+    decision = serializers.CharField(allow_null=True)
 
 
 class ReportVerifyApi(APIView):
@@ -25,6 +62,15 @@ class ReportVerifyApi(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         file = serializers.FileField()
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        ok = serializers.BooleanField()
+        file = _FileSerializer()
+        error = serializers.CharField(allow_null=True, help_text="why the file could not be read as a PDF")
+        signatures = _SignatureSerializer(many=True)
+        report = _ReportMatchSerializer(allow_null=True, help_text="the portal's report these bytes are")
+        problems = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses=OutputSerializer)
     def post(self, request: Request) -> Response:
         user = request_user(request)
         if not user.is_member:

@@ -54,6 +54,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "knox",
+    # The OpenAPI schema of /api/v1/ (auditportal/api/schema.py) and, from the sidecar package, the
+    # Swagger UI files the docs page serves from static/ (no CDN).
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
@@ -210,6 +214,34 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "auditportal.api.schema.PortalAutoSchema",
+}
+
+# The OpenAPI 3 schema (GET /api/v1/schema/, the docs page /api/v1/docs/): auditportal/api/schema.py.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Bias audit portal API",
+    "DESCRIPTION": (
+        "Datasets, experiments and their trials' metrics and verdicts, prediction audits, verdict documents, "
+        "the fairness policy, review requests and the approval gate, and report verification. Browsers use "
+        "their session (unsafe methods also need the X-CSRFToken header); deployment pipelines ask the gate "
+        "with a gate token (Authorization: Token <token>)."
+    ),
+    "VERSION": "1",
+    "SCHEMA_PATH_PREFIX": "/api/v1/",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "VerdictEnum": "auditportal.api.schema.VERDICT_CHOICES",
+        "RequestStateEnum": "auditportal.approvals.models.RequestState",
+        "WaiverStateEnum": "auditportal.approvals.models.WaiverState",
+        "TrialStateEnum": "auditportal.experiments.models.TrialState",
+        "ExperimentStatusEnum": "auditportal.experiments.models.ExperimentStatus",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "auditportal.api.schema.add_error_responses",
+    ],
 }
 
 # API tokens for machine accounts (the approval gate): django-rest-knox's hashed tokens, in the

@@ -1,0 +1,104 @@
+"""A populated portal for the API's schema tests and fuzzer: every kind of object the API serves, a
+member who holds every role, and a gate token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from auditportal.accounts.models import Role, User
+from auditportal.approvals import services as approval_services
+from auditportal.approvals.models import ReviewRequest, VoteChoice
+from auditportal.datasets.models import DatasetVersion
+from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.experiments.models import Experiment
+from tests.approvals.conftest import approved, in_review, trial_document, vote, waive_all
+from tests.evidence.helpers import FAIR, UNFAIR
+from tests.experiments.conftest import demo_version
+from tests.factories import PredictionAuditFactory, make_user
+
+__all__ = ["demo_version"]
+
+MODEL = "vendor-score:2.1"
+
+
+@dataclass
+class Portal:
+    member: User  # every role: the API's every operation is open to them, subject to its rules
+    token: str  # a gate token
+    model: str  # a model identifier a review request names
+    ids: dict[str, list[int]] = field(default_factory=dict)  # path parameter -> ids that exist
+
+
+@pytest.fixture
+def portal(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Path, dataset_storage: Path) -> Portal:
+    settings.EXPERIMENT_RUN_DIR = tmp_path / "runs"
+    pat = make_user("pat", list(Role))
+    bob = make_user("bob", [Role.ML_ENGINEER])
+    carol = make_user("carol", [Role.REVIEWER])
+    dave = make_user("dave", [Role.ETHICS_COMMITTEE])
+    frank = make_user("frank", [Role.ETHICS_COMMITTEE])
+    erin = make_user("erin", [Role.ADMIN])
+
+    audit = PredictionAuditFactory.create(created_by=bob)
+    audit_request = approval_services.review_request_create(
+        user=bob,
+        title="Vendor scoring model",
+        intended_use="Ranking applications for manual review",
+        documents=[verdict_document_of_audit(audit=audit)],
+        model_identifier=MODEL,
+    )
+    approved(audit_request, carol, [dave, frank])
+    fair = trial_document(demo_version, bob, FAIR, tmp_path / "runs")
+    unfair = trial_document(demo_version, bob, UNFAIR, tmp_path / "runs")
+    unfair_request = approval_services.review_request_create(
+        user=bob, title="Credit model v4", intended_use="Pre-screening", documents=[unfair]
+    )
+    in_review(unfair_request, carol)
+    approval_services.review_comment_add(user=carol, request=unfair_request, body="Why the gap?")
+    waive_all(unfair_request, bob, [dave])
+    vote(unfair_request, dave, VoteChoice.REJECT, "the gap is too large")
+    # The same findings, in review without any waiver yet.
+    unwaived = approval_services.review_request_create(
+        user=bob,
+        title="Credit model v5",
+        intended_use="Pre-screening",
+        documents=[trial_document(demo_version, bob, UNFAIR, tmp_path / "runs")],
+    )
+    in_review(unwaived, carol)
+    fair_request = approval_services.review_request_create(
+        user=bob, title="Credit model v3", intended_use="Pre-screening", documents=[fair]
+    )
+    token = approval_services.api_token_create(user=erin, account="deploy-bot", name="pipeline", days=30).secret
+
+    requests = [audit_request, unfair_request, unwaived, fair_request]
+    return Portal(
+        member=pat,
+        token=token,
+        model=MODEL,
+        ids={
+            "version_id": [demo_version.pk],
+            "experiment_id": list(Experiment.objects.values_list("pk", flat=True)),
+            "audit_id": [audit.pk],
+            "document_id": list(VerdictDocument.objects.values_list("pk", flat=True)),
+            "request_id": [r.pk for r in requests],
+            "waiver_id": list(unfair_request.waivers.values_list("pk", flat=True)),
+        },
+    )
+
+
+def session_of(user: User) -> dict[str, str]:
+    """The cookies of a logged-in browser session, with a CSRF cookie (send it back as X-CSRFToken)."""
+    client = Client()
+    client.force_login(user)
+    client.get("/login/")  # sets the CSRF cookie
+    return {name: morsel.value for name, morsel in client.cookies.items()}
+
+
+def review_requests(portal: Portal) -> list[ReviewRequest]:
+    return list(ReviewRequest.objects.filter(pk__in=portal.ids["request_id"]))

@@ -1,0 +1,94 @@
+"""Schemathesis fuzzes every operation of the API's OpenAPI schema (tests/api/schemas.py) in-process
+through the WSGI application, against a populated portal: as a logged-in member holding every role
+(session cookie and CSRF token) and, for the gate, with a gate token. Every response must be no server
+error, have a documented status code and content type, and match its documented (closed) schema.
+
+Bounded: API_FUZZ_EXAMPLES examples per operation (default 20), positive and negative, the same
+examples on every run (derandomized); API_FUZZ_SEED=N draws other ones, for a longer search by hand.
+Hypothesis' deadline is off: a slow call is not a failure here (bench/api_load.py measures speed)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.api.conftest import Portal, session_of
+from tests.api.schemas import strict_schema
+
+EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "20"))
+SEED = os.environ.get("API_FUZZ_SEED")
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+SCHEMA = strict_schema()
+# Path parameters and the gate's model as generated, or (as often) ones that exist, so that the
+# fuzzer reaches the objects and not only their 404s. Filled by the `known` fixture.
+KNOWN: dict[str, list[Any]] = {}
+
+
+@SCHEMA.hook
+def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any]) -> Any:
+    existing = {name: st.sampled_from(KNOWN[name]) for name in path_parameters or {} if KNOWN.get(name)}
+    if not existing:
+        return st.just(path_parameters)
+    return st.one_of(st.just(path_parameters), st.fixed_dictionaries({**path_parameters, **existing}))
+
+
+@SCHEMA.hook
+def flatmap_query(context: Any, query: dict[str, Any] | None) -> Any:
+    if query is None or "model" not in query or not KNOWN.get("model"):
+        return st.just(query)
+    return st.one_of(st.just(query), st.sampled_from(KNOWN["model"]).map(lambda model: {**query, "model": model}))
+
+
+@pytest.fixture
+def credentials(portal: Portal) -> Iterator[dict[str, dict[str, Any]]]:
+    """Per operation path, the cookies and headers to send; the WSGI application called in-process."""
+    KNOWN.clear()
+    KNOWN.update(portal.ids, model=[portal.model])
+    cookies = session_of(portal.member)
+    # Django closes the database connection at the end of each request, which would end the test's
+    # transaction: its test client disconnects the same handlers around each request.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield {
+        "/api/v1/gate/": {"headers": {"Authorization": f"Token {portal.token}"}},
+        "": {"cookies": cookies, "headers": {"X-CSRFToken": cookies["csrftoken"]}},
+    }
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+    KNOWN.clear()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+@SCHEMA.parametrize()
+@seed(int(SEED or 0))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=SEED is None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_every_operation_answers_as_its_schema_says(case: Any, credentials: dict[str, dict[str, Any]]) -> None:
+    case.call_and_validate(checks=CHECKS, **credentials.get(case.operation.path, credentials[""]))
