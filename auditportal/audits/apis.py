@@ -17,7 +17,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
 from auditportal.lib.env import human_size
-from auditportal.lib.uploads import RejectedUpload, received_sha256
+from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
 
 
 def _retirement(audit: PredictionAudit) -> dict[str, Any] | None:
@@ -35,6 +35,7 @@ def _document(audit: PredictionAudit) -> dict[str, Any]:
     return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
 
 
+@accepts_uploads(services.can_run_audits, who="an ML engineer or a reviewer")
 class PredictionAuditListCreateApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 

@@ -9,11 +9,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
+from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import selectors
 from auditportal.reports.forms import too_large
 from auditportal.reports.presentation import verification_json
 
 
+@accepts_uploads(lambda user: user.is_member, who="a member of the portal")
 class ReportVerifyApi(APIView):
     """POST a PDF as ``file``: the same checks as the verify page and ``manage.py verify_report``.
 

@@ -7,6 +7,7 @@ CELERY_BROKER_URL.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 DATASET_STORAGE_DIR = Path(env_str("DATASET_STORAGE_DIR", str(VAR_DIR / "datasets"))).resolve()
 DATASET_MAX_UPLOAD_BYTES = env_size("DATASET_MAX_UPLOAD_SIZE", 2 * 1024**3)
 DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
+# What reading a file may cost besides its size: a Parquet file's metadata are checked against both
+# before any of its data is read (a 1 MB file can declare 50 million rows, or compress gigabytes).
+DATASET_MAX_ROWS = env_int("DATASET_MAX_ROWS", 20_000_000, minimum=1)
+DATASET_MAX_DECOMPRESSED_BYTES = env_size("DATASET_MAX_DECOMPRESSED_SIZE", 4 * 1024**3)
 # Only seed version 1 of the fairness policy at the first migrate; later versions are data
 # (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)
@@ -175,6 +180,8 @@ FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 FILE_UPLOAD_HANDLERS = [
+    # First: refuses the files of anyone who may not upload them at this address, unread.
+    "auditportal.lib.uploads.UploadGuardHandler",
     "auditportal.lib.uploads.SizeLimitedUploadHandler",
     "auditportal.lib.uploads.HashingTemporaryFileUploadHandler",
 ]
@@ -247,3 +254,11 @@ from auditportal.settings.experiments import *  # noqa: E402,F403
 
 # Mail (review-request notifications).
 from auditportal.settings.mail import *  # noqa: E402,F403
+
+# Uploads a steward never declared, and temporary files a killed web process left, are deleted on a
+# schedule (and before each new upload); beat runs in the embedded worker and in compose's "beat".
+CELERY_BEAT_SCHEDULE["datasets-expire-staged-uploads"] = {  # noqa: F405
+    "task": "datasets.expire_staged_uploads",
+    "schedule": timedelta(hours=1),
+    "options": {"expires": 3000},
+}
