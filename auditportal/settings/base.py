@@ -55,6 +55,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "knox",
+    # Login throttling (settings/security.py): failed logins per username, in its own tables.
+    "axes",
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
@@ -68,13 +70,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "auditportal.lib.middleware.ContentSecurityPolicyMiddleware",
+    "auditportal.lib.middleware.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "auditportal.lib.middleware.SessionIdleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as its documentation asks: answers a locked-out login with the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "auditportal.urls"
@@ -112,6 +119,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
+# django-axes first: it refuses a locked-out username before the password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
@@ -137,11 +146,8 @@ STATICFILES_FINDERS = [
 ]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SESSION_COOKIE_HTTPONLY = True
-X_FRAME_OPTIONS = "DENY"
-SECURE_CONTENT_TYPE_NOSNIFF = True
+# HTTPS, cookies, the Content-Security-Policy, session expiry, body limits, login throttling:
+# settings/security.py (imported at the end).
 
 # Datasets. Uploads stream to disk (never into memory) next to the dataset store, so that moving a
 # validated upload into place is a rename on the same file system.
@@ -209,10 +215,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
-    ],
+    # The browser's session (a 401 with WWW-Authenticate without one); no passwords over the API. The
+    # gate also takes its tokens (approvals.authentication).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["auditportal.api.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
@@ -254,6 +259,9 @@ from auditportal.settings.experiments import *  # noqa: E402,F403
 
 # Mail (review-request notifications).
 from auditportal.settings.mail import *  # noqa: E402,F403
+
+# Production posture: HTTPS, cookies, Content-Security-Policy, sessions, body limits, login throttling.
+from auditportal.settings.security import *  # noqa: E402,F403
 
 # Uploads a steward never declared, and temporary files a killed web process left, are deleted on a
 # schedule (and before each new upload); beat runs in the embedded worker and in compose's "beat".

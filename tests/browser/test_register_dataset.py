@@ -150,3 +150,4 @@ def test_the_waiting_page_says_when_no_worker_takes_the_upload_and_the_failure_p
     page.screenshot(path=str(ARTIFACTS / "register-dataset-failed.png"), full_page=True)
     page.goto(f"{live_server.url}/")
     assert "Could not be read" in page.inner_text("#staged-uploads")
+    page.screenshot(path=str(ARTIFACTS / "datasets-home-uploads.png"), full_page=True)

@@ -1,11 +1,13 @@
-"""Files are refused unread unless the user may upload them at that address (lib/uploads.UploadGuardHandler)."""
+"""Files are refused unread unless the user may upload them at that address (lib/uploads.UploadGuardHandler),
+and bodies other than uploads are small (REQUEST_BODY_MAX_SIZE)."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 from urllib.request import urlopen
 
 import pytest
@@ -177,7 +179,8 @@ def test_the_api_refuses_files_it_is_not_given_by_an_auditor(
 ) -> None:
     url = reverse("api-prediction-audit-list")
     anonymous = browser_like().post(url, {"file": a_file()})
-    assert anonymous.status_code in (401, 403)
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == 'Session realm="api", login="/login/"'
     for user in (oscar, alice):
         response = browser_like(user).post(url, {"file": a_file()})
         assert response.status_code == 403
@@ -195,3 +198,23 @@ def test_a_member_may_send_a_report_to_verify(carol: User, stored: Stored) -> No
     response = client_for(carol).post(reverse("api-report-verify"), {"file": a_file("r.pdf", b"%PDF-1.7 not really")})
     assert response.status_code == 200
     assert stored.files == ["r.pdf"]
+
+
+def test_a_json_body_over_the_limit_is_refused_unread_with_413(
+    bob: User, settings: SettingsWrapper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE == 1024**2  # REQUEST_BODY_MAX_SIZE's default
+    body = json.dumps({"reason": "x" * (2 * 1024**2)})
+    response = client_for(bob).post("/api/v1/policy/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "The request body is 2.0 MiB, over the limit of 1.0 MiB (REQUEST_BODY_MAX_SIZE); nothing was read."
+    }
+    form = Client().post(
+        "/login/", urlencode({"username": "x" * (2 * 1024**2)}), content_type="application/x-www-form-urlencoded"
+    )
+    assert form.status_code == 413
+    assert form.content.decode().startswith("The request body is 2.0 MiB, over the limit of 1.0 MiB")
+    # Below the limit, the same body is read (and answered by the view).
+    small = client_for(bob).post("/api/v1/policy/", json.dumps({"reason": "x"}), content_type="application/json")
+    assert small.status_code != 413
