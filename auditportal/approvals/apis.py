@@ -9,13 +9,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
+from auditportal.api.authentication import SessionAuthentication
 from auditportal.approvals import selectors, services
 from auditportal.approvals.authentication import GateTokenAuthentication
 from auditportal.approvals.models import (
@@ -529,7 +529,7 @@ class GateApi(APIView):
     """``GET /api/v1/gate/?model=<identifier>``: is this model approved? For deployment pipelines, with a
     gate token (``Authorization: Token ...``); members may ask too. 404 for a model no request names."""
 
-    authentication_classes = [GateTokenAuthentication, SessionAuthentication, BasicAuthentication]
+    authentication_classes = [GateTokenAuthentication, SessionAuthentication]
     permission_classes = [AllowAny]  # checked below: a gate token, or a logged-in member
 
     class OutputSerializer(serializers.Serializer[Any]):

@@ -20,7 +20,7 @@ from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.stats import Verdict
 from auditportal.lib.env import human_size
-from auditportal.lib.uploads import RejectedUpload, received_sha256
+from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
 
 # The stored audit document, docs/audit-json.md (schema version 2; version 1 documents lack the keys
 # that are not required). The document's objects are open: keys may be added within a version.
@@ -182,6 +182,7 @@ def _document(audit: PredictionAudit) -> dict[str, Any]:
     return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
 
 
+@accepts_uploads(services.can_run_audits, who="an ML engineer or a reviewer")
 class PredictionAuditListCreateApi(APIView):
     """GET: the prediction audits this account may see. POST: audit an uploaded prediction file
     (``multipart/form-data``; ML engineers and reviewers); the policy sets tolerance and alpha."""

@@ -13,6 +13,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
+from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.services import verdict_document_freeze_prediction_audit
 from auditportal.fairness import tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
@@ -92,6 +93,7 @@ def prediction_audit_run(
         max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
         sha256=sha256,
         policy=policy.as_document(),
+        limits=dataset_read_limits(),
     )
     with transaction.atomic():
         audit = PredictionAudit.objects.create(

@@ -21,7 +21,7 @@ from auditportal.fairness.figures.audit import audit_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.lib.csvsafe import csv_safe_cell
 from auditportal.lib.forms import add_user_error
-from auditportal.lib.uploads import received_sha256, report_rejected_uploads
+from auditportal.lib.uploads import accepts_uploads, received_sha256, report_rejected_uploads
 from auditportal.policies.selectors import policy_active
 
 AUDITS_PER_PAGE = 25
@@ -44,6 +44,7 @@ def prediction_audit_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@accepts_uploads(services.can_run_audits, who="an ML engineer or a reviewer")
 @login_required
 @require_http_methods(["GET", "POST"])
 def prediction_audit_new(request: HttpRequest) -> HttpResponse:

@@ -190,8 +190,23 @@ class GroupSummary(models.Model):
         return self.positives / self.rows if self.rows else None
 
 
+class StagedStatus(models.TextChoices):
+    PROFILING = "profiling", "Reading the file"
+    READY = "ready", "Waiting for the declaration"
+    REGISTERING = "registering", "Registering"
+    REGISTERED = "registered", "Registered"
+    FAILED = "failed", "Could not be read"
+
+
 class StagedUpload(models.Model):
-    """An uploaded file waiting for its steward to declare label and attributes (step 2 of 2)."""
+    """An uploaded file on its way to registration (services, "The browser flow").
+
+    The web request only keeps the file; a worker profiles its columns (``profiling``), the steward
+    declares label and attributes (``ready``), a worker registers it (``registering``) and the row
+    then names the new version (``registered``) until it expires. A file that cannot be read ends
+    ``failed``, with the reason and without its file; a declaration the worker refuses returns to
+    ``ready`` with the reason and the declaration, for the form to show again.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -201,6 +216,28 @@ class StagedUpload(models.Model):
     size_bytes = models.BigIntegerField()
     profile = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=16, choices=StagedStatus.choices, default=StagedStatus.PROFILING)
+    # What the worker is doing now, and since when (the page shows both while it waits).
+    progress = models.CharField(max_length=200, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)
+    # The declaration being (or last) registered: label, positive, attributes, unknown_tokens, features.
+    declaration = models.JSONField(null=True, blank=True)
+    # Why the file could not be read, or why the worker refused the declaration, and the form field.
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=255, blank=True)
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=StagedStatus.values), name="datasets_staged_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status=StagedStatus.REGISTERED, version__isnull=False)
+                | (~models.Q(status=StagedStatus.REGISTERED) & models.Q(version__isnull=True)),
+                name="datasets_staged_version_iff_registered",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.original_name} (staged)"
@@ -208,3 +245,8 @@ class StagedUpload(models.Model):
     @property
     def path(self) -> Path:
         return Path(settings.DATASET_STORAGE_DIR) / self.storage_path
+
+    @property
+    def is_working(self) -> bool:
+        """A worker has (or will have) this upload in hand."""
+        return self.status in (StagedStatus.PROFILING, StagedStatus.REGISTERING)

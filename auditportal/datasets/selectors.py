@@ -7,7 +7,14 @@ from django.db.models import Count, Max, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
-from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, IntegrityCheck, StagedUpload
+from auditportal.datasets.models import (
+    Dataset,
+    DatasetVersion,
+    GroupSummary,
+    IntegrityCheck,
+    StagedStatus,
+    StagedUpload,
+)
 from auditportal.fairness import stats
 from auditportal.fairness.intersections import split_key
 
@@ -55,10 +62,17 @@ def dataset_version_get(*, user: User, version_id: int) -> DatasetVersion:
         raise Http404("No such dataset version.") from None
 
 
+def staged_upload_list(*, user: User) -> QuerySet[StagedUpload]:
+    """The user's own uploads that are not registered yet (the home page lists them)."""
+    if not user.is_authenticated:
+        return StagedUpload.objects.none()
+    return StagedUpload.objects.filter(owner_id=user.pk).exclude(status=StagedStatus.REGISTERED).order_by("-created_at")
+
+
 def staged_upload_get(*, user: User, staged_id: str) -> StagedUpload:
     # A staged file is private to its uploader until it is registered.
     try:
-        return StagedUpload.objects.get(pk=staged_id, owner_id=user.pk)
+        return StagedUpload.objects.select_related("version__dataset").get(pk=staged_id, owner_id=user.pk)
     except (StagedUpload.DoesNotExist, ValueError):
         raise Http404("No such upload.") from None
 

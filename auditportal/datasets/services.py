@@ -5,13 +5,15 @@ import logging
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -26,11 +28,13 @@ from auditportal.datasets.models import (
     IntegrityCheck,
     IntegrityPurpose,
     SensitiveAttribute,
+    StagedStatus,
     StagedUpload,
 )
 from auditportal.fairness import sharding, tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, FeatureInfo, Inspection
+from auditportal.lib import uploads
 from auditportal.lib.env import human_size
 from auditportal.lib.transactions import inside_atomic_block
 
@@ -54,6 +58,15 @@ def _storage_root() -> Path:
     root = Path(settings.DATASET_STORAGE_DIR)
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def dataset_read_limits() -> tabular.ReadLimits:
+    """What reading an uploaded file may cost besides its size (DATASET_MAX_ROWS,
+    DATASET_MAX_DECOMPRESSED_SIZE): a Parquet file is checked against its metadata before any of its
+    data is read."""
+    return tabular.ReadLimits(
+        rows=settings.DATASET_MAX_ROWS, decompressed_bytes=settings.DATASET_MAX_DECOMPRESSED_BYTES
+    )
 
 
 def _check_size(path: Path, display_name: str) -> int:
@@ -94,12 +107,17 @@ def dataset_version_register(
     name: str,
     spec: DatasetSpec,
     move_source: bool = False,
+    progress: Callable[[str], object] | None = None,
+    on_created: Callable[[DatasetVersion], None] | None = None,
 ) -> DatasetVersion:
     """Validate a CSV/Parquet file and register it as the next version of the dataset ``name``.
 
     The file is copied into the store first and everything is computed from that copy, so what is
     hashed is exactly what is kept. Either the file and all rows exist afterwards, or neither does.
+    ``progress`` hears each step as it starts; ``on_created`` runs inside the transaction that
+    creates the version (so what it writes commits with the version, or not at all).
     """
+    say = progress or (lambda step: None)
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     clean_name = dataset_name_check(name)
     tabular.check_file_name(original_name)
@@ -110,10 +128,12 @@ def dataset_version_register(
     directory = _storage_root() / uuid.uuid4().hex
     stored = directory / original_name
     max_bytes = settings.DATASET_MAX_UPLOAD_BYTES
+    limits = dataset_read_limits()
     if move_source:
         # The source already lives in our store (a staged upload): check it where it is, so a
         # rejected declaration leaves the staged file in place for the steward to try again.
-        inspection = tabular.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes)
+        say(REGISTER_STEP_INSPECT)
+        inspection = tabular.inspect_file(source, spec, display_name=original_name, max_bytes=max_bytes, limits=limits)
         try:
             _place(source, stored, move=True)
         except BaseException:
@@ -122,10 +142,14 @@ def dataset_version_register(
     else:
         try:
             _place(source, stored, move=False)
-            inspection = tabular.inspect_file(stored, spec, display_name=original_name, max_bytes=max_bytes)
+            say(REGISTER_STEP_INSPECT)
+            inspection = tabular.inspect_file(
+                stored, spec, display_name=original_name, max_bytes=max_bytes, limits=limits
+            )
         except BaseException:
             _remove_tree(directory)
             raise
+    say(REGISTER_STEP_SAVE)
     try:
         with transaction.atomic():
             version = _version_create(
@@ -136,6 +160,8 @@ def dataset_version_register(
                 storage_path=str(stored.relative_to(_storage_root())),
                 original_name=original_name,
             )
+            if on_created is not None:
+                on_created(version)
     except BaseException:
         if move_source:
             stored.rename(source)
@@ -218,46 +244,137 @@ def _version_create(
     return version
 
 
+# -- The browser flow ------------------------------------------------------------------------------
+#
+# Step 1, upload: the web request keeps the file after the checks that read no data (name, size,
+# kind, a CSV header line, a Parquet file's metadata against the row and decompressed-size bounds)
+# and queues the profile of its columns for a worker (staged_upload_profile). Step 2, declare: the
+# request checks the form against that profile and queues the registration (staged_upload_declare,
+# then staged_upload_register_queued in the worker). The page polls the upload's status meanwhile.
+
 STAGED_UPLOAD_LIFETIME = timedelta(hours=24)
+# A worker that has reported nothing on an upload for this long is taken for dead: its upload may
+# expire like any other.
+STAGED_WORK_STALE = timedelta(hours=1)
+WAITING_FOR_WORKER = "Waiting for a worker to start"
+PROFILE_STEP = "Reading the file and counting each column's values"
+REGISTER_STEP_INSPECT = "Reading every row: checking the label and the sensitive attributes, hashing the file"
+REGISTER_STEP_SAVE = "Saving the version and its group counts"
+
+
+class StagedUploadBusy(UserError):
+    """The upload is not waiting for a declaration (it is being read or registered, or is done)."""
 
 
 def staged_uploads_expire(*, now: datetime | None = None) -> int:
-    """Delete uploads whose steward never finished step 2; they hold possibly large files."""
-    cutoff = (now or timezone.now()) - STAGED_UPLOAD_LIFETIME
-    expired = list(StagedUpload.objects.filter(created_at__lt=cutoff))
+    """Delete uploads whose steward never finished step 2 (they hold possibly large files), and the
+    temporary files of uploads a killed web process left behind. Runs on beat's schedule
+    (``datasets.expire_staged_uploads``) and before each new upload."""
+    moment = now or timezone.now()
+    cutoff = moment - STAGED_UPLOAD_LIFETIME
+    busy = models.Q(status__in=[StagedStatus.PROFILING, StagedStatus.REGISTERING]) & models.Q(
+        progress_at__gte=moment - STAGED_WORK_STALE
+    )
+    expired = list(StagedUpload.objects.filter(created_at__lt=cutoff).exclude(busy))
     for staged in expired:
-        staged_upload_discard(staged=staged)
+        _staged_delete(staged)
+    leftovers = uploads.stale_temporary_files_remove(older_than=STAGED_UPLOAD_LIFETIME, now=moment)
+    if expired or leftovers:
+        logger.info("expired %d staged uploads and %d left-over temporary upload files", len(expired), leftovers)
     return len(expired)
 
 
 def staged_upload_create(*, user: User, source: Path, original_name: str, dataset_name: str) -> StagedUpload:
-    """Step 1 of the browser flow: keep the uploaded file and profile its columns."""
+    """Step 1 of the browser flow: keep the uploaded file and queue the profile of its columns.
+
+    Nothing of the file's data is read here (see above); a file refused by these checks is not kept.
+    """
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     staged_uploads_expire()
     clean_name = dataset_name_check(dataset_name)
     tabular.check_file_name(original_name)
     size = _check_size(source, original_name)
+    tabular.check_file(
+        source,
+        display_name=original_name,
+        max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+        limits=dataset_read_limits(),
+    )
     directory = _storage_root() / "staging" / uuid.uuid4().hex
     stored = directory / original_name
     try:
         _place(source, stored, move=True)
-        profile = tabular.profile_file(
-            stored,
-            display_name=original_name,
-            max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
-            max_values=settings.DATASET_MAX_GROUPS,
-        )
-        return StagedUpload.objects.create(
-            owner=user,
-            dataset_name=clean_name,
-            original_name=original_name,
-            storage_path=str(stored.relative_to(_storage_root())),
-            size_bytes=size,
-            profile=_profile_as_json(profile),
-        )
+        with transaction.atomic():
+            staged = StagedUpload.objects.create(
+                owner=user,
+                dataset_name=clean_name,
+                original_name=original_name,
+                storage_path=str(stored.relative_to(_storage_root())),
+                size_bytes=size,
+                status=StagedStatus.PROFILING,
+                progress=WAITING_FOR_WORKER,
+                progress_at=timezone.now(),
+            )
+            pk = staged.pk
+            transaction.on_commit(lambda: _queue("datasets.profile_staged_upload", pk))
+        return staged
     except BaseException:
         _remove_tree(directory)
         raise
+
+
+def staged_upload_profile(*, staged_id: uuid.UUID | str) -> StagedUpload | None:
+    """The worker's half of step 1: profile the staged file's columns for the declaration form.
+
+    Claims the upload (it must still be ``profiling``); a file that cannot be read ends ``failed``
+    with the reason, and its file is removed. None when there is nothing to do (discarded, done).
+    """
+    if not _progress(staged_id, StagedStatus.PROFILING, PROFILE_STEP):
+        return None
+    staged = StagedUpload.objects.get(pk=staged_id)
+    try:
+        profile = tabular.profile_file(
+            staged.path,
+            display_name=staged.original_name,
+            max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+            max_values=settings.DATASET_MAX_GROUPS,
+            limits=dataset_read_limits(),
+        )
+    except UserError as exc:
+        _remove_tree(staged.path.parent)
+        _finish(staged_id, StagedStatus.PROFILING, status=StagedStatus.FAILED, error=str(exc), error_field="")
+        return StagedUpload.objects.filter(pk=staged_id).first()
+    except FileNotFoundError:
+        if not StagedUpload.objects.filter(pk=staged_id).exists():
+            return None  # discarded while it was being read
+        raise
+    except BaseException:
+        _remove_tree(staged.path.parent)
+        _finish(staged_id, StagedStatus.PROFILING, status=StagedStatus.FAILED, error=_INTERNAL_ERROR, error_field="")
+        raise
+    _finish(staged_id, StagedStatus.PROFILING, status=StagedStatus.READY, profile=_profile_as_json(profile))
+    return StagedUpload.objects.filter(pk=staged_id).first()
+
+
+_INTERNAL_ERROR = (
+    "The worker failed on this file with an internal error (it is in the worker's log); "
+    "try again, or tell an administrator."
+)
+
+
+def _progress(staged_id: uuid.UUID | str, status: StagedStatus, step: str) -> bool:
+    """Say what the worker does now; False when the upload is not (or no longer) in ``status``."""
+    return bool(
+        StagedUpload.objects.filter(pk=staged_id, status=status).update(progress=step, progress_at=timezone.now())
+    )
+
+
+def _finish(staged_id: uuid.UUID | str, expected: StagedStatus, **fields: object) -> bool:
+    return bool(
+        StagedUpload.objects.filter(pk=staged_id, status=expected).update(
+            progress="", progress_at=timezone.now(), **fields
+        )
+    )
 
 
 def _profile_as_json(profile: tabular.Profile) -> dict[str, object]:
@@ -277,12 +394,108 @@ def _profile_as_json(profile: tabular.Profile) -> dict[str, object]:
     }
 
 
-def staged_upload_register(*, user: User, staged: StagedUpload, spec: DatasetSpec) -> DatasetVersion:
-    """Step 2 of the browser flow: register the staged file with the declared label and attributes."""
+def declaration_as_json(spec: DatasetSpec) -> dict[str, object]:
+    return {
+        "label": spec.label,
+        "positive": spec.positive,
+        "attributes": list(spec.attributes),
+        "unknown_tokens": list(spec.unknown_tokens),
+        "features": None if spec.features is None else list(spec.features),
+    }
+
+
+def declaration_spec(declaration: dict[str, Any]) -> DatasetSpec:
+    features = declaration.get("features")
+    return DatasetSpec(
+        label=str(declaration["label"]),
+        positive=str(declaration["positive"]),
+        attributes=tuple(str(name) for name in declaration["attributes"]),
+        unknown_tokens=tuple(str(token) for token in declaration["unknown_tokens"]),
+        features=None if features is None else tuple(str(name) for name in features),
+        max_groups=settings.DATASET_MAX_GROUPS,
+    )
+
+
+def staged_upload_declare(*, user: User, staged: StagedUpload, spec: DatasetSpec) -> StagedUpload:
+    """Step 2 of the browser flow: queue the registration of the staged file with ``spec``.
+
+    Only an upload that waits for its declaration takes one: a second submission of the form (a
+    double click, the back button) raises StagedUploadBusy and queues nothing.
+    """
+    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    if staged.owner_id != user.pk:
+        raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
+    with transaction.atomic():
+        claimed = StagedUpload.objects.filter(pk=staged.pk, owner=user, status=StagedStatus.READY).update(
+            status=StagedStatus.REGISTERING,
+            declaration=declaration_as_json(spec),
+            error="",
+            error_field="",
+            progress=WAITING_FOR_WORKER,
+            progress_at=timezone.now(),
+        )
+        if not claimed:
+            current = StagedUpload.objects.filter(pk=staged.pk).values_list("status", flat=True).first()
+            label = StagedStatus(current).label.lower() if current else "discarded"
+            raise StagedUploadBusy(f"{staged.original_name} is not waiting for a declaration ({label}).")
+        pk = staged.pk
+        transaction.on_commit(lambda: _queue("datasets.register_staged_upload", pk))
+    staged.refresh_from_db()
+    return staged
+
+
+def staged_upload_register_queued(*, staged_id: uuid.UUID | str) -> DatasetVersion | None:
+    """The worker's half of step 2: register an upload whose declaration was queued.
+
+    A declaration the checks refuse (a DatasetError naming file, row and column, or the steward's
+    lost role) puts the upload back to ``ready`` with the reason, for the form to show. None when
+    there is nothing to do (not ``registering``: discarded, or registered already by a first run).
+    """
+    if not _progress(staged_id, StagedStatus.REGISTERING, REGISTER_STEP_INSPECT):
+        return None
+    staged = StagedUpload.objects.select_related("owner").get(pk=staged_id)
+    assert staged.declaration is not None
+    try:
+        return staged_upload_register(
+            user=staged.owner,
+            staged=staged,
+            spec=declaration_spec(staged.declaration),
+            progress=lambda step: _progress(staged_id, StagedStatus.REGISTERING, step),
+        )
+    except (UserError, PermissionDenied) as exc:
+        field = exc.field if isinstance(exc, UserError) else None
+        _finish(staged_id, StagedStatus.REGISTERING, status=StagedStatus.READY, error=str(exc), error_field=field or "")
+        return None
+    except BaseException:
+        _finish(staged_id, StagedStatus.REGISTERING, status=StagedStatus.READY, error=_INTERNAL_ERROR, error_field="")
+        raise
+
+
+def staged_upload_register(
+    *,
+    user: User,
+    staged: StagedUpload,
+    spec: DatasetSpec,
+    progress: Callable[[str], object] | None = None,
+) -> DatasetVersion:
+    """Register the staged file with the declared label and attributes; the upload then names the
+    version (``registered``), in the same transaction that creates it."""
     if staged.owner_id != user.pk:
         # Callers fetch the upload with selectors.staged_upload_get, which already answers 404 to
         # everyone but its owner; this guards a caller that skipped it.
         raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
+
+    def mark_registered(version: DatasetVersion) -> None:
+        StagedUpload.objects.filter(pk=staged.pk).update(
+            status=StagedStatus.REGISTERED,
+            version=version,
+            declaration=declaration_as_json(spec),
+            error="",
+            error_field="",
+            progress="",
+            progress_at=timezone.now(),
+        )
+
     version = dataset_version_register(
         user=user,
         source=staged.path,
@@ -290,14 +503,39 @@ def staged_upload_register(*, user: User, staged: StagedUpload, spec: DatasetSpe
         name=staged.dataset_name,
         spec=spec,
         move_source=True,
+        progress=progress,
+        on_created=mark_registered,
     )
-    staged_upload_discard(staged=staged)
+    # The file moved into the store; its staging folder is empty.
+    _remove_tree(staged.path.parent)
+    staged.refresh_from_db()
     return version
 
 
 def staged_upload_discard(*, staged: StagedUpload) -> None:
-    _remove_tree(staged.path.parent)
+    """Delete an upload and its file, at its steward's request; not while a worker registers it."""
+    if staged.status == StagedStatus.REGISTERING:
+        raise StagedUploadBusy(
+            f"{staged.original_name} is being registered; wait for the result, then register another file."
+        )
+    _staged_delete(staged)
+
+
+def _staged_delete(staged: StagedUpload) -> None:
+    if staged.status != StagedStatus.REGISTERED:
+        _remove_tree(staged.path.parent)
     staged.delete()
+
+
+def _queue(task_name: str, staged_id: uuid.UUID) -> None:
+    # tasks.py imports this module; importing it here keeps the dependency one-way at import time.
+    from auditportal.datasets import tasks
+
+    task = {
+        "datasets.profile_staged_upload": tasks.staged_upload_profile_task,
+        "datasets.register_staged_upload": tasks.staged_upload_register_task,
+    }[task_name]
+    task.delay(str(staged_id))
 
 
 class DatasetIntegrityError(UserError):

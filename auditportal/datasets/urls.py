@@ -9,6 +9,7 @@ app_name = "datasets"
 urlpatterns = [
     path("new/", views.dataset_upload, name="upload"),
     path("new/<uuid:staged_id>/", views.dataset_declare, name="declare"),
+    path("new/<uuid:staged_id>/status/", views.dataset_staged_status, name="staged-status"),
     path("new/<uuid:staged_id>/discard/", views.dataset_discard, name="discard"),
     path("<int:dataset_id>/", views.dataset_detail, name="detail"),
     path("versions/<int:version_id>/", views.dataset_version_detail, name="version"),

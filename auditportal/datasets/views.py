@@ -6,21 +6,21 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
 from auditportal.datasets.forms import DeclarationForm, RetireForm, UploadForm
-from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
+from auditportal.datasets.models import DatasetVersion, IntegrityPurpose, StagedStatus
 from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.lib.forms import add_user_error
-from auditportal.lib.uploads import report_rejected_uploads
+from auditportal.lib.uploads import accepts_uploads, report_rejected_uploads
 
 
 @login_required
@@ -33,10 +33,12 @@ def home(request: HttpRequest) -> HttpResponse:
             "datasets": selectors.dataset_list(user=user),
             "can_register": user.has_role(Role.DATA_STEWARD),
             "is_member": user.is_member,
+            "staged_uploads": selectors.staged_upload_list(user=user),
         },
     )
 
 
+@accepts_uploads(lambda user: user.has_role(Role.DATA_STEWARD), who="a data steward")
 @login_required
 @require_http_methods(["GET", "POST"])
 def dataset_upload(request: HttpRequest) -> HttpResponse:
@@ -66,19 +68,40 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     # Fetch first: an upload is private to its owner, so anyone else gets 404 whatever their roles.
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
     require_role(user, Role.DATA_STEWARD, action="register datasets")
+    if staged.status == StagedStatus.REGISTERED:
+        version = staged.version
+        assert version is not None
+        messages.success(request, f"Registered {version} ({version.num_rows:,} rows).")
+        return redirect("datasets:version", version_id=version.pk)
+    if staged.status != StagedStatus.READY:
+        if request.method == "POST":
+            # A second submission of the form (double click, back button): show what happens now.
+            return redirect("datasets:declare", staged_id=staged.pk)
+        return render(
+            request, "datasets/staged.html", {"staged": staged, "waiting_for_worker": services.WAITING_FOR_WORKER}
+        )
     names = [column["name"] for column in staged.profile["columns"]]
     # A repeated name cannot say which of its columns it means, so it is offered for no role.
     repeated = set(tabular.repeated_names(names))
     columns = [name for name in dict.fromkeys(names) if name not in repeated]
-    form = DeclarationForm(request.POST or None, columns=columns)
-    if request.method == "POST" and form.is_valid():
-        try:
-            version = services.staged_upload_register(user=user, staged=staged, spec=form.spec())
-        except UserError as exc:
-            add_user_error(form, exc)
-        else:
-            messages.success(request, f"Registered {version} ({version.num_rows:,} rows).")
-            return redirect("datasets:version", version_id=version.pk)
+    if request.method == "POST":
+        form = DeclarationForm(request.POST, columns=columns)
+        if form.is_valid():
+            try:
+                services.staged_upload_declare(user=user, staged=staged, spec=form.spec())
+            except services.StagedUploadBusy:
+                pass
+            except UserError as exc:
+                add_user_error(form, exc)
+            if not form.errors:
+                return redirect("datasets:declare", staged_id=staged.pk)
+    elif staged.error and staged.declaration is not None:
+        # The worker refused the last declaration: the form shows it again, with the reason.
+        form = DeclarationForm(_declaration_form_data(staged.declaration), columns=columns)
+        form.is_valid()
+        form.add_error(staged.error_field if staged.error_field in form.fields else None, staged.error)
+    else:
+        form = DeclarationForm(columns=columns)
     return render(
         request,
         "datasets/declare.html",
@@ -88,7 +111,33 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
             "profile": staged.profile,
             "warning": tabular.repeated_columns_warning(names),
         },
-        status=400 if form.errors else 200,
+        status=400 if request.method == "POST" and form.errors else 200,
+    )
+
+
+def _declaration_form_data(declaration: dict[str, Any]) -> QueryDict:
+    data = QueryDict(mutable=True)
+    data["label"] = declaration["label"]
+    data["positive"] = declaration["positive"]
+    data.setlist("attributes", list(declaration["attributes"]))
+    data["unknown_tokens"] = ", ".join(token for token in declaration["unknown_tokens"] if token)
+    data.setlist("features", list(declaration["features"] or []))
+    data["confirm_groups"] = "on"  # confirmed when it was submitted
+    return data
+
+
+@login_required
+@require_GET
+def dataset_staged_status(request: HttpRequest, staged_id: str) -> JsonResponse:
+    """What the worker does with an upload: the waiting page polls this."""
+    staged = selectors.staged_upload_get(user=request_user(request), staged_id=str(staged_id))
+    return JsonResponse(
+        {
+            "status": staged.status,
+            "progress": staged.progress,
+            "progress_at": staged.progress_at.isoformat() if staged.progress_at else None,
+            "error": staged.error or None,
+        }
     )
 
 
@@ -97,7 +146,11 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
 def dataset_discard(request: HttpRequest, staged_id: str) -> HttpResponse:
     user = request_user(request)
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
-    services.staged_upload_discard(staged=staged)
+    try:
+        services.staged_upload_discard(staged=staged)
+    except services.StagedUploadBusy as exc:
+        messages.error(request, str(exc))
+        return redirect("datasets:declare", staged_id=staged.pk)
     messages.info(request, f"Discarded the upload of {staged.original_name}.")
     return redirect("home")
 

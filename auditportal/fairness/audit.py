@@ -27,9 +27,11 @@ from auditportal.fairness.counting import Counted, GroupCounts, count_blocks, in
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
+    NO_LIMITS,
     DatasetError,
     DatasetSpec,
     RawColumns,
+    ReadLimits,
     decode_labelled,
     numpy_view,
     read_columns,
@@ -216,6 +218,7 @@ def audit_predictions(
     max_bytes: int,
     sha256: str | None = None,
     policy: JSON | None = None,
+    limits: ReadLimits = NO_LIMITS,
 ) -> AuditOutcome:
     """Audit the predictions in ``path``; raise DatasetError (file problems) or AuditSpecError.
 
@@ -234,6 +237,7 @@ def audit_predictions(
         display_name=display_name,
         max_bytes=max_bytes,
         sha256=sha256,
+        limits=limits,
     )
     counted = count_blocks(
         raw.table,

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
+from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import selectors
 from auditportal.reports.forms import too_large
 from auditportal.reports.presentation import verification_json
@@ -51,6 +52,7 @@ class _ReportMatchSerializer(serializers.Serializer[Any]):
     decision = serializers.CharField(allow_null=True)
 
 
+@accepts_uploads(lambda user: user.is_member, who="a member of the portal")
 class ReportVerifyApi(APIView):
     """POST a PDF as ``file``: the same checks as the verify page and ``manage.py verify_report``.
 

@@ -11,6 +11,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.report_context import ReportContext
 from auditportal.lib.forms import add_user_error
+from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
 from auditportal.reports.models import Report
@@ -88,6 +89,7 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
     return _detail(request, report, form)
 
 
+@accepts_uploads(lambda user: user.is_member, who="a member of the portal")
 @login_required
 @require_http_methods(["GET", "POST"])
 def report_verify(request: HttpRequest) -> HttpResponse:

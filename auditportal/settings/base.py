@@ -7,6 +7,7 @@ CELERY_BROKER_URL.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ INSTALLED_APPS = [
     # Swagger UI files the docs page serves from static/ (no CDN).
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Login throttling (settings/security.py): failed logins per username, in its own tables.
+    "axes",
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
@@ -71,13 +74,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "auditportal.lib.middleware.ContentSecurityPolicyMiddleware",
+    "auditportal.lib.middleware.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "auditportal.lib.middleware.SessionIdleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as its documentation asks: answers a locked-out login with the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "auditportal.urls"
@@ -115,6 +123,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
+# django-axes first: it refuses a locked-out username before the password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
@@ -140,17 +150,18 @@ STATICFILES_FINDERS = [
 ]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SESSION_COOKIE_HTTPONLY = True
-X_FRAME_OPTIONS = "DENY"
-SECURE_CONTENT_TYPE_NOSNIFF = True
+# HTTPS, cookies, the Content-Security-Policy, session expiry, body limits, login throttling:
+# settings/security.py (imported at the end).
 
 # Datasets. Uploads stream to disk (never into memory) next to the dataset store, so that moving a
 # validated upload into place is a rename on the same file system.
 DATASET_STORAGE_DIR = Path(env_str("DATASET_STORAGE_DIR", str(VAR_DIR / "datasets"))).resolve()
 DATASET_MAX_UPLOAD_BYTES = env_size("DATASET_MAX_UPLOAD_SIZE", 2 * 1024**3)
 DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
+# What reading a file may cost besides its size: a Parquet file's metadata are checked against both
+# before any of its data is read (a 1 MB file can declare 50 million rows, or compress gigabytes).
+DATASET_MAX_ROWS = env_int("DATASET_MAX_ROWS", 20_000_000, minimum=1)
+DATASET_MAX_DECOMPRESSED_BYTES = env_size("DATASET_MAX_DECOMPRESSED_SIZE", 4 * 1024**3)
 # Only seed version 1 of the fairness policy at the first migrate; later versions are data
 # (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)
@@ -179,6 +190,8 @@ FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 FILE_UPLOAD_HANDLERS = [
+    # First: refuses the files of anyone who may not upload them at this address, unread.
+    "auditportal.lib.uploads.UploadGuardHandler",
     "auditportal.lib.uploads.SizeLimitedUploadHandler",
     "auditportal.lib.uploads.HashingTemporaryFileUploadHandler",
 ]
@@ -206,10 +219,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
-    ],
+    # The browser's session (a 401 with WWW-Authenticate without one); no passwords over the API. The
+    # gate also takes its tokens (approvals.authentication).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["auditportal.api.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
@@ -279,3 +291,14 @@ from auditportal.settings.experiments import *  # noqa: E402,F403
 
 # Mail (review-request notifications).
 from auditportal.settings.mail import *  # noqa: E402,F403
+
+# Production posture: HTTPS, cookies, Content-Security-Policy, sessions, body limits, login throttling.
+from auditportal.settings.security import *  # noqa: E402,F403
+
+# Uploads a steward never declared, and temporary files a killed web process left, are deleted on a
+# schedule (and before each new upload); beat runs in the embedded worker and in compose's "beat".
+CELERY_BEAT_SCHEDULE["datasets-expire-staged-uploads"] = {  # noqa: F405
+    "task": "datasets.expire_staged_uploads",
+    "schedule": timedelta(hours=1),
+    "options": {"expires": 3000},
+}

@@ -8,6 +8,10 @@ import tempfile
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ.setdefault("REPORT_KEY_PASSPHRASE", "test-report-key-passphrase-not-for-production")
 os.environ.setdefault("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix="auditportal-test-var-"))
+# The test client and the browser tests' live server speak plain HTTP (tests/test_security.py checks
+# the production defaults).
+os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
+os.environ.setdefault("SECURE_COOKIES", "false")
 
 from auditportal.settings.base import *  # noqa: F403
 

@@ -10,6 +10,10 @@
   var policyUrl = section.getAttribute("data-policy-url");
   var table = document.querySelector("#trials tbody");
   var PERIOD_MS = 2000;
+  // The server renders each bar's width as data (the Content-Security-Policy allows no style attribute).
+  document.querySelectorAll('[data-field="bar"][data-percent]').forEach(function (bar) {
+    bar.style.width = bar.getAttribute("data-percent") + "%";
+  });
 
   function fmt(value) {
     return value === null || value === undefined ? "\u2014" : Number(value).toFixed(4);
@@ -160,7 +164,8 @@
   }
 
   function poll() {
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    // X-Portal-Poll: an automatic request, which does not keep the session alive (SESSION_IDLE_MINUTES).
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json", "X-Portal-Poll": "1" } })
       .then(function (response) {
         if (!response.ok) { throw new Error("HTTP " + response.status); }
         return response.json();

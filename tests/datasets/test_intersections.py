@@ -6,7 +6,10 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -68,17 +71,20 @@ def test_registration_summarises_four_intersection_groups_with_their_counts(
 
 
 def test_a_steward_registers_the_file_through_the_pages_and_sees_four_intersection_groups(
-    alice: User, dataset_storage: Path
+    alice: User, dataset_storage: Path, inline_worker: Callable[[], AbstractContextManager[Any]]
 ) -> None:
     client = client_for(alice)
     upload = SimpleUploadedFile("ampersands.csv", CSV.encode(), content_type="text/csv")
-    response = client.post(reverse("datasets:upload"), {"name": "ampersands", "file": upload})
+    with inline_worker():
+        response = client.post(reverse("datasets:upload"), {"name": "ampersands", "file": upload})
     assert response.status_code == 302, response.content.decode()
-    response = client.post(
-        response["Location"],
-        {"label": "label", "positive": "1", "attributes": ["gender", "race"], "confirm_groups": "on"},
-    )
+    with inline_worker():
+        response = client.post(
+            response["Location"],
+            {"label": "label", "positive": "1", "attributes": ["gender", "race"], "confirm_groups": "on"},
+        )
     assert response.status_code == 302, response.content.decode()
+    response = client.get(response["Location"])  # the registered upload leads to its version
     version = DatasetVersion.objects.get()
     assert response["Location"] == reverse("datasets:version", args=[version.pk])
 

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
@@ -147,10 +150,49 @@ def test_uploads_left_in_step_one_expire_after_a_day(alice: User, small_csv: Pat
     from auditportal.datasets.models import StagedUpload
 
     old = services.staged_upload_create(user=alice, source=small_csv, original_name="loans.csv", dataset_name="a")
-    StagedUpload.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=25))
+    a_day_ago = timezone.now() - timedelta(hours=25)
+    StagedUpload.objects.filter(pk=old.pk).update(created_at=a_day_ago, progress_at=a_day_ago)
     fresh_source = small_csv.with_name("fresh.csv")
     fresh_source.write_bytes(b"x,y\n1,0\n")
     fresh = services.staged_upload_create(user=alice, source=fresh_source, original_name="fresh.csv", dataset_name="b")
     assert list(StagedUpload.objects.values_list("pk", flat=True)) == [fresh.pk]
     assert not old.path.exists()
     assert fresh.path.exists()
+
+
+def test_beat_expires_staged_uploads_and_left_over_temporary_files_every_hour(
+    alice: User, small_csv: Path, dataset_storage: Path, settings: SettingsWrapper
+) -> None:
+    from auditportal.celery import app
+    from auditportal.datasets.models import StagedStatus, StagedUpload
+
+    entry = settings.CELERY_BEAT_SCHEDULE["datasets-expire-staged-uploads"]
+    assert (entry["task"], entry["schedule"]) == ("datasets.expire_staged_uploads", timedelta(hours=1))
+    a_day_ago = timezone.now() - timedelta(hours=25)
+
+    def staged(name: str) -> StagedUpload:
+        source = small_csv.with_name(name)
+        source.write_text(small_csv.read_text())
+        return services.staged_upload_create(user=alice, source=source, original_name=name, dataset_name="a")
+
+    old, fresh, busy = staged("old.csv"), staged("fresh.csv"), staged("busy.csv")
+    StagedUpload.objects.filter(pk=old.pk).update(created_at=a_day_ago, progress_at=a_day_ago)
+    # A worker registering an upload started a day ago has reported a minute ago: it is left alone.
+    StagedUpload.objects.filter(pk=busy.pk).update(
+        created_at=a_day_ago, status=StagedStatus.REGISTERING, progress_at=timezone.now() - timedelta(minutes=1)
+    )
+    uploads = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    left_over, current, other = uploads / "tmpab12.upload.csv", uploads / "tmpcd34.upload.csv", uploads / "notes"
+    for path in (left_over, current, other):
+        path.write_bytes(b"x" * 1000)
+    for path in (left_over, other):
+        os.utime(path, (a_day_ago.timestamp(), a_day_ago.timestamp()))
+
+    app.loader.import_default_modules()  # what a worker (and beat) does at start: find every app's tasks
+    assert app.tasks["datasets.expire_staged_uploads"].apply().get() == 1
+
+    assert set(StagedUpload.objects.values_list("pk", flat=True)) == {fresh.pk, busy.pk}
+    assert not old.path.parent.exists()
+    assert fresh.path.is_file()
+    assert busy.path.is_file()
+    assert sorted(p.name for p in uploads.iterdir()) == ["notes", "tmpcd34.upload.csv"]

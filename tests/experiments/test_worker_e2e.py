@@ -11,14 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from auditportal.accounts.models import User
@@ -28,60 +26,11 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, MetricP
 from tests.database import subprocess_database_url
 from tests.experiments.conftest import metrics_in_file
 from tests.factories import DemoDatasetVersionFactory
+from tests.worker import start_worker_fixture  # noqa: F401 (the start_worker fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    workers: list[subprocess.Popen[bytes]] = []
-
-    def start(**extra_env: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
-            "DATABASE_URL": subprocess_database_url(),
-            "DATASET_STORAGE_DIR": str(settings.DATASET_STORAGE_DIR),
-            "SHARD_DIR": str(settings.SHARD_DIR),
-            "EXPERIMENT_RUN_DIR": str(settings.EXPERIMENT_RUN_DIR),
-            "EXPERIMENT_POLL_SECONDS": "1",
-            **extra_env,
-        }
-        log = (tmp_path / f"worker-{len(workers)}.log").open("wb")
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "auditportal",
-                "worker",
-                "--pool=solo",
-                "--beat",
-                "--schedule",
-                str(tmp_path / f"beat-{len(workers)}"),
-                "--loglevel=INFO",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        workers.append(worker)
-        return worker
-
-    yield start
-    for worker in workers:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from auditportal.fairness.intersections import attribute_key, group_key
 from auditportal.fairness.tabular.encode import as_float64, encode, pylist, render
-from auditportal.fairness.tabular.read import check_size, file_format_of, load, sha256_of
+from auditportal.fairness.tabular.read import NO_LIMITS, ReadLimits, check_size, file_format_of, load, sha256_of
 from auditportal.fairness.tabular.spec import (
     ATTRIBUTE_PREFIX,
     TARGET_COLUMN,
@@ -83,10 +83,12 @@ class Profile:
     columns: tuple[ColumnProfile, ...]
 
 
-def profile_file(path: Path, *, display_name: str, max_bytes: int, max_values: int = 50) -> Profile:
+def profile_file(
+    path: Path, *, display_name: str, max_bytes: int, max_values: int = 50, limits: ReadLimits = NO_LIMITS
+) -> Profile:
     file_format = file_format_of(path, display_name)
     check_size(path, display_name, max_bytes)
-    loaded = load(path, file_format, display_name, columns=None)
+    loaded = load(path, file_format, display_name, columns=None, limits=limits)
     profiles = []
     # By position: a repeated column name is profiled once per column (table.column(name) would refuse it).
     for name, column in zip(loaded.table.column_names, loaded.table.columns, strict=True):
@@ -109,7 +111,9 @@ def profile_file(path: Path, *, display_name: str, max_bytes: int, max_values: i
     return Profile(file_format=file_format, num_rows=loaded.table.num_rows, columns=tuple(profiles))
 
 
-def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes: int) -> Inspection:
+def inspect_file(
+    path: Path, spec: DatasetSpec, *, display_name: str, max_bytes: int, limits: ReadLimits = NO_LIMITS
+) -> Inspection:
     file_format = file_format_of(path, display_name)
     check_spec(spec, display_name)
     size = check_size(path, display_name, max_bytes)
@@ -118,7 +122,7 @@ def inspect_file(path: Path, spec: DatasetSpec, *, display_name: str, max_bytes:
         try:
             # Feature kinds come from the schema, so a Parquet file's feature data is never read here;
             # a CSV file is parsed whole regardless, which is what checks every row and column.
-            loaded = load(path, file_format, display_name, columns=[spec.label, *spec.attributes])
+            loaded = load(path, file_format, display_name, columns=[spec.label, *spec.attributes], limits=limits)
             # Hashed beside the (mostly single-threaded) normalisation rather than the parse, which
             # already keeps every core busy: measured, a third thread there cost more than the hash.
             digest = pool.submit(sha256_of, path, stop)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ import pyarrow.csv as pacsv
 from auditportal.fairness.tabular.errors import DatasetError, quote
 from auditportal.fairness.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
 from auditportal.lib.env import human_size
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 _SNIFF_BYTES = 64 * 1024
 _MAX_HEADER_BYTES = 16 * 1024 * 1024
@@ -41,6 +44,19 @@ class RawColumns:
     size_bytes: int
 
 
+@dataclass(frozen=True)
+class ReadLimits:
+    """What reading a file may cost besides its size on disk, checked before the data are read where
+    the file says (a Parquet file's metadata): a small Parquet file can declare millions of rows,
+    or compress gigabytes of values into megabytes. None: no bound."""
+
+    rows: int | None = None
+    decompressed_bytes: int | None = None  # of the columns read, once decompressed and decoded
+
+
+NO_LIMITS = ReadLimits()
+
+
 def read_columns(
     path: Path,
     spec: DatasetSpec,
@@ -49,6 +65,7 @@ def read_columns(
     display_name: str,
     max_bytes: int,
     sha256: str | None = None,
+    limits: ReadLimits = NO_LIMITS,
 ) -> RawColumns:
     """Parse only the label, the sensitive attributes and ``others`` ((column, role) pairs).
 
@@ -64,7 +81,7 @@ def read_columns(
     declared = [(spec.label, "label"), *((name, "sensitive attribute") for name in spec.attributes), *others]
 
     def parse() -> Loaded:
-        loaded = load(path, file_format, display_name, columns=wanted, csv_subset=True)
+        loaded = load(path, file_format, display_name, columns=wanted, csv_subset=True, limits=limits)
         check_columns_present(loaded.columns, declared, display_name)
         return loaded
 
@@ -120,15 +137,96 @@ def load(
     *,
     columns: list[str] | None,
     csv_subset: bool = False,
+    limits: ReadLimits = NO_LIMITS,
 ) -> Loaded:
+    _check_not_empty(path, display_name)
+    if file_format == "csv":
+        loaded = _load_csv(path, display_name, columns if csv_subset else None)
+        # A CSV file says nothing of its rows before it is parsed; its size bounded the parse.
+        _check_rows(loaded.table.num_rows, display_name, limits)
+        return loaded
+    return _load_parquet(path, display_name, columns, limits)
+
+
+def check_file(path: Path, *, display_name: str, max_bytes: int, limits: ReadLimits) -> FileFormat:
+    """The cheap checks of a whole file, without reading its data: its name, size and kind, a CSV
+    file's header line, a Parquet file's metadata against ``limits`` (for every column)."""
+    file_format = file_format_of(path, display_name)
+    check_size(path, display_name, max_bytes)
+    _check_not_empty(path, display_name)
+    if file_format == "csv":
+        _sniff_csv(path, display_name)
+    else:
+        _check_parquet_markers(path, display_name)
+        import pyarrow.parquet as pq  # here: reading a CSV file never needs it (0.02 s to import)
+
+        try:
+            metadata = pq.ParquetFile(path).metadata
+        except (pa.ArrowException, OSError) as exc:
+            raise DatasetError(f"cannot read the Parquet file ({exc}); export it again", file=display_name) from None
+        if metadata.num_rows == 0:
+            raise DatasetError("the file has columns but no data rows", file=display_name)
+        check_parquet_bounds(metadata, None, display_name, limits)
+    return file_format
+
+
+def _check_not_empty(path: Path, display_name: str) -> None:
     if path.stat().st_size == 0:
         raise DatasetError(
             "the file is empty (0 bytes); upload a file with a header line and data rows",
             file=display_name,
         )
-    if file_format == "csv":
-        return _load_csv(path, display_name, columns if csv_subset else None)
-    return _load_parquet(path, display_name, columns)
+
+
+def _check_rows(rows: int, display_name: str, limits: ReadLimits) -> None:
+    if limits.rows is not None and rows > limits.rows:
+        raise DatasetError(
+            f"the file has {rows:,} rows, over the limit of {limits.rows:,} rows; upload a sample or a part of it",
+            file=display_name,
+        )
+
+
+# Bytes per value of each Parquet physical type once decoded into memory (a text or binary value
+# takes at least its 4-byte offset; its characters are counted by the column's uncompressed size).
+_DECODED_WIDTH = {
+    "BOOLEAN": 1,
+    "INT32": 4,
+    "INT64": 8,
+    "INT96": 12,
+    "FLOAT": 4,
+    "DOUBLE": 8,
+    "BYTE_ARRAY": 4,
+}
+
+
+def check_parquet_bounds(
+    metadata: pq.FileMetaData, columns: Sequence[str] | None, display_name: str, limits: ReadLimits
+) -> None:
+    """Refuse a Parquet file whose metadata declare more rows, or more decompressed data in
+    ``columns`` (None: all), than ``limits`` allow; nothing of its data is read."""
+    _check_rows(metadata.num_rows, display_name, limits)
+    if limits.decompressed_bytes is None:
+        return
+    wanted = None if columns is None else set(columns)
+    schema = metadata.schema
+    total = 0
+    for group_index in range(metadata.num_row_groups):
+        group = metadata.row_group(group_index)
+        for index in range(group.num_columns):
+            chunk = group.column(index)
+            if wanted is not None and chunk.path_in_schema.split(".", 1)[0] not in wanted:
+                continue
+            width = _DECODED_WIDTH.get(chunk.physical_type) or max(schema.column(index).length or 0, 1)
+            # Encodings (dictionary, run lengths) make the uncompressed size alone far smaller than
+            # the values it decodes to: a million equal values take a few bytes.
+            total += max(chunk.total_uncompressed_size, chunk.num_values * width)
+    if total > limits.decompressed_bytes:
+        read = "its columns" if wanted is None else "the columns read"
+        raise DatasetError(
+            f"{read} take at least {human_size(total)} once decompressed, over the limit of "
+            f"{human_size(limits.decompressed_bytes)}; upload a sample or a part of it, or fewer columns",
+            file=display_name,
+        )
 
 
 def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -> Loaded:
@@ -365,58 +463,89 @@ def _encoding_error(path: Path, display_name: str, header: list[str]) -> Dataset
     advice = "the file is not UTF-8 (e.g. Latin-1): save it as UTF-8"
     if found is None:
         return DatasetError(advice, file=display_name)
-    _, line_number, line_prefix, byte = found
-    what = f"byte 0x{byte:02X} is not valid UTF-8; {advice}"
-    if line_number == 1:
+    what = f"byte 0x{found.byte:02X} is not valid UTF-8; {advice}"
+    if found.line_number == 1:
         return DatasetError(f"the header line: {what}", file=display_name)
-    fields = next(csv.reader([line_prefix.decode("utf-8")]), [""])
-    index = len(fields) - 1
-    column = header[index] if index < len(header) else None
-    return DatasetError(what, file=display_name, row=line_number - 1, column=column)
+    column = None
+    if found.line_prefix is not None:
+        fields = next(csv.reader([found.line_prefix.decode("utf-8")]), [""])
+        index = len(fields) - 1
+        column = header[index] if index < len(header) else None
+    return DatasetError(what, file=display_name, row=found.line_number - 1, column=column)
 
 
-def _first_invalid_utf8(path: Path) -> tuple[int, int, bytes, int] | None:
+@dataclass(frozen=True)
+class _InvalidByte:
+    offset: int
+    line_number: int  # 1 = the header line
+    line_prefix: bytes | None  # its line up to it; None when that is longer than MAX_ROW_BYTES
+    byte: int
+
+
+def _first_invalid_utf8(path: Path) -> _InvalidByte | None:
+    """The first byte that is not UTF-8, found in one streaming pass.
+
+    Only the current line is kept (up to MAX_ROW_BYTES, the longest row a file may have), so the
+    memory used does not grow with the file: the byte may lie gigabytes in.
+    """
     decoder = codecs.getincrementaldecoder("utf-8")()
-    consumed = 0
-    offset: int | None = None
+    consumed = 0  # bytes before this chunk
+    newlines = 0  # line ends before this chunk
+    line: bytearray | None = bytearray()  # the current line so far; None once too long to keep
+
+    def advance(data: bytes) -> None:
+        nonlocal newlines, line
+        last = data.rfind(b"\n")
+        if last >= 0:
+            newlines += data.count(b"\n")
+            line = bytearray(data[last + 1 :])
+        elif line is not None:
+            line += data
+        if line is not None and len(line) > MAX_ROW_BYTES:
+            line = None
+
     with path.open("rb") as handle:
-        while offset is None:
+        while True:
             chunk = handle.read(_HASH_CHUNK_BYTES)
+            # Bytes of an unfinished character held back from the last chunk (they hold no line end).
             pending = len(decoder.getstate()[0])
             try:
                 decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as exc:
                 offset = consumed - pending + exc.start
+                if offset >= consumed:
+                    advance(chunk[: offset - consumed])
+                    byte = chunk[offset - consumed]
+                    prefix = None if line is None else bytes(line)
+                else:  # among the held-back bytes at the end of the current line
+                    back = consumed - offset
+                    prefix = None if line is None else bytes(line[:-back])
+                    byte = line[-back] if line is not None else _byte_at(handle, offset)
+                if prefix is not None:
+                    prefix = prefix.removeprefix(codecs.BOM_UTF8)
+                return _InvalidByte(offset, newlines + 1, prefix, byte)
             if not chunk:
-                break
+                return None
+            advance(chunk)
             consumed += len(chunk)
-        if offset is None:
-            return None
-        handle.seek(0)
-        before = handle.read(offset + 1)
-    line_start = before.rfind(b"\n", 0, offset) + 1
-    line_number = before.count(b"\n", 0, offset) + 1
-    prefix = before[line_start:offset].removeprefix(codecs.BOM_UTF8)
-    return offset, line_number, prefix, before[offset]
 
 
-def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> Loaded:
+def _byte_at(handle: BinaryIO, offset: int) -> int:
+    handle.seek(offset)
+    return handle.read(1)[0]
+
+
+def _load_parquet(path: Path, display_name: str, columns: list[str] | None, limits: ReadLimits) -> Loaded:
     import pyarrow.parquet as pq  # here: reading a CSV file never needs it (0.02 s to import)
 
-    with path.open("rb") as handle:
-        head = handle.read(4)
-        handle.seek(max(path.stat().st_size - 4, 0))
-        tail = handle.read(4)
-    if head != b"PAR1" or tail != b"PAR1":
-        looks_like_text = head and all(32 <= b < 127 or b in (9, 10, 13) for b in head)
-        hint = "; if it is CSV text, rename it to end in .csv" if looks_like_text else ""
-        raise DatasetError(f"this is not a Parquet file (it lacks the 'PAR1' markers){hint}", file=display_name)
+    _check_parquet_markers(path, display_name)
     try:
         parquet = pq.ParquetFile(path)
         schema = parquet.schema_arrow
         if parquet.metadata.num_rows == 0:
             raise DatasetError("the file has columns but no data rows", file=display_name)
         present = [name for name in columns if name in schema.names] if columns else None
+        check_parquet_bounds(parquet.metadata, present, display_name, limits)
         table = parquet.read(columns=present, use_threads=True)
         # A categorical's dictionary may list values no row holds; decoded, only real values count.
         table = pa.table(
@@ -426,6 +555,17 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None) -> L
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"cannot read the Parquet file ({exc}); export it again", file=display_name) from None
     return Loaded("parquet", table, tuple(schema.names), schema)
+
+
+def _check_parquet_markers(path: Path, display_name: str) -> None:
+    with path.open("rb") as handle:
+        head = handle.read(4)
+        handle.seek(max(path.stat().st_size - 4, 0))
+        tail = handle.read(4)
+    if head != b"PAR1" or tail != b"PAR1":
+        looks_like_text = head and all(32 <= b < 127 or b in (9, 10, 13) for b in head)
+        hint = "; if it is CSV text, rename it to end in .csv" if looks_like_text else ""
+        raise DatasetError(f"this is not a Parquet file (it lacks the 'PAR1' markers){hint}", file=display_name)
 
 
 def file_sha256(path: Path) -> str:
