@@ -155,7 +155,10 @@ class ExperimentFactory(factory.django.DjangoModelFactory[Experiment]):
                 space=o.hparam_space,
                 max_trials=o.max_trials,
                 batches=o.batches,
-                shard_dir=o.shard_dir,
+                shard_host_dir=settings.SHARD_HOST_DIR or str(settings.SHARD_DIR),
+                shard_folder=Path(o.shard_dir).name,
+                dataset_sha256=o.dataset_version.sha256,
+                image=settings.DET_TRAINER_IMAGE,
             )
         )
     )

@@ -162,8 +162,10 @@ def test_compose_services_use_the_settings_the_portal_reads() -> None:
     assert {"postgres", "redis", "web", "worker", "beat"} <= services.keys()
     assert {"determined-master", "determined-agent", "determined-db"} <= services.keys()
     read = portal_environment_reads()
-    for name in services["web"]["environment"]:
-        assert name in read, f"compose sets {name}, which the portal does not read"
+    portal = ("web", "worker", "beat", "web-determined", "worker-determined", "beat-determined")
+    for service in portal:
+        for name in services[service]["environment"]:
+            assert name in read, f"compose's {service} sets {name}, which the portal does not read"
     assert services["determined-master"]["image"].endswith(":0.38.1")
     assert services["determined-agent"]["network_mode"] == "host"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from auditportal.accounts.models import Role
-from auditportal.experiments import configs
+from auditportal.experiments import configs, services
 from auditportal.experiments.models import Template
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV
@@ -54,7 +54,11 @@ def test_an_experiment_holds_the_config_experiment_create_would_store(dataset_st
     config = configs.from_yaml(experiment.config_yaml)
     assert config["name"] == experiment.name
     assert config["searcher"]["max_trials"] == 4
-    assert f"--data {experiment.shard_dir} --batches 32 --validation-period 8" in config["entrypoint"]
+    folder = Path(experiment.shard_dir).name
+    assert f"--data {configs.CONTAINER_SHARD_ROOT}/{folder} " in config["entrypoint"]
+    assert experiment.config_yaml == services.experiment_config_preview(
+        dataset_version=experiment.dataset_version, template="random", batches=32, name=experiment.name
+    )
 
 
 def test_trials_are_numbered_within_their_experiment_and_drawn_from_its_space(dataset_storage: Path) -> None:

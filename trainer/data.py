@@ -122,6 +122,21 @@ def _spec_from(meta: dict[str, Any], where: Path) -> ShardSpec:
     return ShardSpec(target_column=target, features=features, attributes=attributes)
 
 
+def check_dataset_sha256(root: str | Path, expected: str) -> None:
+    """Refuse shards written from other bytes than the dataset version the experiment was launched
+    on: the manifest's ``dataset.sha256`` must be ``expected`` (docs/shard-format.md). On a cluster
+    the shards are read from a shared directory on the agent host, which may hold another copy."""
+    path = Path(root) / "manifest.json"
+    manifest = _read_json(path)
+    dataset = manifest.get("dataset")
+    found = dataset.get("sha256") if isinstance(dataset, dict) else None
+    if found != expected.lower():
+        raise ShardError(
+            f"{path}: dataset.sha256 is {found!r}, but this experiment was launched on {expected.lower()!r}: "
+            "these shards were written from other data (a stale or different copy on this host)"
+        )
+
+
 def read_manifest(root: Path) -> tuple[dict[str, Any], ShardSpec]:
     manifest = _read_json(root / "manifest.json")
     if manifest.get("schema") != SHARD_SCHEMA:

@@ -2,7 +2,7 @@
 
 Locally (Determined local training mode):
     python -m trainer.train --data DIR --hparams JSON --batches N [--validation-period M] \
-        --metrics-out FILE.jsonl [--trial-id ID]
+        --metrics-out FILE.jsonl [--trial-id ID] [--dataset-sha256 HEX]
 Two CPU workers: ``torchrun --nproc_per_node=2 -m trainer.train ...`` (gloo).
 On a cluster: ``python3 -m determined.launch.torch_distributed python3 -m trainer.train ...``
 (see const.yaml / search.yaml); hyperparameters then come from the experiment.
@@ -29,7 +29,9 @@ from determined import core, pytorch
 from trainer import bias
 from trainer.data import (
     GroupAwareBatchSampler,
+    ShardError,
     TabularDataset,
+    check_dataset_sha256,
     load_shards,
     passthrough_collate,
     strata_of,
@@ -266,6 +268,11 @@ def _load_hparams(text: str | None) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m trainer.train", description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="shard directory written by shard_dataset")
+    p.add_argument(
+        "--dataset-sha256",
+        default=None,
+        help="refuse to train unless the shards' manifest names this dataset hash (dataset.sha256)",
+    )
     p.add_argument("--hparams", help="JSON object or path to a JSON file (local mode only)")
     p.add_argument("--batches", type=int, required=True, help="training length in batches")
     p.add_argument("--validation-period", type=int, default=None, help="batches between validations")
@@ -296,6 +303,12 @@ def _refuse(exc: HparamError) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    if args.dataset_sha256:
+        try:
+            check_dataset_sha256(args.data, args.dataset_sha256)
+        except ShardError as exc:
+            print(f"trainer: refused shards: {exc}", file=sys.stderr)
+            return 2
     # Resuming on torch >= 2.6 meets numpy RNG state in the checkpoint (see DETERMINED.md).
     os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     info = det.get_cluster_info()

@@ -109,9 +109,23 @@ def _draw(spec: Any, rng: random.Random) -> Any:
     return rng.choice(list(spec["vals"]))
 
 
+# Adaptive ASHA (expconf v0 searcher-adaptive-asha: ``max_rungs``, not ``num_rungs``): three rungs,
+# each a quarter of the next.
+ASHA_MAX_RUNGS = 3
+ASHA_DIVISOR = 4
+
+
 def validation_period(template: str, batches: int) -> int:
-    # ASHA's first rung is max_time / divisor**(rungs - 1) = batches / 16: validate at or below it.
+    # ASHA's first rung is max_time / divisor**(max_rungs - 1) = batches / 16: validate at or below it.
     return max(1, batches // 16) if template == "asha" else max(1, batches // 4)
+
+
+# Where trial containers see the shard folder the portal wrote: the agents' shared shard directory
+# (SHARD_HOST_DIR on every agent host) is bind-mounted here, read-only.
+CONTAINER_SHARD_ROOT = "/auditportal/shards"
+# Determined's PyTorch trial controller loads checkpoints with torch.load; numpy RNG state in them
+# needs weights-only loading off on torch >= 2.6 (shared/DETERMINED.md).
+TRIAL_ENVIRONMENT_VARIABLES = ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1",)
 
 
 def experiment_config(
@@ -121,9 +135,19 @@ def experiment_config(
     space: Mapping[str, Any],
     max_trials: int,
     batches: int,
-    shard_dir: str,
+    shard_host_dir: str,
+    shard_folder: str,
+    dataset_sha256: str,
+    image: str,
 ) -> dict[str, Any]:
-    """The Determined experiment config (0.38). Training length lives in the trainer's command line."""
+    """The Determined experiment config (0.38, expconf v0). Training length lives in the trainer's
+    command line.
+
+    ``shard_host_dir`` is the shared shard directory as every agent host sees it (mounted into the
+    trial containers at CONTAINER_SHARD_ROOT); ``shard_folder`` is the experiment's folder inside it.
+    Every key must be one expconf v0 knows: the master refuses the whole experiment otherwise
+    (tests/experiments/test_expconf.py holds every generated config to the schema).
+    """
     period = validation_period(template, batches)
     searcher: dict[str, Any] = {"name": "single", "metric": SEARCHER_METRIC, "smaller_is_better": True}
     if template == "random":
@@ -135,23 +159,27 @@ def experiment_config(
             "max_trials": max_trials,
             "time_metric": "batches",
             "max_time": batches,
-            "num_rungs": 3,
-            "divisor": 4,
+            "max_rungs": ASHA_MAX_RUNGS,
+            "divisor": ASHA_DIVISOR,
             "mode": "standard",
         }
+    data = f"{CONTAINER_SHARD_ROOT}/{shard_folder}"
     return {
         "name": name,
         # The uploaded context's root holds trainer/ itself, so `-m trainer.train` imports there too.
         "entrypoint": (
             "python3 -m determined.launch.torch_distributed python3 -m trainer.train "
-            f"--data {shard_dir} --batches {batches} --validation-period {period}"
+            f"--data {data} --dataset-sha256 {dataset_sha256} "
+            f"--batches {batches} --validation-period {period}"
         ),
         "hyperparameters": {name_: _det_hparam(spec) for name_, spec in sorted(space.items())},
         "searcher": searcher,
         "resources": {"slots_per_trial": 1},
         "max_restarts": 0,
-        # Shards are read from the shared SHARD_DIR, mounted at the same path in trial containers.
-        "bind_mounts": [{"host_path": shard_dir, "container_path": shard_dir, "read_only": True}],
+        # The trainer's own dependencies (pyarrow) are not in Determined's default image.
+        "environment": {"image": image, "environment_variables": list(TRIAL_ENVIRONMENT_VARIABLES)},
+        # The shared shard directory, at the same host path on every agent (docs/determined-cluster.md).
+        "bind_mounts": [{"host_path": shard_host_dir, "container_path": CONTAINER_SHARD_ROOT, "read_only": True}],
     }
 
 

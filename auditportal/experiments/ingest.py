@@ -1,8 +1,10 @@
 """Bulk, idempotent ingestion of metric records into MetricPoint rows.
 
-Rows are upserted on (trial, kind, step, name), so re-reading a record after a crash or a second
-poll of the same snapshot adds nothing and loses nothing. For the local backend the file offset is
-advanced in the same transaction as the rows it covers.
+A record replaces whatever was stored for its trial, kind and step (a step recorded again after a
+resume leaves no stale name behind), and rows are upserted on (trial, kind, step, name), so
+re-reading a record after a crash or a second poll of the same snapshot adds nothing and loses
+nothing. For the local backend the file offset is advanced in the same transaction as the rows it
+covers.
 """
 
 from __future__ import annotations
@@ -130,24 +132,58 @@ def _copy_line(row: Row) -> str:
 def trial_metrics_ingest(
     *, trial: Trial, records: Iterable[MetricRecord], batch_points: int | None = None
 ) -> IngestResult:
-    """Write ``records`` for ``trial`` in transactions of about ``batch_points`` points each."""
+    """Write ``records`` for ``trial`` in transactions of about ``batch_points`` points each.
+
+    Each record stands for its whole (kind, step): the points stored for that step before are
+    replaced, and of two records for one step the later wins.
+    """
     limit = batch_points or settings.EXPERIMENT_INGEST_BATCH_SIZE
     result = IngestResult()
-    pending: list[Row] = []
+    pending: dict[tuple[str, int], list[Row]] = {}
+    size = 0
     pending_records: list[MetricRecord] = []
     for record in records:
         pending_records.append(record)
         if record.kind in MetricKind.values:
-            pending.extend(
+            rows = [
                 (trial.pk, record.kind, record.step, name, value, *_group_of(name))
                 for name, value in record.metrics.items()
-            )
-        if len(pending) >= limit:
+            ]
+            size += len(rows) - len(pending.get((record.kind, record.step), ()))
+            pending[(record.kind, record.step)] = rows
+        if size >= limit:
             _flush(trial, pending, pending_records, result)
-            pending, pending_records = [], []
+            pending, pending_records, size = {}, [], 0
     if pending_records:
         _flush(trial, pending, pending_records, result)
     return result
+
+
+def trial_metrics_rewind(*, trial: Trial, step: int) -> None:
+    """Forget what ``trial`` recorded after ``step`` (it resumed from a checkpoint there and records
+    those steps again), and take its summary and verdicts back to its latest remaining validation."""
+    with transaction.atomic():
+        trial.metric_points.filter(step__gt=step).delete()
+        trial.verdicts.filter(step__gt=step).delete()
+        latest = (
+            trial.metric_points.filter(kind=MetricKind.VALIDATION)
+            .order_by("-step")
+            .values_list("step", flat=True)
+            .first()
+        )
+        updates: dict[str, object] = {"latest_step": latest, "steps_done": min(trial.steps_done, step)}
+        metrics: dict[str, float | None] = {}
+        if latest is not None:
+            metrics = dict(
+                trial.metric_points.filter(kind=MetricKind.VALIDATION, step=latest).values_list("name", "value")
+            )
+        for metric, column in SUMMARY_METRICS.items():
+            updates[column] = metrics.get(metric)
+        Trial.objects.filter(pk=trial.pk).update(**updates)  # type: ignore[arg-type]
+        for column, value in updates.items():
+            setattr(trial, column, value)
+        if latest is not None:
+            trial_verdicts_update(trial=trial, step=latest, metrics=metrics)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -155,7 +191,10 @@ def _group_of(name: str) -> tuple[str, str]:
     return metric_group(name)
 
 
-def _flush(trial: Trial, points: list[Row], records: list[MetricRecord], result: IngestResult) -> None:
+def _flush(
+    trial: Trial, by_step: dict[tuple[str, int], list[Row]], records: list[MetricRecord], result: IngestResult
+) -> None:
+    points = [row for rows in by_step.values() for row in rows]
     updates: dict[str, object] = {}
     ends = [record.end for record in records if record.end is not None]
     if ends:
@@ -168,12 +207,17 @@ def _flush(trial: Trial, points: list[Row], records: list[MetricRecord], result:
             updates["steps_done"] = min(top, trial.steps_planned) if trial.steps_planned else top
     validations = [record for record in records if record.kind == MetricKind.VALIDATION]
     if validations:
-        latest = max(validations, key=lambda record: record.step)
+        # Of two reports of one step, the later.
+        latest = max(reversed(validations), key=lambda record: record.step)
         if trial.latest_step is None or latest.step >= trial.latest_step:
             updates["latest_step"] = latest.step
             for metric, column in SUMMARY_METRICS.items():
                 updates[column] = latest.metrics.get(metric)
     with transaction.atomic():
+        for kind in {kind for kind, _ in by_step}:
+            # What these steps held before (an earlier run's report of the same step) goes first.
+            stale = MetricPoint.objects.filter(trial=trial, kind=kind, step__in=[s for k, s in by_step if k == kind])
+            stale.delete()
         if points:
             points_upsert(points)
         if updates:

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from django.conf import settings
 from django.db import connection
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
@@ -12,7 +13,7 @@ from django.http import Http404
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.selectors import events_about
-from auditportal.experiments.models import Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
+from auditportal.experiments.models import Backend, Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
 from auditportal.fairness import judge
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
@@ -26,6 +27,15 @@ def experiment_list(*, user: User) -> QuerySet[Experiment]:
     if not user.is_authenticated or not user.is_member:
         return Experiment.objects.none()
     return Experiment.objects.select_related("dataset_version__dataset", "launched_by")
+
+
+def launch_backend() -> str:
+    """Where a new experiment will train, in words: the pages that list and launch experiments say so,
+    so that a portal meant for a cluster is never silently training locally."""
+    label = Backend(settings.EXPERIMENT_BACKEND).label
+    if settings.EXPERIMENT_BACKEND == Backend.DETERMINED:
+        return f"{label} at {settings.DET_MASTER}"
+    return str(label)
 
 
 def experiment_get(*, user: User, experiment_id: int) -> Experiment:

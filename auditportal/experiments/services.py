@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from auditportal.experiments.backends import (
     TrialSnapshot,
     backend_for,
 )
-from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.ingest import trial_metrics_ingest, trial_metrics_rewind
 from auditportal.experiments.models import (
     TERMINAL_TRIAL_STATES,
     Backend,
@@ -68,6 +69,88 @@ def experiment_create(
     refused. Runs outside any transaction: the integrity check commits its own record.
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    plan = _launch_plan(
+        dataset_version=dataset_version, template=template, hparams=hparams, max_trials=max_trials, batches=batches
+    )
+    chosen_backend = backend or settings.EXPERIMENT_BACKEND
+    try:
+        dataset_version_check_integrity(version=dataset_version, actor=user, purpose=IntegrityPurpose.LAUNCH)
+    except DatasetIntegrityError as exc:
+        raise DatasetIntegrityError(exc.message, field="dataset_version") from None
+    shard_dir = _shard_dir(dataset_version)
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            dataset_version=dataset_version,
+            name=name.strip()[:128],
+            template=template,
+            hparam_space=plan.space,
+            max_trials=plan.trials,
+            batches=batches,
+            validation_period=configs.validation_period(template, batches),
+            backend=chosen_backend,
+            shard_dir=str(shard_dir),
+            launched_by=user,
+            config_yaml="",
+        )
+        experiment.name = experiment.name or f"{_default_name(dataset_version, template)}-{experiment.pk}"
+        experiment.config_yaml = _config_yaml(
+            dataset_version=dataset_version, template=template, plan=plan, batches=batches, name=experiment.name
+        )
+        experiment.save(update_fields=["name", "config_yaml"])
+        event_record(
+            actor=user,
+            verb=Verb.EXPERIMENT_LAUNCHED,
+            target=experiment,
+            data={
+                "dataset_version": dataset_version.pk,
+                "template": template,
+                "max_trials": plan.trials,
+                "batches": batches,
+                "backend": chosen_backend,
+            },
+        )
+        pk = experiment.pk
+        transaction.on_commit(lambda: _launch_queue(pk))
+    return experiment
+
+
+def experiment_config_preview(
+    *,
+    dataset_version: DatasetVersion,
+    template: str,
+    hparams: Mapping[str, Any] | None = None,
+    max_trials: int | None = None,
+    batches: int = 200,
+    name: str = "",
+) -> str:
+    """The Determined experiment config (YAML) that ``experiment_create`` would store and a cluster
+    launch would submit, after the same checks; writes nothing and needs no master.
+
+    Without ``name`` the experiment's default name is shown without the ``-<id>`` the portal adds
+    once the experiment exists.
+    """
+    plan = _launch_plan(
+        dataset_version=dataset_version, template=template, hparams=hparams, max_trials=max_trials, batches=batches
+    )
+    chosen = name.strip()[:128] or _default_name(dataset_version, template)
+    return _config_yaml(dataset_version=dataset_version, template=template, plan=plan, batches=batches, name=chosen)
+
+
+@dataclass(frozen=True)
+class _LaunchPlan:
+    space: dict[str, Any]
+    trials: int
+
+
+def _launch_plan(
+    *,
+    dataset_version: DatasetVersion,
+    template: str,
+    hparams: Mapping[str, Any] | None,
+    max_trials: int | None,
+    batches: int,
+) -> _LaunchPlan:
+    """The checked hyperparameter space and trial count; a UserError names what is wrong."""
     if dataset_version.is_retired:
         assert dataset_version.retired_at is not None
         raise UserError(
@@ -90,56 +173,30 @@ def experiment_create(
         raise UserError(
             f"batches must be between 1 and {settings.EXPERIMENT_MAX_BATCHES}, got {batches}.", field="batches"
         )
-    if template == "asha" and batches < 16:
+    if template == "asha" and batches < configs.ASHA_DIVISOR ** (configs.ASHA_MAX_RUNGS - 1):
         raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
-    chosen_backend = backend or settings.EXPERIMENT_BACKEND
-    try:
-        dataset_version_check_integrity(version=dataset_version, actor=user, purpose=IntegrityPurpose.LAUNCH)
-    except DatasetIntegrityError as exc:
-        raise DatasetIntegrityError(exc.message, field="dataset_version") from None
-    shard_dir = _shard_dir(dataset_version)
-    with transaction.atomic():
-        experiment = Experiment.objects.create(
-            dataset_version=dataset_version,
-            name=name.strip()[:128],
+    return _LaunchPlan(space=space, trials=trials)
+
+
+def _default_name(version: DatasetVersion, template: str) -> str:
+    return f"{version.dataset.name}-v{version.number}-{template}"
+
+
+def _config_yaml(*, dataset_version: DatasetVersion, template: str, plan: _LaunchPlan, batches: int, name: str) -> str:
+    return configs.to_yaml(
+        configs.experiment_config(
+            name=name,
             template=template,
-            hparam_space=space,
-            max_trials=trials,
+            space=plan.space,
+            max_trials=plan.trials,
             batches=batches,
-            validation_period=configs.validation_period(template, batches),
-            backend=chosen_backend,
-            shard_dir=str(shard_dir),
-            launched_by=user,
-            config_yaml="",
+            # Trial containers find the shards under the agents' view of the shard directory.
+            shard_host_dir=settings.SHARD_HOST_DIR or str(settings.SHARD_DIR),
+            shard_folder=_shard_dir(dataset_version).name,
+            dataset_sha256=dataset_version.sha256,
+            image=settings.DET_TRAINER_IMAGE,
         )
-        default_name = f"{dataset_version.dataset.name}-v{dataset_version.number}-{template}-{experiment.pk}"
-        experiment.name = experiment.name or default_name
-        experiment.config_yaml = configs.to_yaml(
-            configs.experiment_config(
-                name=experiment.name,
-                template=template,
-                space=space,
-                max_trials=trials,
-                batches=batches,
-                shard_dir=str(shard_dir),
-            )
-        )
-        experiment.save(update_fields=["name", "config_yaml"])
-        event_record(
-            actor=user,
-            verb=Verb.EXPERIMENT_LAUNCHED,
-            target=experiment,
-            data={
-                "dataset_version": dataset_version.pk,
-                "template": template,
-                "max_trials": trials,
-                "batches": batches,
-                "backend": chosen_backend,
-            },
-        )
-        pk = experiment.pk
-        transaction.on_commit(lambda: _launch_queue(pk))
-    return experiment
+    )
 
 
 def _feature_counts(version: DatasetVersion) -> tuple[int, int] | None:
@@ -291,6 +348,8 @@ def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
         trial = _trial_for(experiment, trial_snapshot)
         if trial is None:
             continue
+        if trial_snapshot.rewind_to is not None:
+            trial_metrics_rewind(trial=trial, step=trial_snapshot.rewind_to)
         trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
         if _trial_update(trial, trial_snapshot) == TrialState.COMPLETED:
             # Its metrics, the last validation's included, were ingested just above.
@@ -331,6 +390,8 @@ def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> str | None:
         value = getattr(snapshot, name)
         if value is not None and value != getattr(trial, name):
             updates[name] = value
+    if snapshot.metrics_cursor is not None and snapshot.metrics_cursor != trial.metrics_offset:
+        updates["metrics_offset"] = snapshot.metrics_cursor
     if snapshot.state is not None and snapshot.state != trial.state:
         updates["state"] = snapshot.state
         if snapshot.state in TERMINAL_TRIAL_STATES:

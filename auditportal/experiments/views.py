@@ -28,6 +28,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
         "experiments/index.html",
         {
             "experiments": selectors.experiment_list(user=user)[:200],
+            "launch_backend": selectors.launch_backend(),
             "can_launch": user.has_role(Role.ML_ENGINEER),
             "is_member": user.is_member,
         },
@@ -57,7 +58,8 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Queued {experiment.name}.")
             return redirect("experiments:detail", experiment_id=experiment.pk)
-    return render(request, "experiments/new.html", {"form": form}, status=400 if form.errors else 200)
+    context = {"form": form, "launch_backend": selectors.launch_backend()}
+    return render(request, "experiments/new.html", context, status=400 if form.errors else 200)
 
 
 @login_required

@@ -24,6 +24,15 @@ DET_PROJECT_ID = env_int("DET_PROJECT_ID", 1, minimum=1)
 DET_REQUEST_TIMEOUT = env_int("DET_REQUEST_TIMEOUT", 15, minimum=1)
 DET_RETRY_ATTEMPTS = env_int("DET_RETRY_ATTEMPTS", 4, minimum=1)
 DET_RETRY_BACKOFF_MS = env_int("DET_RETRY_BACKOFF_MS", 1000, minimum=0)
+# The image trial containers run in: Determined's PyTorch image plus the trainer's own dependencies
+# (trainer/Dockerfile; pyarrow is not in Determined's default image).
+DET_TRAINER_IMAGE = env_str("DET_TRAINER_IMAGE", "auditportal/trainer:0.38.1")
+# The shard directory as the agent hosts see it, when it is not SHARD_DIR itself (the portal in a
+# container, the shards on a host directory or shared filesystem mounted at the same path on every
+# agent host): docs/determined-cluster.md.
+SHARD_HOST_DIR = env_optional("SHARD_HOST_DIR")
+if SHARD_HOST_DIR is not None and not SHARD_HOST_DIR.startswith("/"):
+    raise EnvError(f"SHARD_HOST_DIR={SHARD_HOST_DIR!r} must be an absolute path on the agent hosts")
 
 EXPERIMENT_BACKENDS = ("local", "determined")
 EXPERIMENT_BACKEND = env_str("EXPERIMENT_BACKEND", "determined" if DET_MASTER else "local")

@@ -5,11 +5,15 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
-from auditportal.datasets.models import DatasetVersion
+from auditportal.activity.models import Event
+from auditportal.datasets.models import DatasetVersion, IntegrityCheck
+from auditportal.experiments.configs import from_yaml
 from auditportal.experiments.models import Experiment
 from tests.datasets.conftest import flip_labels
+from tests.stubs.expconf import config_errors
 
 
 def _launch(version: DatasetVersion, hparams: dict[str, object]) -> str:
@@ -71,3 +75,41 @@ def test_launch_experiment_refuses_a_tampered_dataset_file_naming_the_option(
         "--dataset: Dataset version credit-demo v1 failed its integrity check: the stored file's SHA-256 is "
     )
     assert not Experiment.objects.exists()
+
+
+def _print_config(version: DatasetVersion, *args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("launch_experiment", "--dataset", str(version.pk), "--print-config", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_print_config_prints_the_config_a_launch_stores_and_launches_nothing(
+    bob: User, demo_version: DatasetVersion, settings: SettingsWrapper
+) -> None:
+    # No master at all: the config is the same whichever backend runs it.
+    settings.DET_MASTER = None
+    settings.EXPERIMENT_BACKEND = "local"
+    checks, events = IntegrityCheck.objects.count(), Event.objects.count()
+    args = ["--template", "asha", "--max-trials", "8", "--batches", "320", "--name", "loans-asha"]
+    printed, _ = _print_config(demo_version, *args)
+    assert not Experiment.objects.exists()
+    assert (IntegrityCheck.objects.count(), Event.objects.count()) == (checks, events)
+    config = from_yaml(printed)
+    assert config_errors(config) == []
+    assert config["searcher"]["max_rungs"] == 3
+    assert "num_rungs" not in printed
+
+    call_command("launch_experiment", "--dataset", str(demo_version.pk), *args, "--user", "bob", stdout=StringIO())
+    assert Experiment.objects.get().config_yaml == printed
+
+
+def test_print_config_without_a_name_says_the_id_is_added(demo_version: DatasetVersion) -> None:
+    printed, note = _print_config(demo_version, "--template", "single")
+    assert from_yaml(printed)["name"] == "credit-demo-v1-single"
+    assert "adds -<experiment id> to the default name" in note
+
+
+def test_print_config_names_a_wrong_option_like_a_launch(demo_version: DatasetVersion) -> None:
+    with pytest.raises(CommandError) as caught:
+        _print_config(demo_version, "--template", "asha", "--batches", "8")
+    assert str(caught.value).startswith("--batches: An ASHA search needs at least 16 batches")

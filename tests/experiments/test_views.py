@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
@@ -181,3 +182,38 @@ def test_cancelling_an_ended_experiment_says_there_is_nothing_to_cancel(bob: Use
     assert response.json() == {"detail": f"Experiment {experiment.pk} is completed; nothing to cancel.", "field": None}
     page = client.post(reverse("experiments:cancel", args=[experiment.pk]), follow=True)
     assert f"Experiment {experiment.pk} is completed; nothing to cancel." in page.content.decode()
+
+
+def test_every_experiment_page_says_where_experiments_train(
+    bob: User, experiment: Experiment, settings: SettingsWrapper
+) -> None:
+    client = client_for(bob)
+    settings.EXPERIMENT_BACKEND = "determined"
+    settings.DET_MASTER = "http://determined-master:8080"
+    for url in (reverse("experiments:index"), reverse("experiments:new")):
+        page = client.get(url).content.decode()
+        assert "Determined cluster at http://determined-master:8080" in page, url
+    Experiment.objects.filter(pk=experiment.pk).update(backend="determined", det_experiment_id=41)
+    index = client.get(reverse("experiments:index")).content.decode()
+    assert '<td>Determined cluster <small class="muted">(det 41)</small></td>' in index
+    detail = client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    assert "<dt>Backend</dt><dd>Determined cluster — Determined experiment 41</dd>" in detail
+    assert escape(experiment.config_yaml) in detail
+
+    settings.EXPERIMENT_BACKEND = "local"
+    assert (
+        "Trains on: <strong>Local (Determined local training mode)</strong>"
+        in client.get(reverse("experiments:new")).content.decode()
+    )
+
+
+def test_a_failed_poll_is_shown_on_the_experiment_page(bob: User, experiment: Experiment) -> None:
+    reason = (
+        "last poll failed: master unreachable: HTTP 503 from http://m:8080 while trying to read the metrics of trial 7"
+    )
+    Experiment.objects.filter(pk=experiment.pk).update(status="running", error=reason)
+    client = client_for(bob)
+    page = client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    assert f'<div class="error" role="alert" id="experiment-error">{escape("L" + reason[1:])}</div>' in page
+    data = json.loads(client.get(reverse("experiments:progress", args=[experiment.pk])).content)
+    assert data["error"] == reason

@@ -18,6 +18,7 @@ from determined import pytorch
 from determined.common import util
 from determined.pytorch._trainer import _check_searcher_length
 
+from tests.stubs.expconf import config_errors
 from trainer.hparams import resolve_hparams
 from trainer.train import parse_args
 
@@ -70,6 +71,20 @@ def test_config_uses_known_fields_and_a_working_entrypoint(name: str) -> None:
     assert args.batches > 0
     assert det.ExperimentConfig(config).get_searcher_metric() == "fair_objective"
     assert config["searcher"]["smaller_is_better"] is True
+
+
+@pytest.mark.parametrize("name", ["const.yaml", "search.yaml"])
+def test_config_is_one_a_0_38_1_master_accepts(name: str) -> None:
+    # expconf v0's field names, types and required fields (tests/stubs/expconf_v0).
+    assert config_errors(_load(name)) == []
+
+
+def test_the_trainer_parses_under_the_python_of_determineds_image() -> None:
+    # Trials run in Determined's PyTorch image for 0.38.1 (Dockerfile.trainer), on Python 3.10.
+    import ast
+
+    for path in sorted(TRAINER.glob("*.py")):
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 10))
 
 
 @pytest.mark.parametrize("name", ["const.yaml", "search.yaml"])

@@ -18,6 +18,7 @@ from tests.trainer.trainer_testkit import (
 from trainer.data import (
     GroupAwareBatchSampler,
     ShardError,
+    check_dataset_sha256,
     load_shards,
     strata_of,
     validation_mask,
@@ -42,6 +43,26 @@ def test_num_examples_mismatch_is_refused_with_a_clear_message(tmp_path: Path, d
         f"shard part part-00001: metadata.json declares num_examples={actual + 5} but data.parquet "
         f"holds {actual} rows; refusing to train on an inconsistent shard (re-run shard_dataset)"
     )
+
+
+def test_shards_of_another_dataset_are_refused_before_training(
+    tmp_path: Path, demo_frame, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write_shard_dir(demo_frame, tmp_path / "shards", stratified_assignment(demo_frame, 2))
+    written = json.loads((root / "manifest.json").read_text())["dataset"]["sha256"]
+    check_dataset_sha256(root, written.upper())  # the launch's hash, however it is written
+    launched = "ab" * 32
+    with pytest.raises(ShardError) as excinfo:
+        check_dataset_sha256(root, launched)
+    assert str(excinfo.value) == (
+        f"{root / 'manifest.json'}: dataset.sha256 is {written!r}, but this experiment was launched on "
+        f"{launched!r}: these shards were written from other data (a stale or different copy on this host)"
+    )
+    # The trainer stops with it before anything starts (no Determined context is created).
+    from trainer.train import main
+
+    assert main(["--data", str(root), "--batches", "3", "--dataset-sha256", launched]) == 2
+    assert f"trainer: refused shards: {excinfo.value}" in capsys.readouterr().err
 
 
 def test_unsupported_schema_is_refused(tmp_path: Path, demo_frame) -> None:

@@ -30,7 +30,8 @@ class BackendError(Exception):
 
 
 class BackendUnavailable(BackendError):
-    """Transient: the master could not be reached or answered 5xx, even after retries."""
+    """Transient: the master could not be reached (connection errors, 502-504, a broken stream or
+    timeouts), even after retries."""
 
 
 class BackendAuthError(BackendError):
@@ -64,6 +65,12 @@ class TrialSnapshot:
     error: str | None = None
     log_tail: str | None = None
     records: Iterable[MetricRecord] = field(default_factory=list)
+    # Determined: the highest training step read from the master so far, stored once ``records``
+    # are ingested (the next poll reads only what lies above it).
+    metrics_cursor: int | None = None
+    # Determined: the trial went back to a checkpoint at this step (a resume); what was recorded
+    # after it is dropped, as the master archives it, and recorded again by the new run.
+    rewind_to: int | None = None
 
 
 @dataclass

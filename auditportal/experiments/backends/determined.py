@@ -1,9 +1,15 @@
 """Determined cluster backend: the only module of the portal that talks to a Determined master.
 
 Uses the SDK (determined==0.38.1) with a service account from DET_MASTER / DET_USER /
-DET_PASSWORD(_FILE). Every request has a timeout; a 401 triggers one re-login; connection errors
-and 5xx answers are retried with exponential backoff, then reported as "master unreachable". The
-metrics endpoint is a snapshot, re-read on every poll and de-duplicated on (trial, group, steps).
+DET_PASSWORD(_FILE). Every request has a timeout; a 401 triggers one re-login. Connection errors,
+HTTP 502-504, broken streams and timeouts are retried with exponential backoff, then reported as
+"master unreachable"; any other refusal (the master answers an invalid experiment config with HTTP
+500 and the reason) is reported at once with the master's own message.
+
+A poll reads the experiment and its trial list, then only what is new: for each trial whose batch
+count or latest validation moved past what the portal has stored, its workloads newest first
+(``GET /api/v1/trials/{id}/workloads``, ordered by batches, a page at a time) down to the last step
+already stored. The work per poll grows with the number of trials, never with their history.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from auditportal.experiments.backends import (
     Submission,
     TrialSnapshot,
 )
-from auditportal.experiments.models import Experiment, MetricPoint, TrialState
+from auditportal.experiments.models import TERMINAL_TRIAL_STATES, Experiment, Trial, TrialState
 from auditportal.fairness.metricsfile import MetricRecord
 
 logger = logging.getLogger(__name__)
@@ -57,6 +63,13 @@ _TRIAL_STATES = {
     "STATE_ERROR": TrialState.ERRORED,
 }
 _FINISHED_EXPERIMENT_STATES = frozenset({"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"})
+# Answers that mean the request never reached a working master (a proxy or a restarting master):
+# worth sending again. Anything else from the master is its answer.
+_TRANSIENT_STATUSES = frozenset({502, 503, 504})
+# Workloads read per request when catching up with a trial (newest first).
+WORKLOAD_PAGE = 100
+# The harness adds the training length to every report; they are time metrics, not the model's.
+_TIME_METRICS = frozenset({"batches", "epochs"})
 
 
 class _Timeouts:
@@ -160,44 +173,56 @@ class DeterminedBackend:
         )
         state = _enum_value(response.experiment.state)
         trials: list[Any] = self._call("list trials", lambda session: list(_iter_trials(session, det_id)))
-        known: set[tuple[int | None, str, int]] = set(
-            MetricPoint.objects.filter(trial__experiment=experiment)
-            .values_list("trial__det_trial_id", "kind", "step")
-            .distinct()
-        )
-        snapshots: dict[int, TrialSnapshot] = {}
-        for trial in trials:
-            checkpoint = getattr(trial, "bestCheckpoint", None)
-            snapshots[trial.id] = TrialSnapshot(
-                det_trial_id=trial.id,
-                state=_TRIAL_STATES.get(_enum_value(trial.state), TrialState.RUNNING),
-                hparams=dict(trial.hparams or {}),
-                steps_done=int(trial.totalBatchesProcessed or 0),
-                steps_planned=experiment.batches,
-                checkpoint=(getattr(checkpoint, "uuid", None) or "") if checkpoint is not None else None,
-                error="trial errored on the cluster; see its logs in Determined"
-                if _enum_value(trial.state) == "STATE_ERROR"
-                else None,
-                records=[],
+        stored = {
+            trial.det_trial_id: trial
+            for trial in experiment.trials.filter(det_trial_id__in=[trial.id for trial in trials]).only(
+                "det_trial_id", "state", "steps_done", "latest_step", "metrics_offset"
             )
-        if snapshots:
-            ids = sorted(snapshots)
-            for group in ("training", "validation"):
-                reports = self._call(f"read {group} metrics", _metrics_reader(ids, group))
-                seen: set[tuple[int, str, int]] = set()
-                for trial_id, report in reports:
-                    key = (trial_id, report.kind, report.step)
-                    if key in seen or key in known or trial_id not in snapshots:
-                        continue
-                    seen.add(key)
-                    reports_list = snapshots[trial_id].records
-                    assert isinstance(reports_list, list)
-                    reports_list.append(report)
+        }
+        snapshots = [self._trial_snapshot(trial, stored.get(trial.id), experiment) for trial in trials]
         return ExperimentSnapshot(
-            trials=list(snapshots.values()),
+            trials=snapshots,
             finished=state in _FINISHED_EXPERIMENT_STATES,
             error="the Determined experiment ended in an error" if state == "STATE_ERROR" else "",
         )
+
+    def _trial_snapshot(self, trial: Any, known: Trial | None, experiment: Experiment) -> TrialSnapshot:
+        det_state = _enum_value(trial.state)
+        total = int(trial.totalBatchesProcessed or 0)
+        checkpoint = getattr(trial, "bestCheckpoint", None)
+        snapshot = TrialSnapshot(
+            det_trial_id=trial.id,
+            state=_TRIAL_STATES.get(det_state, TrialState.RUNNING),
+            hparams=dict(trial.hparams or {}),
+            steps_done=total,
+            steps_planned=experiment.batches,
+            checkpoint=(getattr(checkpoint, "uuid", None) or "") if checkpoint is not None else None,
+            error="trial errored on the cluster; see its logs in Determined" if det_state == "STATE_ERROR" else None,
+        )
+        if known is not None and known.state in TERMINAL_TRIAL_STATES:
+            return snapshot  # everything it reported was read before it was marked finished
+        training_seen = known.metrics_offset if known is not None else 0
+        validation_seen = (known.latest_step or 0) if known is not None else 0
+        if known is not None and total < known.steps_done:
+            # Back at an earlier checkpoint (a resume): the master archived what came after it, and
+            # the new run reports those steps again.
+            snapshot.rewind_to = total
+            training_seen, validation_seen = min(training_seen, total), min(validation_seen, total)
+        latest_validation = getattr(getattr(trial, "latestValidation", None), "totalBatches", None)
+        wants_training = total > training_seen
+        wants_validation = (total if latest_validation is None else int(latest_validation)) > validation_seen
+        records: list[MetricRecord] = []
+        if wants_training or wants_validation:
+            floor = min(training_seen if wants_training else total, validation_seen if wants_validation else total)
+            read = self._call(
+                f"read the metrics of trial {trial.id}",
+                _workloads_reader(trial.id, floor, validation_only=not wants_training),
+            )
+            seen = {"training": training_seen, "validation": validation_seen}
+            records = sorted((r for r in read if r.step > seen[r.kind]), key=lambda r: (r.step, r.kind))
+        snapshot.records = records
+        snapshot.metrics_cursor = max([training_seen, *(r.step for r in records if r.kind == "training")])
+        return snapshot
 
     def cancel(self, experiment: Experiment) -> None:
         det_id = experiment.det_experiment_id
@@ -235,6 +260,10 @@ class DeterminedBackend:
             return session
 
     def _call(self, what: str, call: Callable[[_TimeoutSession], T], *, retry_after_send: bool = True) -> T:
+        """Run ``call`` with a logged-in session. Transient trouble (no connection, 502-504, a stream
+        broken off, a timeout) is retried with backoff and ends as BackendUnavailable; every other
+        refusal raises BackendError at once with the master's message. With ``retry_after_send``
+        false, nothing that may have reached the master (a timeout, a 504) is sent again."""
         problem = ""
         relogged = False
         attempt = 0
@@ -268,12 +297,19 @@ class DeterminedBackend:
                 raise BackendError(f"the master could not {what}: not found ({_short(exc)})") from None
             except errors.APIException as exc:
                 status = getattr(exc, "status_code", 0) or 0
-                if status < 500:
-                    raise BackendError(f"the master refused to {what}: HTTP {status} {_short(exc)}") from None
-                # A 5xx answer means the request was not carried out: safe to send again.
+                if status not in _TRANSIENT_STATUSES:
+                    # The master's answer, e.g. HTTP 500 "invalid experiment configuration: ...":
+                    # sending it again changes nothing.
+                    raise BackendError(f"the master refused to {what} (HTTP {status}): {_message(exc)}") from None
                 problem = f"master unreachable: HTTP {status} from {self.master} while trying to {what}"
-            except errors.BadRequestException as exc:
-                # Raised for timeouts and other request failures that are not connection errors.
+                if status == 504 and not retry_after_send:
+                    attempt = self.attempts  # a gateway timeout: the master may have carried it out
+            except bindings.APIHttpStreamError as exc:
+                # The master broke off a stream part-way (its error line, or the connection).
+                problem = f"master unreachable: {self.master} broke off while trying to {what} ({_short(exc)})"
+            except (errors.BadRequestException, requests.exceptions.RequestException) as exc:
+                # Timeouts and other request failures that are not connection errors, also while a
+                # response is being read.
                 problem = f"master unreachable: {self.master} did not answer in time ({_short(exc)})"
                 if not retry_after_send:
                     attempt = self.attempts
@@ -283,6 +319,12 @@ class DeterminedBackend:
                 logger.warning("Determined: could not %s (%s); retrying in %.1fs", what, problem, delay)
                 time.sleep(delay)
         raise BackendUnavailable(problem)
+
+
+def _message(exc: errors.APIException) -> str:
+    """The master's own error text (the body's ``error.error``), whole but bounded."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    return text[:2000] or type(exc).__name__
 
 
 def _short(exc: BaseException) -> str:
@@ -306,21 +348,48 @@ def _iter_trials(session: Session, experiment_id: int) -> Iterator[Any]:
         offset = end
 
 
-def _metrics_reader(trial_ids: list[int], group: str) -> Callable[[Session], list[tuple[int, MetricRecord]]]:
-    def read(session: Session) -> list[tuple[int, MetricRecord]]:
-        return list(_iter_metrics(session, trial_ids, group))
+def _workloads_reader(trial_id: int, floor: int, *, validation_only: bool) -> Callable[[Session], list[MetricRecord]]:
+    """Reads a trial's metric workloads newest first, a page at a time, down to ``floor`` batches."""
+
+    def read(session: Session) -> list[MetricRecord]:
+        records: list[MetricRecord] = []
+        offset = 0
+        while True:
+            page = bindings.get_GetTrialWorkloads(
+                session,
+                trialId=trial_id,
+                orderBy=bindings.v1OrderBy.DESC,
+                sortKey="batches",
+                limit=WORKLOAD_PAGE,
+                offset=offset,
+                filter=bindings.GetTrialWorkloadsRequestFilterOption.VALIDATION
+                if validation_only
+                else bindings.GetTrialWorkloadsRequestFilterOption.UNSPECIFIED,
+                includeBatchMetrics=False,
+            )
+            below = False
+            for container in page.workloads:
+                for kind in ("training", "validation"):
+                    workload = getattr(container, kind, None)
+                    if workload is None:
+                        continue
+                    if int(workload.totalBatches) <= floor:
+                        below = True
+                        continue
+                    records.append(_record(kind, workload))
+            if below or len(page.workloads) < WORKLOAD_PAGE:
+                return records
+            offset += len(page.workloads)
 
     return read
 
 
-def _iter_metrics(session: Session, trial_ids: list[int], group: str) -> Iterator[tuple[int, MetricRecord]]:
-    for page in bindings.get_GetMetrics(session, trialIds=trial_ids, group=group):
-        for report in page.metrics:
-            # The SDK's own parser (TrialMetrics._from_bindings) reads these keys.
-            key = "validation_metrics" if group == "validation" else "avg_metrics"
-            values = report.metrics.get(key) or {} if isinstance(report.metrics, dict) else {}
-            metrics: dict[str, float | None] = {}
-            for name, value in values.items():
-                if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-                    metrics[str(name)] = None if value is None else float(value)
-            yield report.trialId, MetricRecord(kind=group, step=int(report.totalBatches), metrics=metrics)
+def _record(kind: str, workload: Any) -> MetricRecord:
+    values = getattr(workload.metrics, "avgMetrics", None) or {}
+    metrics: dict[str, float | None] = {}
+    for name, value in values.items():
+        if name in _TIME_METRICS:
+            continue
+        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            metrics[str(name)] = None if value is None else float(value)
+    return MetricRecord(kind=kind, step=int(workload.totalBatches), metrics=metrics)

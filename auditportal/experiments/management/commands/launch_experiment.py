@@ -18,7 +18,8 @@ from auditportal.fairness.errors import UserError
 class Command(BaseCommand):
     help = (
         "Launch an experiment on a dataset version (queued for the Celery worker) and print its id as the "
-        "last line; with --wait, block until it ends and exit 0 only when every trial completed."
+        "last line; with --wait, block until it ends and exit 0 only when every trial completed. With "
+        "--print-config, print the Determined experiment config it would submit (YAML) and launch nothing."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,6 +28,12 @@ class Command(BaseCommand):
         parser.add_argument("--hparams", help="JSON object of values or Determined ranges (overrides the template)")
         parser.add_argument("--max-trials", type=int, help="number of trials of a search (default 4)")
         parser.add_argument("--batches", type=int, default=200, help="training length in batches (default 200)")
+        parser.add_argument("--name", default="", help="experiment name (default: <dataset>-v<n>-<template>-<id>)")
+        parser.add_argument(
+            "--print-config",
+            action="store_true",
+            help="print the Determined experiment config (YAML) after the launch checks, and launch nothing",
+        )
         parser.add_argument("--wait", action="store_true", help="block until the experiment ends")
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
         parser.add_argument("--format", choices=["text", "json"], default="text")
@@ -42,6 +49,25 @@ class Command(BaseCommand):
                 hparams = json.loads(options["hparams"])
             except ValueError as exc:
                 raise CommandError(f"--hparams: not valid JSON: {exc}") from None
+        if options["print_config"]:
+            # Needs neither a master nor a user: it writes nothing and submits nothing.
+            try:
+                text = services.experiment_config_preview(
+                    dataset_version=version,
+                    template=options["template"],
+                    hparams=hparams,
+                    max_trials=options["max_trials"],
+                    batches=options["batches"],
+                    name=options["name"],
+                )
+            except UserError as exc:
+                raise _option_error(exc) from None
+            self.stdout.write(text, ending="")
+            if not options["name"].strip():
+                self.stderr.write(
+                    "The portal adds -<experiment id> to the default name when it creates the experiment."
+                )
+            return
         user = cli_user(options["user"], role=Role.ML_ENGINEER)
         try:
             experiment = services.experiment_create(
@@ -51,12 +77,10 @@ class Command(BaseCommand):
                 hparams=hparams,
                 max_trials=options["max_trials"],
                 batches=options["batches"],
+                name=options["name"],
             )
         except UserError as exc:
-            # The form's and the API's dataset_version is this command's --dataset.
-            name = "dataset" if exc.field == "dataset_version" else exc.field
-            option = f"--{name.replace('_', '-')}: " if name else ""
-            raise CommandError(f"{option}{exc}") from None
+            raise _option_error(exc) from None
         if not options["wait"]:
             if options["format"] == "json":
                 self.stdout.write(json.dumps(_summary(experiment)))
@@ -86,6 +110,13 @@ class Command(BaseCommand):
         trials = summary["trials"]
         if not trials or any(trial["state"] != TrialState.COMPLETED for trial in trials):
             raise SystemExit(1)
+
+
+def _option_error(exc: UserError) -> CommandError:
+    # The form's and the API's dataset_version is this command's --dataset.
+    name = "dataset" if exc.field == "dataset_version" else exc.field
+    option = f"--{name.replace('_', '-')}: " if name else ""
+    return CommandError(f"{option}{exc}")
 
 
 def _summary(experiment: Experiment) -> dict[str, Any]:
