@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
 from auditportal.datasets.selectors import dataset_version_get
-from auditportal.experiments import selectors, services
+from auditportal.experiments import configs, selectors, services
 from auditportal.experiments.models import Template
 
 
@@ -21,12 +21,19 @@ class ExperimentListApi(APIView):
         hparams = serializers.DictField(required=False, default=dict)
         max_trials = serializers.IntegerField(required=False, allow_null=True, default=None)
         batches = serializers.IntegerField(required=False, default=200)
+        slots_per_trial = serializers.IntegerField(
+            required=False,
+            default=1,
+            min_value=configs.SLOTS_PER_TRIAL_MIN,
+            max_value=configs.SLOTS_PER_TRIAL_MAX,
+        )
 
     class OutputSerializer(serializers.Serializer[Any]):
         id = serializers.IntegerField()
         name = serializers.CharField()
         dataset_version = serializers.IntegerField(source="dataset_version_id")
         template = serializers.CharField()
+        slots_per_trial = serializers.IntegerField()
         backend = serializers.CharField()
         status = serializers.CharField()
         error = serializers.CharField()
@@ -52,6 +59,7 @@ class ExperimentListApi(APIView):
             hparams=data["hparams"],
             max_trials=data["max_trials"],
             batches=data["batches"],
+            slots_per_trial=data["slots_per_trial"],
         )
         return Response(selectors.experiment_as_json(experiment), status=201)
 

@@ -24,6 +24,17 @@ from trainer import hparams
 SEARCHER_METRIC = "fair_objective"
 TEMPLATES = ("single", "random", "asha")
 
+# Processes (Determined slots) per trial: the form, the API and the command take this range, and the
+# config sets resources.slots_per_trial to the chosen value; the local backend runs that many
+# processes with torch.distributed.run (gloo on CPU).
+SLOTS_PER_TRIAL_MIN = 1
+SLOTS_PER_TRIAL_MAX = 4
+
+# The ASHA template's searcher (adaptive_asha), which the local backend follows too (asha.py).
+ASHA_MAX_RUNGS = 3
+ASHA_DIVISOR = 4
+ASHA_MODE = "standard"
+
 # What a template pins (the rest takes the trainer's defaults); names, defaults, allowed values and
 # ranges are the trainer's own (trainer/hparams.py), never restated here.
 _TEMPLATE_HPARAMS = (
@@ -87,6 +98,27 @@ def space_build(
     return space
 
 
+def check_slots_per_trial(slots: int, space: Mapping[str, Any]) -> int:
+    """``slots`` if it is in the allowed range and every global batch the space can draw gives each
+    process at least one row (Determined refuses a global_batch_size below the slot count)."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or not SLOTS_PER_TRIAL_MIN <= slots <= SLOTS_PER_TRIAL_MAX:
+        raise ConfigError(
+            "slots_per_trial",
+            f"slots_per_trial must be a whole number from {SLOTS_PER_TRIAL_MIN} to {SLOTS_PER_TRIAL_MAX}, "
+            f"got {slots!r}.",
+        )
+    smallest = min(
+        hparams.check_entry("global_batch_size", space.get("global_batch_size", hparams.DEFAULTS["global_batch_size"]))
+    )
+    if smallest < slots:
+        raise ConfigError(
+            "slots_per_trial",
+            f"slots_per_trial {slots} needs a global_batch_size of at least {slots} (one row per process); "
+            f"the hyperparameters allow {smallest}.",
+        )
+    return slots
+
+
 def sample(space: Mapping[str, Any], count: int, *, seed: int) -> list[dict[str, Any]]:
     """``count`` hyperparameter sets drawn from ``space`` (the local backend's random search)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible search sampling, not security
@@ -124,6 +156,7 @@ def experiment_config(
     max_trials: int,
     batches: int,
     shard_dir: str,
+    slots_per_trial: int = 1,
 ) -> dict[str, Any]:
     """The Determined experiment config (0.38). Training length lives in the trainer's command line."""
     period = validation_period(template, batches)
@@ -137,9 +170,9 @@ def experiment_config(
             "max_trials": max_trials,
             "time_metric": "batches",
             "max_time": batches,
-            "num_rungs": 3,
-            "divisor": 4,
-            "mode": "standard",
+            "num_rungs": ASHA_MAX_RUNGS,
+            "divisor": ASHA_DIVISOR,
+            "mode": ASHA_MODE,
         }
     return {
         "name": name,
@@ -150,7 +183,7 @@ def experiment_config(
         ),
         "hyperparameters": {name_: _det_hparam(spec) for name_, spec in sorted(space.items())},
         "searcher": searcher,
-        "resources": {"slots_per_trial": 1},
+        "resources": {"slots_per_trial": slots_per_trial},
         "max_restarts": 0,
         # Shards are read from the shared SHARD_DIR, mounted at the same path in trial containers.
         "bind_mounts": [{"host_path": shard_dir, "container_path": shard_dir, "read_only": True}],

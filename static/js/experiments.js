@@ -40,6 +40,9 @@
     var badge = cell("span", "", "state");
     badge.setAttribute("data-field", "state");
     state.appendChild(badge);
+    var note = cell("small", "", "trial-note");
+    note.setAttribute("data-field", "note");
+    state.appendChild(note);
     row.appendChild(state);
     var progress = cell("td");
     var bar = cell("div", undefined, "progress");
@@ -126,6 +129,10 @@
     var badge = row.querySelector('[data-field="state"]');
     badge.textContent = trial.state_label;
     badge.className = "state " + trial.state;
+    // How the portal stopped it (early stop, cancel) and when its processes had ended.
+    var note = row.querySelector('[data-field="note"]');
+    note.textContent = trial.note || "";
+    note.hidden = !trial.note;
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
     row.querySelector('[data-field="steps"]').textContent = trial.steps + " / " + trial.steps_planned;
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {
@@ -147,9 +154,12 @@
     var error = document.getElementById("experiment-error");
     error.textContent = capfirst(data.error);
     error.hidden = !data.error;
+    var cancelNote = document.getElementById("experiment-cancel-note");
+    cancelNote.textContent = data.cancel_note || "";
+    cancelNote.hidden = !data.cancel_note;
     data.trials.forEach(update);
     var cancel = document.getElementById("cancel-form");
-    if (cancel && !data.active) { cancel.hidden = true; }
+    if (cancel && (!data.active || data.status === "cancelling")) { cancel.hidden = true; }
     // A new validation (or a new trial) extends the charts: fetch them again (a bounded payload).
     var seen = data.trials.map(function (t) { return t.id + ":" + t.metrics.step + ":" + t.verdicts.length; }).join(",");
     if (seen !== lastSeen) {

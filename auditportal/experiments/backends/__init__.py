@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,6 +43,8 @@ class TrialPlan:
     number: int
     hparams: dict[str, Any]
     steps_planned: int
+    # The local ASHA search's bracket of the trial (asha.py); None elsewhere.
+    asha_bracket: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class TrialSnapshot:
     error: str | None = None
     log_tail: str | None = None
     records: Iterable[MetricRecord] = field(default_factory=list)
+    # When a trial that ended did (local: when its last process was gone); None: now.
+    ended_at: datetime | None = None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import selectors, services
-from auditportal.experiments.configs import TEMPLATES
+from auditportal.experiments.configs import SLOTS_PER_TRIAL_MAX, SLOTS_PER_TRIAL_MIN, TEMPLATES
 from auditportal.experiments.models import Experiment, TrialState
 from auditportal.fairness.errors import UserError
 
@@ -27,6 +27,12 @@ class Command(BaseCommand):
         parser.add_argument("--hparams", help="JSON object of values or Determined ranges (overrides the template)")
         parser.add_argument("--max-trials", type=int, help="number of trials of a search (default 4)")
         parser.add_argument("--batches", type=int, default=200, help="training length in batches (default 200)")
+        parser.add_argument(
+            "--slots-per-trial",
+            type=int,
+            default=1,
+            help=f"processes per trial, {SLOTS_PER_TRIAL_MIN} to {SLOTS_PER_TRIAL_MAX} (default 1)",
+        )
         parser.add_argument("--wait", action="store_true", help="block until the experiment ends")
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
         parser.add_argument("--format", choices=["text", "json"], default="text")
@@ -51,6 +57,7 @@ class Command(BaseCommand):
                 hparams=hparams,
                 max_trials=options["max_trials"],
                 batches=options["batches"],
+                slots_per_trial=options["slots_per_trial"],
             )
         except UserError as exc:
             # The form's and the API's dataset_version is this command's --dataset.
