@@ -72,10 +72,15 @@ def trial_stop_note(trial: Trial) -> str:
     parts = []
     if early is not None:
         metric = "not reported" if early.metric is None else f"{early.metric:.4f}"
-        parts.append(
-            f"Stopped early at rung {early.rung + 1} ({early.units} batches): {configs.SEARCHER_METRIC} {metric} "
-            f"ranked {early.position} of {early.entered}; the best {early.continuing} went on."
+        ranked = (
+            f"at rung {early.rung + 1} ({early.units} batches): {configs.SEARCHER_METRIC} {metric} ranked "
+            f"{early.position} of {early.entered}; the best {early.continuing} went on."
         )
+        if trial.is_terminal and trial.steps_planned and trial.steps_done >= trial.steps_planned:
+            # The search decided after the trial had trained its whole length (decisions are asynchronous,
+            # on a cluster too): nothing was cut short.
+            return f"Chosen to stop {ranked} It had finished before the stop reached it."
+        parts.append(f"Stopped early {ranked}")
     elif trial.stop_reason == StopReason.CANCEL and trial.stop_requested_at is not None:
         parts.append(f"Stop asked {_moment(trial.stop_requested_at)}.")
     if trial.stop_requested_at is not None:

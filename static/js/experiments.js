@@ -40,9 +40,6 @@
     var badge = cell("span", "", "state");
     badge.setAttribute("data-field", "state");
     state.appendChild(badge);
-    var note = cell("small", "", "trial-note");
-    note.setAttribute("data-field", "note");
-    state.appendChild(note);
     row.appendChild(state);
     var progress = cell("td");
     var bar = cell("div", undefined, "progress");
@@ -72,6 +69,14 @@
     });
     hparams.appendChild(small);
     row.appendChild(hparams);
+    // How the portal stopped the trial (early stop, cancel) and when: a row of its own.
+    var noteRow = cell("tr", undefined, "trial-note");
+    noteRow.setAttribute("data-trial-note", trial.id);
+    noteRow.hidden = true;
+    var noteCell = cell("td");
+    noteCell.colSpan = 8;
+    noteCell.setAttribute("data-field", "note");
+    noteRow.appendChild(noteCell);
     // Frozen verdict documents (their own row) appear when the page is reloaded.
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
@@ -87,6 +92,7 @@
     var empty = table.querySelector("tr.empty");
     if (empty) { empty.remove(); }
     table.appendChild(row);
+    table.appendChild(noteRow);
     table.appendChild(errorRow);
     markSelected();
     return row;
@@ -130,9 +136,11 @@
     badge.textContent = trial.state_label;
     badge.className = "state " + trial.state;
     // How the portal stopped it (early stop, cancel) and when its processes had ended.
-    var note = row.querySelector('[data-field="note"]');
-    note.textContent = trial.note || "";
-    note.hidden = !trial.note;
+    var noteRow = table.querySelector('tr[data-trial-note="' + trial.id + '"]');
+    if (noteRow) {
+      noteRow.querySelector('[data-field="note"]').textContent = trial.note || "";
+      noteRow.hidden = !trial.note;
+    }
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
     row.querySelector('[data-field="steps"]').textContent = trial.steps + " / " + trial.steps_planned;
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
-from auditportal.experiments import asha, configs, services
+from auditportal.experiments import asha, configs, selectors, services
 from auditportal.experiments.asha import Bracket, Decision
 from auditportal.experiments.backends.local import run_dir
-from auditportal.experiments.models import ExperimentStatus, RungOutcome, StopReason, TrialState
+from auditportal.experiments.models import ExperimentStatus, RungOutcome, StopReason, TrialRung, TrialState
 from auditportal.experiments.tasks import experiment_launch_task
 from tests.experiments.conftest import poll_until_done
+from tests.factories import TrialFactory
 
 
 def test_eight_trials_make_a_two_rung_and_a_one_rung_bracket_in_standard_mode() -> None:
@@ -162,3 +164,28 @@ def test_an_asha_search_of_eight_trials_stops_those_outside_the_best_quarter_and
         7: None,
         8: 1,
     }
+
+
+@pytest.mark.parametrize(
+    ("steps_done", "note"),
+    [
+        (12, "Stopped early at rung 1 (8 batches): fair_objective 0.7000 ranked 3 of 4; the best 1 went on."),
+        (32, "Chosen to stop at rung 1 (8 batches): fair_objective 0.7000 ranked 3 of 4; the best 1 went on. "),
+    ],
+)
+def test_the_row_says_where_a_trial_was_stopped_and_whether_it_had_already_finished(
+    steps_done: int, note: str, db: None, dataset_storage: Path
+) -> None:
+    trial = TrialFactory.create(
+        experiment__template="asha",
+        experiment__batches=32,
+        state=TrialState.COMPLETED,
+        steps_done=steps_done,
+        stop_reason=StopReason.EARLY_STOP,
+        stop_requested_at=timezone.now(),
+        ended_at=timezone.now(),
+    )
+    TrialRung.objects.create(
+        trial=trial, rung=0, units=8, step=8, metric=0.7, position=3, entered=4, continuing=1, outcome="stopped"
+    )
+    assert selectors.trial_stop_note(trial).startswith(note)
