@@ -328,7 +328,7 @@ def _alive(pid: int, directory: Path) -> bool:
         return False
     except PermissionError:
         return True
-    # Guard against pid reuse (a trial started by another worker): the wrapper's command line names
+    # Guard against pid reuse (a trial started by another worker): the runner's command line names
     # the trial's folder.
     if not Path(f"/proc/{pid}").exists():
         return True
