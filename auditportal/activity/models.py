@@ -19,6 +19,7 @@ class Verb(models.TextChoices):
     EXPERIMENT_FINISHED = "experiment.finished", "experiment finished"
     EXPERIMENT_FAILED = "experiment.failed", "experiment failed"
     EXPERIMENT_CANCELLED = "experiment.cancelled", "experiment cancelled"
+    TRIAL_EARLY_STOPPED = "trial.early_stopped", "trial stopped early by the search"
     TRIAL_VERDICT_CHANGED = "trial_verdict.changed", "trial verdict changed"
     FAIRNESS_POLICY_CREATED = "fairness_policy.created", "fairness policy version created"
     VERDICT_DOCUMENT_FROZEN = "verdict_document.frozen", "verdict document frozen"

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
 from auditportal.datasets.selectors import dataset_version_get
-from auditportal.experiments import selectors, services
+from auditportal.experiments import configs, selectors, services
 from auditportal.experiments.models import Backend, ExperimentStatus, Template, TrialState
 from auditportal.fairness.stats import Verdict
 from trainer.hparams import HPARAMS, MAX_HIDDEN_LAYERS, MAX_LAYER_WIDTH, RANGE_TYPES, Hparam
@@ -145,12 +145,19 @@ class ExperimentListApi(APIView):
         hparams = _HparamsField(required=False, default=dict)
         max_trials = serializers.IntegerField(required=False, allow_null=True, default=None)
         batches = serializers.IntegerField(required=False, default=200)
+        slots_per_trial = serializers.IntegerField(
+            required=False,
+            default=1,
+            min_value=configs.SLOTS_PER_TRIAL_MIN,
+            max_value=configs.SLOTS_PER_TRIAL_MAX,
+        )
 
     class OutputSerializer(serializers.Serializer[Any]):
         id = serializers.IntegerField()
         name = serializers.CharField()
         dataset_version = serializers.IntegerField(source="dataset_version_id")
         template = serializers.CharField()
+        slots_per_trial = serializers.IntegerField()
         backend = serializers.CharField()
         status = serializers.ChoiceField(choices=ExperimentStatus.choices)
         error = serializers.CharField(allow_blank=True)
@@ -178,6 +185,7 @@ class ExperimentListApi(APIView):
             hparams=data["hparams"],
             max_trials=data["max_trials"],
             batches=data["batches"],
+            slots_per_trial=data["slots_per_trial"],
         )
         return Response(selectors.experiment_as_json(experiment), status=201)
 

@@ -22,6 +22,17 @@ from trainer import hparams
 SEARCHER_METRIC = "fair_objective"
 TEMPLATES = ("single", "random", "asha")
 
+# Processes (Determined slots) per trial: the form, the API and the command take this range, and the
+# config sets resources.slots_per_trial to the chosen value; the local backend runs that many
+# processes with torch.distributed.run (gloo on CPU).
+SLOTS_PER_TRIAL_MIN = 1
+SLOTS_PER_TRIAL_MAX = 4
+
+# The ASHA template's searcher (adaptive_asha), which the local backend follows too (asha.py).
+ASHA_MAX_RUNGS = 3
+ASHA_DIVISOR = 4
+ASHA_MODE = "standard"
+
 # What a template pins (the rest takes the trainer's defaults); names, defaults, allowed values and
 # ranges are the trainer's own (trainer/hparams.py), never restated here.
 _TEMPLATE_HPARAMS = (
@@ -85,6 +96,27 @@ def space_build(
     return space
 
 
+def check_slots_per_trial(slots: int, space: Mapping[str, Any]) -> int:
+    """``slots`` if it is in the allowed range and every global batch the space can draw gives each
+    process at least one row (Determined refuses a global_batch_size below the slot count)."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or not SLOTS_PER_TRIAL_MIN <= slots <= SLOTS_PER_TRIAL_MAX:
+        raise ConfigError(
+            "slots_per_trial",
+            f"slots_per_trial must be a whole number from {SLOTS_PER_TRIAL_MIN} to {SLOTS_PER_TRIAL_MAX}, "
+            f"got {slots!r}.",
+        )
+    smallest = min(
+        hparams.check_entry("global_batch_size", space.get("global_batch_size", hparams.DEFAULTS["global_batch_size"]))
+    )
+    if smallest < slots:
+        raise ConfigError(
+            "slots_per_trial",
+            f"slots_per_trial {slots} needs a global_batch_size of at least {slots} (one row per process); "
+            f"the hyperparameters allow {smallest}.",
+        )
+    return slots
+
+
 def sample(space: Mapping[str, Any], count: int, *, seed: int) -> list[dict[str, Any]]:
     """``count`` hyperparameter sets drawn from ``space`` (the local backend's random search)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible search sampling, not security
@@ -139,6 +171,7 @@ def experiment_config(
     shard_folder: str,
     dataset_sha256: str,
     image: str,
+    slots_per_trial: int = 1,
 ) -> dict[str, Any]:
     """The Determined experiment config (0.38, expconf v0). Training length lives in the trainer's
     command line.
@@ -161,7 +194,7 @@ def experiment_config(
             "max_time": batches,
             "max_rungs": ASHA_MAX_RUNGS,
             "divisor": ASHA_DIVISOR,
-            "mode": "standard",
+            "mode": ASHA_MODE,
         }
     data = f"{CONTAINER_SHARD_ROOT}/{shard_folder}"
     return {
@@ -174,7 +207,7 @@ def experiment_config(
         ),
         "hyperparameters": {name_: _det_hparam(spec) for name_, spec in sorted(space.items())},
         "searcher": searcher,
-        "resources": {"slots_per_trial": 1},
+        "resources": {"slots_per_trial": slots_per_trial},
         "max_restarts": 0,
         # The trainer's own dependencies (pyarrow) are not in Determined's default image.
         "environment": {"image": image, "environment_variables": list(TRIAL_ENVIRONMENT_VARIABLES)},

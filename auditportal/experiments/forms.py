@@ -7,6 +7,7 @@ from django import forms
 from django.conf import settings
 
 from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments import configs
 from auditportal.experiments.models import Template
 
 
@@ -30,6 +31,17 @@ class LaunchForm(forms.Form):
     )
     max_trials = forms.IntegerField(required=False, min_value=1, label="Trials (searches)", initial=4)
     batches = forms.IntegerField(min_value=1, initial=200, label="Training length (batches)")
+    slots_per_trial = forms.IntegerField(
+        required=False,
+        min_value=configs.SLOTS_PER_TRIAL_MIN,
+        max_value=configs.SLOTS_PER_TRIAL_MAX,
+        initial=1,
+        label="Processes per trial",
+        help_text=(
+            f"{configs.SLOTS_PER_TRIAL_MIN} to {configs.SLOTS_PER_TRIAL_MAX} (Determined's slots_per_trial): "
+            "the trial trains data-parallel on that many workers, and the worker-share chart compares them."
+        ),
+    )
 
     def __init__(self, *args: Any, versions: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -40,6 +52,10 @@ class LaunchForm(forms.Form):
         assert isinstance(max_trials, forms.IntegerField)
         max_trials.max_value = settings.EXPERIMENT_MAX_TRIALS
         max_trials.help_text = f"At most {settings.EXPERIMENT_MAX_TRIALS}; a single trial ignores this."
+
+    def clean_slots_per_trial(self) -> int:
+        value = self.cleaned_data.get("slots_per_trial")
+        return 1 if value is None else int(value)
 
     def clean_hparams(self) -> dict[str, Any]:
         text = (self.cleaned_data.get("hparams") or "").strip()

@@ -23,13 +23,20 @@ class ExperimentStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     LAUNCHING = "launching", "Launching"
     RUNNING = "running", "Running"
+    # Cancelled by a user; a worker is stopping the trials (the web process never signals them).
+    CANCELLING = "cancelling", "Cancelling"
     COMPLETED = "completed", "Completed"
     ERRORED = "errored", "Finished with errors"
     CANCELLED = "cancelled", "Cancelled"
     LAUNCH_FAILED = "launch_failed", "Launch failed"
 
 
-ACTIVE_STATUSES = (ExperimentStatus.QUEUED, ExperimentStatus.LAUNCHING, ExperimentStatus.RUNNING)
+ACTIVE_STATUSES = (
+    ExperimentStatus.QUEUED,
+    ExperimentStatus.LAUNCHING,
+    ExperimentStatus.RUNNING,
+    ExperimentStatus.CANCELLING,
+)
 
 
 class TrialState(models.TextChoices):
@@ -45,6 +52,13 @@ class TrialState(models.TextChoices):
 TERMINAL_TRIAL_STATES = (TrialState.COMPLETED, TrialState.ERRORED, TrialState.CANCELED)
 
 
+class StopReason(models.TextChoices):
+    """Why the portal asked a running trial to stop."""
+
+    CANCEL = "cancel", "experiment cancelled"
+    EARLY_STOP = "early_stop", "stopped early by ASHA"
+
+
 class Experiment(models.Model):
     dataset_version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="experiments")
     name = models.CharField(max_length=128)
@@ -54,6 +68,8 @@ class Experiment(models.Model):
     config_yaml = models.TextField()
     hparam_space = models.JSONField(default=dict)
     max_trials = models.PositiveIntegerField(default=1)
+    # Processes per trial (Determined's resources.slots_per_trial); range: configs.SLOTS_PER_TRIAL_*.
+    slots_per_trial = models.PositiveSmallIntegerField(default=1)
     batches = models.PositiveIntegerField()
     validation_period = models.PositiveIntegerField()
     backend = models.CharField(max_length=16, choices=Backend.choices)
@@ -67,12 +83,23 @@ class Experiment(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     # Claimed by one poller at a time (conditional UPDATE); expires so a killed worker's claim lapses.
     poll_lease_until = models.DateTimeField(null=True, blank=True)
+    # The launch: when its task reached the broker (null: never, e.g. the broker was down at commit),
+    # when a worker claimed it, and that worker's latest sign of life while launching.
+    launch_queued_at = models.DateTimeField(null=True, blank=True)
+    launch_claimed_at = models.DateTimeField(null=True, blank=True)
+    launch_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Cancelling: when a user asked, and when a worker passed it on to the backend.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=models.Q(max_trials__gte=1), name="experiments_max_trials_positive"),
             models.CheckConstraint(condition=models.Q(batches__gte=1), name="experiments_batches_positive"),
+            models.CheckConstraint(
+                condition=models.Q(slots_per_trial__gte=1), name="experiments_slots_per_trial_positive"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -105,8 +132,14 @@ class Trial(models.Model):
     latest_fair_objective = models.FloatField(null=True, blank=True)
     latest_accuracy = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the trial actually ended (locally: when its processes were gone), not when it was asked to.
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Local ASHA: the bracket the trial belongs to (asha.py); null outside an ASHA search.
+    asha_bracket = models.PositiveSmallIntegerField(null=True, blank=True)
+    # When and why the portal asked the trial's runner to stop it.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=16, choices=StopReason.choices, blank=True)
 
     class Meta:
         ordering = ["experiment", "number"]
@@ -131,6 +164,42 @@ class Trial(models.Model):
         if not self.steps_planned:
             return 0
         return min(100, round(100 * self.steps_done / self.steps_planned))
+
+
+class RungOutcome(models.TextChoices):
+    CONTINUED = "continued", "continued"
+    STOPPED = "stopped", "stopped early"
+    COMPLETED = "completed", "completed (top rung)"
+    EXITED = "exited", "exited before the rung"
+
+
+class TrialRung(models.Model):
+    """A trial's entry into one rung of the local ASHA search, and what was decided (asha.py): its
+    searcher metric ranked ``position`` of the ``entered`` trials of its bracket that had reached the
+    rung; the first ``continuing`` go on. Written once; the rung's later entries never change it."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="rungs")
+    rung = models.PositiveSmallIntegerField()  # 0-based
+    units = models.PositiveIntegerField()  # batches a trial must have trained to enter it
+    # The validation that entered the rung; null for a trial that exited before reaching it.
+    step = models.PositiveIntegerField(null=True, blank=True)
+    # The searcher metric (smaller is better); null when the trial exited or did not report it,
+    # which ranks as the worst.
+    metric = models.FloatField(null=True, blank=True)
+    position = models.PositiveIntegerField()
+    entered = models.PositiveIntegerField()
+    continuing = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=16, choices=RungOutcome.choices)
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trial", "rung"]
+        constraints = [
+            models.UniqueConstraint(fields=["trial", "rung"], name="experiments_trialrung_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trial} rung {self.rung + 1}: {self.outcome}"
 
 
 class MetricKind(models.TextChoices):

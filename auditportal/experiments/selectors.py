@@ -9,11 +9,26 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
+from django.utils import formats, timezone
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.selectors import events_about
-from auditportal.experiments.models import Backend, Experiment, MetricKind, MetricPoint, Trial, TrialVerdict
+from auditportal.experiments import asha, configs
+from auditportal.experiments.models import (
+    TERMINAL_TRIAL_STATES,
+    Backend,
+    Experiment,
+    ExperimentStatus,
+    MetricKind,
+    MetricPoint,
+    RungOutcome,
+    StopReason,
+    Template,
+    Trial,
+    TrialRung,
+    TrialVerdict,
+)
 from auditportal.fairness import judge
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
@@ -49,7 +64,88 @@ def trial_list(*, experiment: Experiment) -> QuerySet[Trial]:
     # Without their documents (tens of kilobytes each, read on every poll of the live page);
     # verdict_documents and the selected trial's figures read those they need.
     verdicts = TrialVerdict.objects.select_related("policy").defer("document")
-    return experiment.trials.order_by("number").prefetch_related(Prefetch("verdicts", queryset=verdicts))
+    return experiment.trials.order_by("number").prefetch_related(
+        Prefetch("verdicts", queryset=verdicts), Prefetch("rungs", queryset=TrialRung.objects.order_by("rung"))
+    )
+
+
+def _moment(value: Any) -> str:
+    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
+
+
+def trial_stop_note(trial: Trial) -> str:
+    """How the portal stopped the trial, as the page shows it: an early stop with its rung and rank,
+    or a cancel; with when the stop was asked and when the trial's processes had actually ended."""
+    rungs = list(trial.rungs.all())
+    early = next((entry for entry in rungs if entry.outcome == RungOutcome.STOPPED), None)
+    parts = []
+    if early is not None:
+        metric = "not reported" if early.metric is None else f"{early.metric:.4f}"
+        ranked = (
+            f"at rung {early.rung + 1} ({early.units} batches): {configs.SEARCHER_METRIC} {metric} ranked "
+            f"{early.position} of {early.entered}; the best {early.continuing} went on."
+        )
+        if trial.is_terminal and trial.steps_planned and trial.steps_done >= trial.steps_planned:
+            # The search decided after the trial had trained its whole length (decisions are asynchronous,
+            # on a cluster too): nothing was cut short.
+            return f"Chosen to stop {ranked} It had finished before the stop reached it."
+        parts.append(f"Stopped early {ranked}")
+    elif trial.stop_reason == StopReason.CANCEL and trial.stop_requested_at is not None:
+        parts.append(f"Stop asked {_moment(trial.stop_requested_at)}.")
+    if trial.stop_requested_at is not None:
+        if trial.is_terminal and trial.ended_at is not None:
+            parts.append(f"Stopped {_moment(trial.ended_at)}.")
+        elif not trial.is_terminal:
+            parts.append("Stopping…")
+    return " ".join(parts)
+
+
+def experiment_cancel_note(experiment: Experiment) -> str:
+    """When a cancel was asked for, and whether (and when) the trials have stopped."""
+    if experiment.cancel_requested_at is None:
+        return ""
+    note = f"Cancel requested {_moment(experiment.cancel_requested_at)}"
+    if experiment.status == ExperimentStatus.CANCELLING:
+        left = experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).count()
+        return f"{note}; {left} trial{'s' if left != 1 else ''} still stopping."
+    if experiment.ended_at is not None:
+        return f"{note}; every trial had stopped by {_moment(experiment.ended_at)}."
+    return f"{note}."
+
+
+def experiment_asha_rungs(*, experiment: Experiment) -> list[dict[str, Any]]:
+    """The local ASHA search's rungs: per bracket and rung, its length and how many trials entered
+    it, went on, were stopped there, or exited before it. Empty for other experiments."""
+    if experiment.template != Template.ASHA or experiment.backend != Backend.LOCAL:
+        return []
+    plan = asha.search_brackets(max_trials=experiment.max_trials, max_time=experiment.batches)
+    counts: dict[tuple[int, int], dict[str, int]] = {}
+    rows = TrialRung.objects.filter(trial__experiment=experiment).values_list("trial__asha_bracket", "rung", "outcome")
+    for of_bracket, rung, outcome in rows:
+        if of_bracket is not None:
+            tally = counts.setdefault((of_bracket, rung), {})
+            tally[outcome] = tally.get(outcome, 0) + 1
+    table = []
+    for index, bracket in enumerate(plan):
+        units = asha.rung_units(bracket.num_rungs, configs.ASHA_DIVISOR, experiment.batches)
+        for rung, length in enumerate(units):
+            tally = counts.get((index, rung), {})
+            table.append(
+                {
+                    "bracket": index + 1,
+                    "brackets": len(plan),
+                    "bracket_trials": bracket.max_trials,
+                    "rung": rung + 1,
+                    "rungs": len(units),
+                    "units": length,
+                    "entered": sum(tally.values()),
+                    "continued": tally.get(RungOutcome.CONTINUED, 0),
+                    "stopped": tally.get(RungOutcome.STOPPED, 0),
+                    "completed": tally.get(RungOutcome.COMPLETED, 0),
+                    "exited": tally.get(RungOutcome.EXITED, 0),
+                }
+            )
+    return table
 
 
 def verdict_as_json(verdict: TrialVerdict) -> dict[str, Any]:
@@ -100,6 +196,13 @@ def trial_as_json(trial: Trial) -> dict[str, Any]:
         "checkpoint": trial.checkpoint,
         "error": trial.error,
         "log_tail": trial.log_tail,
+        "ended_at": trial.ended_at.isoformat() if trial.ended_at else None,
+        "stop_reason": trial.stop_reason or None,
+        "stop_requested_at": trial.stop_requested_at.isoformat() if trial.stop_requested_at else None,
+        "stopped_at_rung": next(
+            (entry.rung + 1 for entry in trial.rungs.all() if entry.outcome == RungOutcome.STOPPED), None
+        ),
+        "note": trial_stop_note(trial),
     }
 
 
@@ -112,10 +215,14 @@ def experiment_as_json(experiment: Experiment) -> dict[str, Any]:
         "status_label": experiment.get_status_display(),
         "error": experiment.error,
         "template": experiment.template,
+        "slots_per_trial": experiment.slots_per_trial,
         "backend": experiment.backend,
         "det_experiment_id": experiment.det_experiment_id,
         "dataset_version": experiment.dataset_version_id,
         "active": experiment.is_active,
+        "cancel_requested_at": experiment.cancel_requested_at.isoformat() if experiment.cancel_requested_at else None,
+        "ended_at": experiment.ended_at.isoformat() if experiment.ended_at else None,
+        "cancel_note": experiment_cancel_note(experiment),
         "trials": [trial_as_json(trial) for trial in trials],
     }
 

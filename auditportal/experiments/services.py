@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
+from django.db.models.functions import Coalesce
 from django.utils import timezone
+from kombu.exceptions import KombuError
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import require_role
@@ -24,13 +28,15 @@ from auditportal.datasets.services import (
     shards_match_version,
 )
 from auditportal.evidence.services import verdict_document_freeze_trial_completed
-from auditportal.experiments import configs
+from auditportal.experiments import asha, configs
 from auditportal.experiments.backends import (
     BackendError,
     BackendUnavailable,
     ExperimentSnapshot,
+    TrainingBackend,
     TrialSnapshot,
     backend_for,
+    local,
 )
 from auditportal.experiments.ingest import trial_metrics_ingest, trial_metrics_rewind
 from auditportal.experiments.models import (
@@ -38,7 +44,12 @@ from auditportal.experiments.models import (
     Backend,
     Experiment,
     ExperimentStatus,
+    MetricKind,
+    MetricPoint,
+    StopReason,
+    Template,
     Trial,
+    TrialRung,
     TrialState,
 )
 from auditportal.fairness.errors import UserError
@@ -47,8 +58,9 @@ from auditportal.fairness.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
 
-# An experiment stuck in LAUNCHING this long lost its worker mid-launch.
-LAUNCH_STALE_AFTER = timedelta(minutes=10)
+# An experiment still QUEUED this long after it was created with no launch task on the broker (the
+# broker was down at commit) gets its task queued by the periodic poll.
+LAUNCH_QUEUE_GRACE = timedelta(seconds=30)
 
 
 def experiment_create(
@@ -59,18 +71,25 @@ def experiment_create(
     hparams: Mapping[str, Any] | None = None,
     max_trials: int | None = None,
     batches: int = 200,
+    slots_per_trial: int = 1,
     backend: str | None = None,
     name: str = "",
 ) -> Experiment:
     """Check the launch parameters, store the experiment and queue its launch after commit.
 
     Wrong parameters raise a UserError naming the field (dataset_version, template, hparams,
-    max_trials, batches). A retired version, or one whose stored file fails its integrity check, is
-    refused. Runs outside any transaction: the integrity check commits its own record.
+    max_trials, batches, slots_per_trial). A retired version, or one whose stored file fails its
+    integrity check, is refused. Runs outside any transaction: the integrity check commits its own
+    record.
     """
     require_role(user, Role.ML_ENGINEER, action="launch experiments")
     plan = _launch_plan(
-        dataset_version=dataset_version, template=template, hparams=hparams, max_trials=max_trials, batches=batches
+        dataset_version=dataset_version,
+        template=template,
+        hparams=hparams,
+        max_trials=max_trials,
+        batches=batches,
+        slots_per_trial=slots_per_trial,
     )
     chosen_backend = backend or settings.EXPERIMENT_BACKEND
     try:
@@ -85,6 +104,7 @@ def experiment_create(
             template=template,
             hparam_space=plan.space,
             max_trials=plan.trials,
+            slots_per_trial=plan.slots_per_trial,
             batches=batches,
             validation_period=configs.validation_period(template, batches),
             backend=chosen_backend,
@@ -106,6 +126,7 @@ def experiment_create(
                 "template": template,
                 "max_trials": plan.trials,
                 "batches": batches,
+                "slots_per_trial": plan.slots_per_trial,
                 "backend": chosen_backend,
             },
         )
@@ -121,6 +142,7 @@ def experiment_config_preview(
     hparams: Mapping[str, Any] | None = None,
     max_trials: int | None = None,
     batches: int = 200,
+    slots_per_trial: int = 1,
     name: str = "",
 ) -> str:
     """The Determined experiment config (YAML) that ``experiment_create`` would store and a cluster
@@ -130,7 +152,12 @@ def experiment_config_preview(
     once the experiment exists.
     """
     plan = _launch_plan(
-        dataset_version=dataset_version, template=template, hparams=hparams, max_trials=max_trials, batches=batches
+        dataset_version=dataset_version,
+        template=template,
+        hparams=hparams,
+        max_trials=max_trials,
+        batches=batches,
+        slots_per_trial=slots_per_trial,
     )
     chosen = name.strip()[:128] or _default_name(dataset_version, template)
     return _config_yaml(dataset_version=dataset_version, template=template, plan=plan, batches=batches, name=chosen)
@@ -140,6 +167,7 @@ def experiment_config_preview(
 class _LaunchPlan:
     space: dict[str, Any]
     trials: int
+    slots_per_trial: int
 
 
 def _launch_plan(
@@ -149,6 +177,7 @@ def _launch_plan(
     hparams: Mapping[str, Any] | None,
     max_trials: int | None,
     batches: int,
+    slots_per_trial: int,
 ) -> _LaunchPlan:
     """The checked hyperparameter space and trial count; a UserError names what is wrong."""
     if dataset_version.is_retired:
@@ -175,7 +204,8 @@ def _launch_plan(
         )
     if template == "asha" and batches < configs.ASHA_DIVISOR ** (configs.ASHA_MAX_RUNGS - 1):
         raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
-    return _LaunchPlan(space=space, trials=trials)
+    configs.check_slots_per_trial(slots_per_trial, space)
+    return _LaunchPlan(space=space, trials=trials, slots_per_trial=slots_per_trial)
 
 
 def _default_name(version: DatasetVersion, template: str) -> str:
@@ -189,6 +219,7 @@ def _config_yaml(*, dataset_version: DatasetVersion, template: str, plan: _Launc
             template=template,
             space=plan.space,
             max_trials=plan.trials,
+            slots_per_trial=plan.slots_per_trial,
             batches=batches,
             # Trial containers find the shards under the agents' view of the shard directory.
             shard_host_dir=settings.SHARD_HOST_DIR or str(settings.SHARD_DIR),
@@ -212,7 +243,28 @@ def _launch_queue(experiment_id: int) -> None:
     # dependency one-way at import time.
     from auditportal.experiments.tasks import experiment_launch_task
 
-    experiment_launch_task.delay(experiment_id)
+    # Recorded only once the broker has the task: an experiment left QUEUED without it is found and
+    # queued again by the periodic poll (experiments_poll_active).
+    if _queue(experiment_launch_task.delay, experiment_id, what="launch"):
+        Experiment.objects.filter(pk=experiment_id).update(launch_queued_at=timezone.now())
+
+
+def _stop_queue(experiment_id: int) -> None:
+    from auditportal.experiments.tasks import experiment_stop_task
+
+    # If the broker is down the periodic poll does the same work within EXPERIMENT_POLL_SECONDS.
+    _queue(experiment_stop_task.delay, experiment_id, what="stop")
+
+
+def _queue(delay: Callable[[int], object], experiment_id: int, *, what: str) -> bool:
+    try:
+        delay(experiment_id)
+    except (KombuError, OSError):
+        # After commit, in the request that made the change: the user's action stands, and the
+        # periodic poll picks up what this task would have done.
+        logger.exception("experiment %s: could not queue its %s task (is the broker down?)", experiment_id, what)
+        return False
+    return True
 
 
 def _shard_dir(version: DatasetVersion) -> Path:
@@ -250,14 +302,45 @@ def experiment_launch(*, experiment: Experiment) -> bool:
     task or a second worker returns False and does nothing. Never half-creates: either the
     experiment runs with all its trials, or it is LAUNCH_FAILED with the reason.
     """
+    now = timezone.now()
     claimed = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.QUEUED).update(
-        status=ExperimentStatus.LAUNCHING
+        status=ExperimentStatus.LAUNCHING, launch_claimed_at=now, launch_heartbeat_at=now
     )
     if claimed != 1:
         return False
     experiment.refresh_from_db()
-    _launch(experiment)
+    with _launch_heartbeat(experiment.pk):
+        _launch(experiment)
     return True
+
+
+@contextlib.contextmanager
+def _launch_heartbeat(experiment_id: int) -> Iterator[None]:
+    """While the block runs, stamp ``launch_heartbeat_at`` every EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS
+    from a thread of its own (sharding a large dataset takes minutes), so the stale-launch check
+    (experiments_poll_active) tells a slow launch from a worker that died."""
+    if connection.in_atomic_block:
+        # Another connection's UPDATE would wait for the row this open transaction has locked.
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS):
+                Experiment.objects.filter(pk=experiment_id, status=ExperimentStatus.LAUNCHING).update(
+                    launch_heartbeat_at=timezone.now()
+                )
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"launch-heartbeat-{experiment_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _launch(experiment: Experiment) -> None:
@@ -286,6 +369,7 @@ def _launch(experiment: Experiment) -> None:
                     number=plan.number,
                     hparams=plan.hparams,
                     steps_planned=plan.steps_planned,
+                    asha_bracket=plan.asha_bracket,
                 )
                 for plan in submission.trials
             )
@@ -317,11 +401,14 @@ def _launch_failed(experiment: Experiment, reason: str) -> None:
 
 
 def experiment_poll(*, experiment_id: int) -> bool:
-    """Bring one running experiment up to date; False when another poller holds it."""
+    """Bring one running (or cancelling) experiment up to date; False when another poller holds it.
+
+    For a cancelling experiment it first asks the backend to stop every trial not asked yet: this is
+    where a cancel takes effect, on a worker, whichever process recorded it."""
     now = timezone.now()
     lease = now + timedelta(seconds=settings.EXPERIMENT_POLL_LEASE_SECONDS)
     claimed = (
-        Experiment.objects.filter(pk=experiment_id, status=ExperimentStatus.RUNNING)
+        Experiment.objects.filter(pk=experiment_id, status__in=_POLLED)
         .exclude(poll_lease_until__gt=now)
         .update(poll_lease_until=lease)
     )
@@ -329,8 +416,11 @@ def experiment_poll(*, experiment_id: int) -> bool:
         return False
     experiment = Experiment.objects.select_related("dataset_version").get(pk=experiment_id)
     try:
+        backend = backend_for(experiment.backend)
         try:
-            snapshot = backend_for(experiment.backend).poll(experiment)
+            if experiment.status == ExperimentStatus.CANCELLING:
+                _cancel_pass(experiment, backend)
+            snapshot = backend.poll(experiment)
         except BackendError as exc:
             # Transient trouble with the master is shown but does not end the experiment.
             Experiment.objects.filter(pk=experiment.pk).update(error=f"last poll failed: {exc.reason}")
@@ -341,20 +431,144 @@ def experiment_poll(*, experiment_id: int) -> bool:
     return True
 
 
+_POLLED = (ExperimentStatus.RUNNING, ExperimentStatus.CANCELLING)
+
+
+def _cancel_pass(experiment: Experiment, backend: TrainingBackend) -> None:
+    """Cancel what has not started and ask the backend to stop the rest; each trial is asked once
+    (``stop_requested_at``), and the backend again only when a trial was not asked yet."""
+    now = timezone.now()
+    experiment.trials.filter(state=TrialState.QUEUED).update(state=TrialState.CANCELED, ended_at=now)
+    pending = list(
+        experiment.trials.filter(
+            state__in=[TrialState.STARTING, TrialState.RUNNING], stop_requested_at__isnull=True
+        ).values_list("pk", flat=True)
+    )
+    if experiment.cancel_sent_at is not None and not pending:
+        return
+    backend.cancel(experiment)
+    Trial.objects.filter(pk__in=pending).update(stop_requested_at=now, stop_reason=StopReason.CANCEL)
+    Experiment.objects.filter(pk=experiment.pk, cancel_sent_at__isnull=True).update(cancel_sent_at=now)
+
+
 def _apply(experiment: Experiment, snapshot: ExperimentSnapshot) -> None:
     if experiment.error.startswith("last poll failed"):
         Experiment.objects.filter(pk=experiment.pk).update(error="")
+    searching = (
+        experiment.template == Template.ASHA
+        and experiment.backend == Backend.LOCAL
+        and experiment.status == ExperimentStatus.RUNNING
+    )
     for trial_snapshot in snapshot.trials:
         trial = _trial_for(experiment, trial_snapshot)
         if trial is None:
             continue
         if trial_snapshot.rewind_to is not None:
             trial_metrics_rewind(trial=trial, step=trial_snapshot.rewind_to)
-        trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
-        if _trial_update(trial, trial_snapshot) == TrialState.COMPLETED:
+        result = trial_metrics_ingest(trial=trial, records=trial_snapshot.records)
+        if searching and result.max_step is not None:
+            _asha_enter_rungs(experiment, trial)
+        moved = _trial_update(trial, trial_snapshot)
+        if searching and moved == TrialState.ERRORED:
+            _asha_exited(experiment, trial)
+        if moved == TrialState.COMPLETED:
             # Its metrics, the last validation's included, were ingested just above.
             verdict_document_freeze_trial_completed(trial=trial)
     _finish_if_done(experiment, snapshot)
+
+
+def _asha_enter_rungs(experiment: Experiment, trial: Trial) -> None:
+    """Enter the trial's validations into the rungs they reached, and stop it where Determined's
+    stopping ASHA would (asha.py). Each entry is written once, so a decision is never taken twice."""
+    if trial.asha_bracket is None or trial.stop_requested_at is not None:
+        return
+    entries = list(trial.rungs.order_by("rung"))
+    if entries and entries[-1].outcome != asha.CONTINUED:
+        return
+    units = _asha_units(experiment, trial.asha_bracket)
+    for rung in range(len(entries), len(units)):
+        point = (
+            MetricPoint.objects.filter(
+                trial=trial, kind=MetricKind.VALIDATION, name=configs.SEARCHER_METRIC, step__gte=units[rung]
+            )
+            .order_by("step")
+            .values_list("step", "value")
+            .first()
+        )
+        if point is None:
+            return
+        step, metric = point
+        decision = _asha_record(experiment, trial, rung=rung, units=units, step=step, metric=metric)
+        if decision.outcome == asha.STOPPED:
+            local.request_stop(trial, reason=StopReason.EARLY_STOP)
+        if decision.outcome != asha.CONTINUED:
+            return
+
+
+def _asha_exited(experiment: Experiment, trial: Trial) -> None:
+    """A trial that ended with an error counts in its next rung as the worst metric (Determined's
+    trialExitedEarly), so it still takes a place among those later trials are ranked against."""
+    if trial.asha_bracket is None:
+        return
+    entries = list(trial.rungs.order_by("rung"))
+    if entries and entries[-1].outcome != asha.CONTINUED:
+        return
+    units = _asha_units(experiment, trial.asha_bracket)
+    if len(entries) < len(units):
+        _asha_record(experiment, trial, rung=len(entries), units=units, step=None, metric=None)
+
+
+def _asha_units(experiment: Experiment, bracket: int) -> list[int]:
+    plan = asha.search_brackets(max_trials=experiment.max_trials, max_time=experiment.batches)
+    return asha.rung_units(plan[bracket].num_rungs, configs.ASHA_DIVISOR, experiment.batches)
+
+
+def _asha_record(
+    experiment: Experiment, trial: Trial, *, rung: int, units: list[int], step: int | None, metric: float | None
+) -> asha.Decision:
+    entered = [
+        asha.EXITED_METRIC if value is None else value
+        for value in TrialRung.objects.filter(
+            trial__experiment=experiment, trial__asha_bracket=trial.asha_bracket, rung=rung
+        ).values_list("metric", flat=True)
+    ]
+    ranked = asha.EXITED_METRIC if metric is None else metric
+    decision = asha.decide(entered, ranked, divisor=configs.ASHA_DIVISOR, top=rung == len(units) - 1)
+    outcome = asha.EXITED if step is None else decision.outcome
+    with transaction.atomic():
+        TrialRung.objects.create(
+            trial=trial,
+            rung=rung,
+            units=units[rung],
+            step=step,
+            metric=metric,
+            position=decision.position,
+            entered=decision.entered,
+            continuing=decision.continuing,
+            outcome=outcome,
+        )
+        if outcome == asha.STOPPED:
+            now = timezone.now()
+            Trial.objects.filter(pk=trial.pk).update(stop_requested_at=now, stop_reason=StopReason.EARLY_STOP)
+            trial.stop_requested_at, trial.stop_reason = now, StopReason.EARLY_STOP
+            event_record(
+                actor=None,
+                verb=Verb.TRIAL_EARLY_STOPPED,
+                target=trial,
+                data={
+                    "experiment": experiment.pk,
+                    "trial": trial.number,
+                    "bracket": trial.asha_bracket,
+                    "rung": rung + 1,
+                    "rungs": len(units),
+                    "step": step,
+                    configs.SEARCHER_METRIC: metric,
+                    "position": decision.position,
+                    "entered": decision.entered,
+                    "continuing": decision.continuing,
+                },
+            )
+    return decision
 
 
 def _trial_for(experiment: Experiment, snapshot: TrialSnapshot) -> Trial | None:
@@ -395,7 +609,7 @@ def _trial_update(trial: Trial, snapshot: TrialSnapshot) -> str | None:
     if snapshot.state is not None and snapshot.state != trial.state:
         updates["state"] = snapshot.state
         if snapshot.state in TERMINAL_TRIAL_STATES:
-            updates["ended_at"] = timezone.now()
+            updates["ended_at"] = snapshot.ended_at or timezone.now()
         elif snapshot.state == TrialState.RUNNING and trial.started_at is None:
             updates["started_at"] = timezone.now()
     if not updates:
@@ -431,48 +645,87 @@ def _finish_if_done(experiment: Experiment, snapshot: ExperimentSnapshot) -> Non
                 target=experiment,
                 data={"trials": len(states), "errored": errored, "error": error},
             )
+            return
+    # A cancel ends once its last trial has stopped: that is when the experiment ended. (The user's
+    # cancel was recorded when it was asked for.)
+    stopped = experiment.trials.aggregate(last=Max("ended_at"))["last"]
+    Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.CANCELLING).update(
+        status=ExperimentStatus.CANCELLED, ended_at=stopped or timezone.now()
+    )
 
 
 def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
+    """Cancel an experiment. Nothing is signalled from here (the web process may be on another
+    machine than the trials): one that has not started is cancelled at once; a running one becomes
+    CANCELLING, and a worker stops its trials (the task queued after commit, else the periodic poll)
+    and marks it CANCELLED once the last has ended, keeping when each actually did."""
     require_role(user, Role.ML_ENGINEER, action="cancel experiments")
+    now = timezone.now()
+    with transaction.atomic():
+        # Not started (or being launched: the launching worker stops what it submitted).
+        cancelled = Experiment.objects.filter(
+            pk=experiment.pk, status__in=[ExperimentStatus.QUEUED, ExperimentStatus.LAUNCHING]
+        ).update(status=ExperimentStatus.CANCELLED, cancel_requested_at=now, ended_at=now)
+        requested = 0
+        if cancelled != 1:
+            requested = Experiment.objects.filter(pk=experiment.pk, status=ExperimentStatus.RUNNING).update(
+                status=ExperimentStatus.CANCELLING, cancel_requested_at=now
+            )
+        if cancelled or requested:
+            experiment.trials.filter(state=TrialState.QUEUED).update(state=TrialState.CANCELED, ended_at=now)
+            running = experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).count()
+            event_record(
+                actor=user, verb=Verb.EXPERIMENT_CANCELLED, target=experiment, data={"trials_to_stop": running}
+            )
+        if requested:
+            pk = experiment.pk
+            transaction.on_commit(lambda: _stop_queue(pk))
     experiment.refresh_from_db()
-    if not experiment.is_active:
+    if not (cancelled or requested):
+        if experiment.status == ExperimentStatus.CANCELLING:
+            raise UserError(f"Experiment {experiment.pk} is already being cancelled; its trials are stopping.")
         status = experiment.get_status_display().lower()
         raise UserError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
-    if experiment.status == ExperimentStatus.RUNNING:
-        try:
-            backend_for(experiment.backend).cancel(experiment)
-        except BackendError as exc:
-            raise UserError(f"Could not cancel experiment {experiment.pk}: {exc.reason}") from exc
-    with transaction.atomic():
-        cancelled = Experiment.objects.filter(pk=experiment.pk, status__in=[s.value for s in _ACTIVE]).update(
-            status=ExperimentStatus.CANCELLED, ended_at=timezone.now()
-        )
-        if cancelled == 1:
-            experiment.trials.exclude(state__in=TERMINAL_TRIAL_STATES).update(
-                state=TrialState.CANCELED, ended_at=timezone.now()
-            )
-            event_record(actor=user, verb=Verb.EXPERIMENT_CANCELLED, target=experiment, data={})
-    experiment.refresh_from_db()
     return experiment
 
 
-_ACTIVE = (ExperimentStatus.QUEUED, ExperimentStatus.LAUNCHING, ExperimentStatus.RUNNING)
-
-
 def experiments_poll_active() -> int:
-    """The periodic task's work: poll every running experiment, expire lost launches."""
-    stale = timezone.now() - LAUNCH_STALE_AFTER
-    for experiment in Experiment.objects.filter(status=ExperimentStatus.LAUNCHING, created_at__lt=stale):
+    """The periodic task's work: queue launches that never reached the broker, expire launches whose
+    worker stopped, poll every running or cancelling experiment."""
+    now = timezone.now()
+    _launches_requeue(now)
+    stale = now - timedelta(seconds=settings.EXPERIMENT_LAUNCH_STALE_SECONDS)
+    # Keyed on the launching worker's heartbeat (or its claim), never on when the experiment was
+    # created: an experiment may wait in the queue for long and then launch for minutes.
+    lost = Experiment.objects.filter(status=ExperimentStatus.LAUNCHING).alias(
+        alive_at=Coalesce("launch_heartbeat_at", "launch_claimed_at", "created_at")
+    )
+    for experiment in lost.filter(alive_at__lt=stale):
         _launch_failed(experiment, "the worker stopped while launching; launch it again")
     polled = 0
-    for pk in Experiment.objects.filter(status=ExperimentStatus.RUNNING).values_list("pk", flat=True):
+    for pk in Experiment.objects.filter(status__in=_POLLED).values_list("pk", flat=True):
         try:
             polled += experiment_poll(experiment_id=pk)
         except Exception:
             # One broken experiment must not stop the others from being polled.
             logger.exception("polling experiment %s failed", pk)
     return polled
+
+
+def _launches_requeue(now: datetime) -> None:
+    """Queue the launch of experiments stuck QUEUED: never handed to the broker (it was down when the
+    experiment was created), or handed over but not claimed for EXPERIMENT_LAUNCH_REQUEUE_SECONDS
+    (the message was lost). A duplicate task is harmless: only one claim launches."""
+    never = Experiment.objects.filter(
+        status=ExperimentStatus.QUEUED, launch_queued_at__isnull=True, created_at__lt=now - LAUNCH_QUEUE_GRACE
+    )
+    lost = Experiment.objects.filter(
+        status=ExperimentStatus.QUEUED,
+        launch_queued_at__lt=now - timedelta(seconds=settings.EXPERIMENT_LAUNCH_REQUEUE_SECONDS),
+    )
+    for pk in list(never.values_list("pk", flat=True)) + list(lost.values_list("pk", flat=True)):
+        logger.warning("experiment %s: still queued without a launch under way; queueing its launch again", pk)
+        _launch_queue(pk)
 
 
 class CheckpointMetadataError(Exception):

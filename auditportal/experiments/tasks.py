@@ -15,3 +15,10 @@ def experiment_launch_task(experiment_id: int) -> None:
 @app.task(name="experiments.poll_active", ignore_result=True)  # type: ignore[untyped-decorator]
 def experiments_poll_active_task() -> int:
     return services.experiments_poll_active()
+
+
+@app.task(name="experiments.stop", acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+def experiment_stop_task(experiment_id: int) -> None:
+    # Queued by a cancel: poll the experiment now, which passes the cancel on to the backend from
+    # this worker (the web process that recorded it signals nothing).
+    services.experiment_poll(experiment_id=experiment_id)

@@ -12,9 +12,9 @@ from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets.selectors import dataset_version_launch_choices
 from auditportal.evidence import services as evidence_services
 from auditportal.evidence.selectors import verdict_documents_of_trials
-from auditportal.experiments import selectors, services
+from auditportal.experiments import configs, selectors, services
 from auditportal.experiments.forms import LaunchForm
-from auditportal.experiments.models import Experiment, Trial
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.errors import UserError
 from auditportal.lib.csvexport import csv_response
 from auditportal.lib.forms import add_user_error
@@ -52,6 +52,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 hparams=data["hparams"],
                 max_trials=data["max_trials"] if data["template"] != "single" else None,
                 batches=data["batches"],
+                slots_per_trial=data["slots_per_trial"],
             )
         except UserError as exc:
             add_user_error(form, exc)
@@ -79,7 +80,13 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
                 (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
                 for trial in trials
             ],
-            "can_cancel": user.has_role(Role.ML_ENGINEER) and experiment.is_active,
+            "can_cancel": user.has_role(Role.ML_ENGINEER)
+            and experiment.is_active
+            and experiment.status != ExperimentStatus.CANCELLING,
+            "cancel_note": selectors.experiment_cancel_note(experiment),
+            "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
+            "searcher_metric": configs.SEARCHER_METRIC,
+            "asha_divisor": configs.ASHA_DIVISOR,
         },
     )
 
@@ -135,9 +142,12 @@ def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     try:
-        services.experiment_cancel(user=user, experiment=experiment)
+        experiment = services.experiment_cancel(user=user, experiment=experiment)
     except UserError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Cancelled {experiment.name}.")
+        if experiment.status == ExperimentStatus.CANCELLING:
+            messages.success(request, f"Cancelling {experiment.name}: a worker is stopping its trials.")
+        else:
+            messages.success(request, f"Cancelled {experiment.name}.")
     return redirect("experiments:detail", experiment_id=experiment.pk)

@@ -57,6 +57,16 @@ EXPERIMENT_INGEST_BATCH_SIZE = env_int("EXPERIMENT_INGEST_BATCH_SIZE", 20000, mi
 # it over (a killed worker's claim expires after this).
 EXPERIMENT_POLL_SECONDS = env_int("EXPERIMENT_POLL_SECONDS", 2, minimum=1)
 EXPERIMENT_POLL_LEASE_SECONDS = env_int("EXPERIMENT_POLL_LEASE_SECONDS", 30, minimum=1)
+# Launches: a launching worker stamps a heartbeat this often; a launch without one for the stale
+# time lost its worker and fails; a queued launch not claimed for the requeue time is queued again.
+EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS = env_int("EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS", 10, minimum=1)
+EXPERIMENT_LAUNCH_STALE_SECONDS = env_int("EXPERIMENT_LAUNCH_STALE_SECONDS", 120, minimum=2)
+EXPERIMENT_LAUNCH_REQUEUE_SECONDS = env_int("EXPERIMENT_LAUNCH_REQUEUE_SECONDS", 600, minimum=1)
+if EXPERIMENT_LAUNCH_STALE_SECONDS <= EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS:
+    raise EnvError(
+        f"EXPERIMENT_LAUNCH_STALE_SECONDS={EXPERIMENT_LAUNCH_STALE_SECONDS} must be longer than "
+        f"EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS={EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS}"
+    )
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "experiments-poll-active": {

@@ -73,6 +73,14 @@
     });
     hparams.appendChild(small);
     row.appendChild(hparams);
+    // How the portal stopped the trial (early stop, cancel) and when: a row of its own.
+    var noteRow = cell("tr", undefined, "trial-note");
+    noteRow.setAttribute("data-trial-note", trial.id);
+    noteRow.hidden = true;
+    var noteCell = cell("td");
+    noteCell.colSpan = 8;
+    noteCell.setAttribute("data-field", "note");
+    noteRow.appendChild(noteCell);
     // Frozen verdict documents (their own row) appear when the page is reloaded.
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
@@ -88,6 +96,7 @@
     var empty = table.querySelector("tr.empty");
     if (empty) { empty.remove(); }
     table.appendChild(row);
+    table.appendChild(noteRow);
     table.appendChild(errorRow);
     markSelected();
     return row;
@@ -130,6 +139,12 @@
     var badge = row.querySelector('[data-field="state"]');
     badge.textContent = trial.state_label;
     badge.className = "state " + trial.state;
+    // How the portal stopped it (early stop, cancel) and when its processes had ended.
+    var noteRow = table.querySelector('tr[data-trial-note="' + trial.id + '"]');
+    if (noteRow) {
+      noteRow.querySelector('[data-field="note"]').textContent = trial.note || "";
+      noteRow.hidden = !trial.note;
+    }
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
     row.querySelector('[data-field="steps"]').textContent = trial.steps + " / " + trial.steps_planned;
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {
@@ -151,9 +166,12 @@
     var error = document.getElementById("experiment-error");
     error.textContent = capfirst(data.error);
     error.hidden = !data.error;
+    var cancelNote = document.getElementById("experiment-cancel-note");
+    cancelNote.textContent = data.cancel_note || "";
+    cancelNote.hidden = !data.cancel_note;
     data.trials.forEach(update);
     var cancel = document.getElementById("cancel-form");
-    if (cancel && !data.active) { cancel.hidden = true; }
+    if (cancel && (!data.active || data.status === "cancelling")) { cancel.hidden = true; }
     // A new validation (or a new trial) extends the charts: fetch them again (a bounded payload).
     var seen = data.trials.map(function (t) { return t.id + ":" + t.metrics.step + ":" + t.verdicts.length; }).join(",");
     if (seen !== lastSeen) {

@@ -159,6 +159,20 @@ def _experiment_cancelled(request: pytest.FixtureRequest) -> Callable[[], object
     return lambda: experiment_services.experiment_cancel(user=_user(request, "bob"), experiment=experiment)
 
 
+def _trial_early_stopped(request: pytest.FixtureRequest) -> Callable[[], object]:
+    # Four trials make a two-rung bracket of three (asha.py): trial 2, worse than trial 1 at the first
+    # rung, is stopped there when the poll that ingests its validation enters it into the rung.
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.1")
+    monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", "trial-1=0.5,trial-2=0.9,trial-3=0.1,trial-4=0.1")
+    request.getfixturevalue("fake_trainer")
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    experiment = experiment_services.experiment_create(
+        user=_user(request, "bob"), dataset_version=version, template="asha", max_trials=4, batches=16
+    )
+    return lambda: (experiment_services.experiment_launch(experiment=experiment), poll_until_done(experiment))
+
+
 def _trial_verdict_changed(request: pytest.FixtureRequest) -> Callable[[], object]:
     experiment = _experiment(request)
     trial = Trial.objects.create(experiment=experiment, number=1, steps_planned=4)
@@ -337,6 +351,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_FINISHED: _experiment_finished,
     Verb.EXPERIMENT_FAILED: _experiment_failed,
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
+    Verb.TRIAL_EARLY_STOPPED: _trial_early_stopped,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
     Verb.VERDICT_DOCUMENT_FROZEN: _verdict_document_frozen,

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from auditportal.accounts.models import Role
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState, TrialVerdict
@@ -65,3 +67,44 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     page.wait_for_selector("#cancel-form", state="hidden")
     assert page.evaluate("window.__loadMarker") == "same page", "the page was reloaded"
     page.screenshot(path=str(ARTIFACTS / "experiment-live-progress.png"), full_page=True)
+
+
+def test_a_cancel_shows_cancelling_until_the_worker_reports_when_the_trial_actually_stopped(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    bob = make_user("bob", [Role.ML_ENGINEER])
+    experiment = ExperimentFactory.create(
+        dataset_version=DemoDatasetVersionFactory.create(rows=300),
+        batches=100,
+        status=ExperimentStatus.RUNNING,
+        launched_by=bob,
+    )
+    trial = TrialFactory.create(experiment=experiment, state=TrialState.RUNNING, steps_done=30)
+
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    page.click("#cancel-form button")
+    page.wait_for_selector("#experiment-status.cancelling")
+    assert page.locator("#experiment-status").inner_text() == "Cancelling"
+    assert page.locator("#cancel-form").count() == 0  # asked once is enough
+    assert "1 trial still stopping." in page.locator("#experiment-cancel-note").inner_text()
+    assert page.locator(f'tr[data-trial="{trial.pk}"] [data-field="state"]').inner_text() == "Running"
+
+    # The worker stops the trial and records when its processes were gone.
+    experiment.refresh_from_db()
+    assert experiment.cancel_requested_at is not None
+    stopped_at = experiment.cancel_requested_at + timedelta(seconds=3)
+    Trial.objects.filter(pk=trial.pk).update(
+        state=TrialState.CANCELED,
+        stop_reason="cancel",
+        stop_requested_at=experiment.cancel_requested_at + timedelta(seconds=1),
+        ended_at=stopped_at,
+    )
+    Experiment.objects.filter(pk=experiment.pk).update(status=ExperimentStatus.CANCELLED, ended_at=stopped_at)
+    page.wait_for_function(SHOWS, arg=[trial.pk, "state", "Cancelled"])
+    shown = timezone.localtime(stopped_at).strftime("%Y-%m-%d %H:%M:%S")
+    note = page.locator(f'tr[data-trial-note="{trial.pk}"]')
+    assert note.is_visible()
+    assert note.inner_text().endswith(f"Stopped {shown}.")
+    assert page.locator("#experiment-cancel-note").inner_text().endswith(f"every trial had stopped by {shown}.")
+    page.screenshot(path=str(ARTIFACTS / "experiment-cancelled.png"), full_page=True)

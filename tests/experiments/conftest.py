@@ -46,3 +46,19 @@ def poll_until_done(experiment: Experiment, *, timeout: float = 60) -> Experimen
             return experiment
         time.sleep(0.2)
     raise AssertionError(f"experiment {experiment.pk} still {experiment.status} after {timeout}s")
+
+
+def processes_of(directory: Path) -> list[int]:
+    """Live processes whose command line names ``directory`` (a trial's runner and trainer)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and str(directory).encode() in cmdline:
+            found.append(int(entry.name))
+    return found

@@ -9,6 +9,11 @@ which the local backend passes on to trial processes:
 - ``FAKE_TRAINER_CRASH``: a trial folder name (``trial-2``) that crashes after its first validation.
 - ``FAKE_TRAINER_CELLS``: when set, every confusion cell per gender group (fn, fp, tn too), so the
   validations can be judged (verdicts, frozen documents).
+- Under ``torch.distributed.run`` (``slots_per_trial`` > 1) every process writes
+  ``rank-<RANK>.json`` in its working folder (its rank, world size and Determined's port variables)
+  and only rank 0 writes the metrics file, as the real trainer's chief does.
+- ``FAKE_TRAINER_OBJECTIVES``: ``trial-1=0.5,trial-2=0.9``: a trial folder's fair_objective (less a
+  ten-thousandth per batch), so a search's ranking is the test's choice.
 """
 
 from __future__ import annotations
@@ -55,10 +60,21 @@ def main() -> int:
     if not (Path(args.data) / "manifest.json").is_file():
         print(f"no shards in {args.data}", file=sys.stderr)
         return 2
+    rank = int(os.environ.get("RANK", "0"))
+    if "RANK" in os.environ:
+        seen = {name: os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+        seen |= {name: os.environ.get(name) for name in os.environ if name.startswith("INTER_TRAIN_PROCESS_COMM")}
+        Path(f"rank-{rank}.json").write_text(json.dumps(seen))
+    if rank != 0:
+        return 0
     period = args.validation_period or args.batches
     sleep = float(os.environ.get("FAKE_TRAINER_SLEEP", "0"))
     extra = int(os.environ.get("FAKE_TRAINER_POINTS", "0"))
-    crash = os.environ.get("FAKE_TRAINER_CRASH", "") == Path(os.environ.get("RUN_DIR", "")).name
+    folder = Path(os.environ.get("RUN_DIR", "")).name
+    crash = os.environ.get("FAKE_TRAINER_CRASH", "") == folder
+    objectives = dict(
+        item.split("=", 1) for item in os.environ.get("FAKE_TRAINER_OBJECTIVES", "").split(",") if "=" in item
+    )
     steps = list(range(period, args.batches + 1, period))
     if not steps or steps[-1] != args.batches:
         steps.append(args.batches)
@@ -68,6 +84,8 @@ def main() -> int:
             line = {"schema": 1, "trial": args.trial_id, "kind": "training", "step": step, "metrics": {"loss": 0.5}}
             handle.write(json.dumps(line) + "\n")
             metrics = metrics_for(args.trial_id, step, extra, cells=bool(os.environ.get("FAKE_TRAINER_CELLS")))
+            if folder in objectives:
+                metrics["fair_objective"] = round(float(objectives[folder]) - step / 10_000, 6)
             line = {"schema": 1, "trial": args.trial_id, "kind": "validation", "step": step, "metrics": metrics}
             handle.write(json.dumps(line) + "\n")
         print(f"fake trainer: step {step} of {args.batches}", flush=True)

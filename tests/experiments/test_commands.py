@@ -56,6 +56,10 @@ def test_launch_experiment_queues_sync_batch(bob: User, demo_version: DatasetVer
         (["--template", "single", "--max-trials", "3"], "--max-trials: A single-trial experiment runs exactly one"),
         (["--template", "asha", "--batches", "8"], "--batches: An ASHA search needs at least 16 batches"),
         (["--template", "single", "--hparams", '{"lr": 0.1}'], "--hparams: Unknown hyperparameter 'lr'"),
+        (
+            ["--template", "random", "--slots-per-trial", "5"],
+            "--slots-per-trial: slots_per_trial must be a whole number from 1 to 4, got 5.",
+        ),
     ],
 )
 def test_a_wrong_launch_parameter_names_its_option(demo_version: DatasetVersion, args: list[str], message: str) -> None:

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
@@ -54,3 +59,111 @@ def test_an_experiment_cancelled_while_queued_is_never_launched(
 def test_a_task_for_a_deleted_experiment_does_nothing(db: None) -> None:
     tasks.experiment_launch_task(987654)
     assert not Experiment.objects.exists()
+
+
+def _created_long_ago(experiment: Experiment, *, minutes: int = 60) -> None:
+    Experiment.objects.filter(pk=experiment.pk).update(created_at=timezone.now() - timedelta(minutes=minutes))
+
+
+def test_a_launch_claimed_long_after_creation_survives_the_periodic_poll_while_it_runs(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task waited an hour in the queue; the periodic poll runs while the launch shards the data.
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    _created_long_ago(experiment)
+    shard = services._shard
+    seen: list[str] = []
+
+    def slow_shard(launching: Experiment) -> Path:
+        services.experiments_poll_active()
+        seen.append(Experiment.objects.get(pk=launching.pk).status)
+        return shard(launching)
+
+    monkeypatch.setattr(services, "_shard", slow_shard)
+    tasks.experiment_launch_task(experiment.pk)
+    assert seen == [ExperimentStatus.LAUNCHING]
+    experiment = poll_until_done(experiment)
+    assert experiment.status == ExperimentStatus.COMPLETED
+
+
+def test_a_launch_whose_heartbeat_stopped_fails_with_the_reason(bob: User, demo_version: DatasetVersion) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    _created_long_ago(experiment)
+    now = timezone.now()
+    Experiment.objects.filter(pk=experiment.pk).update(
+        status=ExperimentStatus.LAUNCHING, launch_claimed_at=now - timedelta(minutes=5), launch_heartbeat_at=now
+    )
+    services.experiments_poll_active()
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.LAUNCHING  # claimed 5 minutes ago, but beating
+
+    Experiment.objects.filter(pk=experiment.pk).update(launch_heartbeat_at=now - timedelta(seconds=121))
+    services.experiments_poll_active()
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.LAUNCH_FAILED
+    assert experiment.error == "launch failed: the worker stopped while launching; launch it again"
+    assert Event.objects.filter(verb="experiment.launch_failed", target_id=str(experiment.pk)).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_launching_worker_stamps_its_heartbeat_while_it_works(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    settings.EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS = 1
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    shard = services._shard
+    beats: list[Any] = []
+
+    def slow_shard(launching: Experiment) -> Path:
+        deadline = time.monotonic() + 10
+        while len(set(beats)) < 3 and time.monotonic() < deadline:
+            beats.append(Experiment.objects.get(pk=launching.pk).launch_heartbeat_at)
+            time.sleep(0.2)
+        return shard(launching)
+
+    monkeypatch.setattr(services, "_shard", slow_shard)
+    tasks.experiment_launch_task(experiment.pk)
+    assert len(set(beats)) == 3, "the heartbeat moved twice while the launch worked"
+    experiment.refresh_from_db()
+    assert experiment.launch_claimed_at == beats[0]
+
+
+def test_an_experiment_whose_launch_never_reached_the_broker_is_queued_by_the_periodic_poll(
+    bob: User, demo_version: DatasetVersion, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broker_down(experiment_id: int) -> None:
+        raise OperationalError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(tasks.experiment_launch_task, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.QUEUED  # created; the user's request did not fail
+    assert experiment.launch_queued_at is None
+
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.experiment_launch_task, "delay", queued.append)
+    services.experiments_poll_active()
+    assert queued == []  # within the grace period the commit's own hook may still be queueing it
+    _created_long_ago(experiment, minutes=1)
+    services.experiments_poll_active()
+    assert queued == [experiment.pk]
+    experiment.refresh_from_db()
+    assert experiment.launch_queued_at is not None
+    services.experiments_poll_active()
+    assert queued == [experiment.pk]  # queued now: not again
+
+
+def test_a_queued_launch_not_claimed_for_the_requeue_time_is_queued_again(
+    bob: User, demo_version: DatasetVersion, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.experiment_launch_task, "delay", queued.append)
+    now = timezone.now()
+    Experiment.objects.filter(pk=experiment.pk).update(launch_queued_at=now - timedelta(seconds=599))
+    services.experiments_poll_active()
+    assert queued == []
+    Experiment.objects.filter(pk=experiment.pk).update(launch_queued_at=now - timedelta(seconds=601))
+    services.experiments_poll_active()
+    assert queued == [experiment.pk]

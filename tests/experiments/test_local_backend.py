@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,12 @@ from auditportal.experiments import services
 from auditportal.experiments.backends import local
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.ingest import trial_metrics_ingest
-from auditportal.experiments.models import ExperimentStatus, MetricPoint, Trial, TrialState
-from auditportal.experiments.tasks import experiment_launch_task
+from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, StopReason, Trial, TrialState
+from auditportal.experiments.tasks import experiment_launch_task, experiment_stop_task
 from auditportal.fairness import metricsfile
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.metricsfile import MetricRecord
-from tests.experiments.conftest import metrics_in_file, poll_until_done
+from tests.experiments.conftest import metrics_in_file, poll_until_done, processes_of
 from tests.factories import TrialFactory
 
 
@@ -124,8 +126,12 @@ def test_only_complete_lines_are_read_and_the_offset_resumes_after_them(tmp_path
     assert [(r.step, r.metrics) for r in again] == [(10, {"eod": None})]
 
 
-def test_cancel_kills_the_trainer_process_group_and_cancels_the_trials(
-    bob: User, demo_version: DatasetVersion, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_cancel_is_recorded_by_the_web_and_carried_out_by_the_worker_which_stops_the_trainer(
+    bob: User,
+    demo_version: DatasetVersion,
+    fake_trainer: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     monkeypatch.setenv("FAKE_TRAINER_SLEEP", "5")
     experiment = services.experiment_create(
@@ -134,19 +140,52 @@ def test_cancel_kills_the_trainer_process_group_and_cancels_the_trials(
     experiment_launch_task(experiment.pk)
     running = experiment.trials.get(number=1)
     deadline = time.monotonic() + 20
-    while running.pid is None and time.monotonic() < deadline:
+    while not processes_of(run_dir(running)) and time.monotonic() < deadline:
         services.experiment_poll(experiment_id=experiment.pk)
-        running.refresh_from_db()
-    assert running.pid is not None
+    assert processes_of(run_dir(running))
 
-    services.experiment_cancel(user=bob, experiment=experiment)
-
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        services.experiment_cancel(user=bob, experiment=experiment)
+    # Recorded only: the trainer still runs until a worker acts on it.
     experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.CANCELLING
+    assert experiment.cancel_requested_at is not None
+    assert experiment.trials.get(number=2).state == TrialState.CANCELED  # never started
+    assert experiment.trials.get(number=1).state == TrialState.RUNNING
+    assert processes_of(run_dir(running))
+    stops: list[int] = []
+    monkeypatch.setattr(experiment_stop_task, "delay", stops.append)
+    for callback in callbacks:
+        callback()
+    assert stops == [experiment.pk]
+
+    experiment_stop_task(experiment.pk)  # the worker
+    experiment = poll_until_done(experiment, timeout=30)
+
     assert experiment.status == ExperimentStatus.CANCELLED
-    assert set(experiment.trials.values_list("state", flat=True)) == {TrialState.CANCELED}
-    with pytest.raises(ProcessLookupError):
-        os.killpg(running.pid, 0)
-    assert Event.objects.filter(verb="experiment.cancelled", actor=bob, target_id=str(experiment.pk)).exists()
+    assert processes_of(run_dir(running)) == []
+    running.refresh_from_db()
+    assert running.state == TrialState.CANCELED
+    assert running.stop_reason == StopReason.CANCEL
+    assert running.stop_requested_at is not None
+    assert running.ended_at is not None
+    assert experiment.cancel_requested_at is not None
+    assert experiment.ended_at is not None
+    assert experiment.cancel_requested_at <= running.stop_requested_at <= running.ended_at <= experiment.ended_at
+    # The runner recorded when the trainer was gone; the database keeps that time, not the poll's.
+    stopped = json.loads((run_dir(running) / "stopped").read_text())
+    assert running.ended_at.timestamp() == pytest.approx(stopped["stopped_at"], abs=1e-3)
+    assert Event.objects.filter(verb="experiment.cancelled", actor=bob, target_id=str(experiment.pk)).count() == 1
+
+
+def test_cancelling_twice_says_it_is_already_being_cancelled(
+    bob: User, demo_version: DatasetVersion, fake_trainer: Path
+) -> None:
+    experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
+    Experiment.objects.filter(pk=experiment.pk).update(status=ExperimentStatus.RUNNING)
+    services.experiment_cancel(user=bob, experiment=experiment)
+    with pytest.raises(UserError, match=f"Experiment {experiment.pk} is already being cancelled"):
+        services.experiment_cancel(user=bob, experiment=experiment)
 
 
 def test_a_missing_dataset_file_fails_the_launch_with_the_reason_and_no_trials(

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -24,7 +26,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, Trial, TrialState
 from tests.database import subprocess_database_url
-from tests.experiments.conftest import metrics_in_file
+from tests.experiments.conftest import metrics_in_file, processes_of
 from tests.factories import DemoDatasetVersionFactory
 from tests.worker import start_worker_fixture  # noqa: F401 (the start_worker fixture)
 
@@ -137,3 +139,89 @@ def test_a_worker_killed_while_ingesting_leaves_nothing_duplicated_or_missing_af
     assert trial.state == TrialState.COMPLETED
     assert MetricPoint.objects.filter(trial=trial).count() == expected_points
     _assert_database_holds_exactly_the_reports(experiment)
+
+
+def _can_unshare_pid() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False, timeout=20
+    )
+    return probe.returncode == 0
+
+
+_CANCEL_FROM_ANOTHER_NAMESPACE = """
+import os, sys, django
+django.setup()
+from auditportal.accounts.models import User
+from auditportal.experiments import services
+from auditportal.experiments.models import Experiment
+experiment_id, pid = int(sys.argv[1]), int(sys.argv[2])
+# In a PID namespace of its own, as a web container is: the trainer's pid means nothing here.
+assert os.getpid() < 10, os.getpid()
+assert not os.path.exists(f"/proc/{pid}"), f"pid {pid} is visible"
+experiment = Experiment.objects.get(pk=experiment_id)
+print(services.experiment_cancel(user=User.objects.get(username=sys.argv[3]), experiment=experiment).status)
+"""
+
+
+def test_a_cancel_from_another_pid_namespace_stops_the_trainer_processes(
+    e2e_version: DatasetVersion, start_worker: Callable[..., subprocess.Popen[bytes]], bob: User
+) -> None:
+    if not _can_unshare_pid():
+        pytest.skip("unshare --pid needs root (or user namespaces) on this machine")
+    start_worker(EXPERIMENT_TRAINER_MODULE="tests.experiments.fake_trainer", FAKE_TRAINER_SLEEP="5")
+    out = StringIO()
+    call_command(
+        "launch_experiment",
+        *("--dataset", str(e2e_version.pk), "--template", "random", "--max-trials", "2", "--batches", "40"),
+        *("--user", bob.username),
+        stdout=out,
+    )
+    experiment = Experiment.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+    deadline = time.monotonic() + 120
+    trial = None
+    while time.monotonic() < deadline:
+        trial = experiment.trials.filter(number=1).first()
+        if trial is not None and len(processes_of(run_dir(trial))) >= 2:  # the runner and the trainer
+            break
+        time.sleep(0.2)
+    assert trial is not None
+    running = processes_of(run_dir(trial))
+    assert len(running) >= 2
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",
+        "DATABASE_URL": subprocess_database_url(),
+        "PYTHONPATH": str(REPO),
+    }
+    cancel = subprocess.run(
+        [
+            *("unshare", "--pid", "--fork", "--mount-proc"),
+            *(sys.executable, "-c", _CANCEL_FROM_ANOTHER_NAMESPACE, str(experiment.pk), str(running[0]), bob.username),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert cancel.returncode == 0, cancel.stderr[-3000:]
+    assert cancel.stdout.strip().splitlines()[-1] == ExperimentStatus.CANCELLING
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        experiment.refresh_from_db()
+        if experiment.status == ExperimentStatus.CANCELLED:
+            break
+        time.sleep(0.2)
+    assert experiment.status == ExperimentStatus.CANCELLED
+    assert processes_of(run_dir(trial)) == []
+    trial.refresh_from_db()
+    assert trial.state == TrialState.CANCELED
+    assert trial.ended_at is not None
+    assert experiment.cancel_requested_at is not None
+    assert experiment.cancel_requested_at <= trial.ended_at
+    assert experiment.trials.get(number=2).state == TrialState.CANCELED

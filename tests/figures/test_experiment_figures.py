@@ -192,6 +192,9 @@ def test_worker_shares_are_a_heatmap_of_rank_by_group_with_the_spread_below() ->
     assert heatmap["y"] == ["gender=f · rank 0", "gender=f · rank 1", "gender=m · rank 0", "gender=m · rank 1"]
     assert heatmap["z"] == [[0.6, 0.5], [0.7, 0.6], [0.4, None], [0.3, 0.4]]
     assert heatmap["x"] == [10, 20]
+    # Every row labelled, not every other one (which would leave out rank 1 entirely).
+    assert data["layout"]["yaxis"]["dtick"] == 1
+    assert data["layout"]["yaxis"]["automargin"] is True
     spread = _trace(data, "spread gender")
     assert (spread["x"], spread["y"]) == ([10, 20], [0.3, 0.1])
 

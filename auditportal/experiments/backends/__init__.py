@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +44,8 @@ class TrialPlan:
     number: int
     hparams: dict[str, Any]
     steps_planned: int
+    # The local ASHA search's bracket of the trial (asha.py); None elsewhere.
+    asha_bracket: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class TrialSnapshot:
     # Determined: the trial went back to a checkpoint at this step (a resume); what was recorded
     # after it is dropped, as the master archives it, and recorded again by the new run.
     rewind_to: int | None = None
+    # When a trial that ended did (local: when its last process was gone); None: now.
+    ended_at: datetime | None = None
 
 
 @dataclass

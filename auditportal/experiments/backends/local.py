@@ -1,31 +1,34 @@
-"""Local backend: trainer/ in Determined's local training mode, one subprocess per trial.
+"""Local backend: trainer/ in Determined's local training mode, one runner per trial.
 
-Each trial runs from its own folder ``EXPERIMENT_RUN_DIR/exp-<id>/trial-<n>/``:
-``work/`` (the cwd; Determined copies it into every checkpoint, so it stays empty), ``xdg/``
-(checkpoints), ``hparams.json``, ``metrics.jsonl``, ``trial.log`` and, written by the small shell
-wrapper, ``pid`` and ``exit_code``. The wrapper records the exit status even when the worker that
-started the trial has died, so a restarted worker picks every trial up where it was.
+Each trial runs from its own folder ``EXPERIMENT_RUN_DIR/exp-<id>/trial-<n>/``: ``work/`` (the cwd;
+Determined copies it into every checkpoint, so it stays empty), ``xdg/`` (checkpoints),
+``hparams.json``, ``metrics.jsonl``, ``trial.log`` and the runner's files (backends/runner.py:
+``pid``, ``stop``, ``stopped``, ``exit_code``). The runner records the exit status even when the
+worker that started the trial has died, so a restarted worker picks every trial up where it was.
+
+A trial of ``slots_per_trial`` > 1 runs under ``torch.distributed.run`` with that many processes
+(gloo on CPU), so the per-worker metrics (worker_share/...) are those of real workers. Stopping a
+trial (a cancel, or ASHA's early stop) writes its ``stop`` file; the runner beside the trainer does
+the rest, so no pid is signalled from here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
-import time
+import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.utils import timezone
 
-from auditportal.experiments import configs
+from auditportal.experiments import asha, configs
 from auditportal.experiments.backends import (
     BackendError,
     ExperimentSnapshot,
@@ -33,15 +36,16 @@ from auditportal.experiments.backends import (
     TrialPlan,
     TrialSnapshot,
 )
-from auditportal.experiments.models import Backend, Experiment, Trial, TrialState
+from auditportal.experiments.models import Backend, Experiment, ExperimentStatus, StopReason, Trial, TrialState
 from auditportal.fairness import metricsfile
 
 logger = logging.getLogger(__name__)
 
-# The wrapper: record the pid, run the trainer with its output in trial.log, record the exit status
-# atomically. It leads its own session, so cancel can kill the whole process group.
-_WRAPPER = 'cd "$1/work" && echo $$ > "$1/pid" && shift && "$@" > "$RUN_DIR/trial.log" 2>&1; '
-_WRAPPER += 'echo $? > "$RUN_DIR/exit_code.tmp" && mv "$RUN_DIR/exit_code.tmp" "$RUN_DIR/exit_code"'
+RUNNER = Path(__file__).resolve().with_name("runner.py")
+
+# Determined's DistributedContext has the chief bind two ZMQ ports, fixed (12360, 12376) unless these
+# are set: each multi-process trial gets free ones, so trials (and other runs) on one machine coexist.
+_DETERMINED_PORT_ENV = ("INTER_TRAIN_PROCESS_COMM_PORT_1", "INTER_TRAIN_PROCESS_COMM_PORT_2")
 
 # Popen objects of trials this process started, so their exit is reaped (no zombies).
 _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -80,19 +84,26 @@ class LocalBackend:
 
     def submit(self, experiment: Experiment, *, shard_dir: Path) -> Submission:
         count = 1 if experiment.template == "single" else experiment.max_trials
-        # Random and ASHA spaces are sampled here; locally ASHA runs as a random search (no early stop).
+        # Random and ASHA spaces are sampled here; ASHA's trials are dealt to its brackets in the order
+        # Determined creates them, and services stop them at the rungs (asha.py).
         drawn = configs.sample(experiment.hparam_space, count, seed=experiment.pk)
+        brackets: list[int | None] = [None] * count
+        if experiment.template == "asha":
+            brackets = list(asha.trial_brackets(asha.search_brackets(max_trials=count, max_time=experiment.batches)))
         return Submission(
             det_experiment_id=None,
             trials=[
-                TrialPlan(number=index + 1, hparams=hparams, steps_planned=experiment.batches)
+                TrialPlan(
+                    number=index + 1, hparams=hparams, steps_planned=experiment.batches, asha_bracket=brackets[index]
+                )
                 for index, hparams in enumerate(drawn)
             ],
         )
 
     def poll(self, experiment: Experiment) -> ExperimentSnapshot:
         _reap()
-        self._start_queued(experiment)
+        if experiment.status == ExperimentStatus.RUNNING:
+            self._start_queued(experiment)
         snapshots = [
             self._observe(trial, experiment)
             for trial in experiment.trials.filter(state__in=[TrialState.STARTING, TrialState.RUNNING])
@@ -100,45 +111,55 @@ class LocalBackend:
         return ExperimentSnapshot(trials=snapshots)
 
     def cancel(self, experiment: Experiment) -> None:
-        groups = []
+        """Ask the runner of every started trial to stop it; polls see them end (``stopped``)."""
         for trial in experiment.trials.filter(state__in=[TrialState.STARTING, TrialState.RUNNING]):
-            pid = trial.pid or _read_int(run_dir(trial) / "pid")
-            if pid is not None and _alive(pid, run_dir(trial)):
-                groups.append(pid)
-                _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for pid in groups:
-            while _group_exists(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _group_exists(pid):
-                _signal_group(pid, signal.SIGKILL)
-        _reap()
+            request_stop(trial, reason=StopReason.CANCEL)
 
     def _start_queued(self, experiment: Experiment) -> None:
-        running = Trial.objects.filter(
-            experiment__backend=Backend.LOCAL, state__in=[TrialState.STARTING, TrialState.RUNNING]
-        ).count()
-        free = settings.EXPERIMENT_LOCAL_CONCURRENCY - running
-        if free <= 0:
-            return
-        for trial in list(experiment.trials.filter(state=TrialState.QUEUED).order_by("number")[:free]):
-            self._start(trial, experiment)
-
-    def _start(self, trial: Trial, experiment: Experiment) -> None:
-        # Claim first: exactly one poller moves a trial out of QUEUED, so it is started once.
-        claimed = Trial.objects.filter(pk=trial.pk, state=TrialState.QUEUED).update(
-            state=TrialState.STARTING, started_at=timezone.now()
+        # EXPERIMENT_LOCAL_CONCURRENCY counts processes (slots); a trial that needs more than that
+        # runs alone rather than never.
+        used = (
+            Trial.objects.filter(
+                experiment__backend=Backend.LOCAL, state__in=[TrialState.STARTING, TrialState.RUNNING]
+            ).aggregate(slots=Sum("experiment__slots_per_trial"))["slots"]
+            or 0
         )
-        if claimed != 1:
-            return
+        for trial in experiment.trials.filter(state=TrialState.QUEUED).order_by("number"):
+            if used and used + experiment.slots_per_trial > settings.EXPERIMENT_LOCAL_CONCURRENCY:
+                return
+            if self._start(trial, experiment):
+                used += experiment.slots_per_trial
+
+    def _start(self, trial: Trial, experiment: Experiment) -> bool:
+        # What an earlier start of this trial left (one handed back to the queue). Before the claim: from
+        # the claim on, a cancel may write this trial's stop request, which must stay.
         directory = run_dir(trial)
-        for name in ("pid", "exit_code", "exit_code.tmp", "metrics.jsonl", "trial.log"):
+        for name in ("pid", "stop", "stopped", "exit_code", "exit_code.tmp", "metrics.jsonl", "trial.log"):
             (directory / name).unlink(missing_ok=True)
+        # Claim: exactly one poller moves a trial out of QUEUED, so it is started once, and never once
+        # its experiment is being cancelled.
+        claimed = Trial.objects.filter(
+            pk=trial.pk, state=TrialState.QUEUED, experiment__status=ExperimentStatus.RUNNING
+        ).update(state=TrialState.STARTING, started_at=timezone.now())
+        if claimed != 1:
+            return False
         (directory / "work").mkdir(parents=True, exist_ok=True)
         (directory / "xdg").mkdir(exist_ok=True)
         (directory / "hparams.json").write_text(json.dumps(trial.hparams, sort_keys=True))
+        launcher: list[str] = [settings.EXPERIMENT_TRAINER_PYTHON]
+        ports: list[str] = []
+        if experiment.slots_per_trial > 1:
+            # --standalone: a rendezvous on a free local port, so trials never collide on one.
+            launcher += [
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nnodes=1",
+                f"--nproc_per_node={experiment.slots_per_trial}",
+            ]
+            ports = [f"--free-port-env={name}" for name in _DETERMINED_PORT_ENV]
         command = [
-            settings.EXPERIMENT_TRAINER_PYTHON,
+            *launcher,
             "-m",
             settings.EXPERIMENT_TRAINER_MODULE,
             "--data",
@@ -165,7 +186,7 @@ class LocalBackend:
         }
         try:
             process = subprocess.Popen(
-                ["/bin/sh", "-c", _WRAPPER, "trial-wrapper", str(directory), *command],
+                [sys.executable, str(RUNNER), str(directory), *ports, "--", *command],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -176,10 +197,11 @@ class LocalBackend:
             Trial.objects.filter(pk=trial.pk).update(
                 state=TrialState.ERRORED, error=f"trainer could not be started: {exc}", ended_at=timezone.now()
             )
-            return
+            return False
         _children[process.pid] = process
         Trial.objects.filter(pk=trial.pk, state=TrialState.STARTING).update(pid=process.pid)
         logger.info("started trial %s of experiment %s as pid %d", trial.number, experiment.pk, process.pid)
+        return True
 
     def _observe(self, trial: Trial, experiment: Experiment) -> TrialSnapshot:
         directory = run_dir(trial)
@@ -188,6 +210,10 @@ class LocalBackend:
         if pid is None:
             started = trial.started_at or timezone.now()
             if timezone.now() - started > START_GRACE:
+                if trial.stop_requested_at is not None:
+                    # Claimed by a worker that died before starting it, and asked to stop: nothing ran.
+                    snapshot.state = _stopped_state(trial.stop_reason)
+                    return snapshot
                 # Claimed by a worker that died before starting it: hand it back to the queue.
                 Trial.objects.filter(pk=trial.pk, state=TrialState.STARTING, pid__isnull=True).update(
                     state=TrialState.QUEUED, started_at=None
@@ -199,14 +225,28 @@ class LocalBackend:
         if exit_code is None and not _alive(pid, directory):
             exit_code = _read_int(directory / "exit_code")  # it may have finished in between
             if exit_code is None:
-                snapshot.state = TrialState.ERRORED
-                snapshot.error = "trainer crashed: the process ended without an exit status (killed?)"
-        if exit_code == 0:
+                if trial.stop_requested_at is not None:
+                    snapshot.state = _stopped_state(trial.stop_reason)
+                else:
+                    snapshot.state = TrialState.ERRORED
+                    snapshot.error = "trainer crashed: the process ended without an exit status (killed?)"
+        stopped = _read_json(directory / "stopped") if exit_code is not None else None
+        if stopped is not None:
+            # Ended by a stop request: a cancel, or an early stop (Determined completes those).
+            snapshot.state = _stopped_state(str(stopped.get("reason", "")))
+            at = stopped.get("stopped_at")
+            if isinstance(at, (int, float)):
+                snapshot.ended_at = datetime.fromtimestamp(at, tz=UTC)
+        elif exit_code == 0:
             snapshot.state = TrialState.COMPLETED
             snapshot.steps_done = experiment.batches
         elif exit_code is not None:
             snapshot.state = TrialState.ERRORED
-            snapshot.error = f"trainer crashed (exit status {exit_code})"
+            snapshot.error = (
+                f"trainer killed by signal {-exit_code}"
+                if exit_code < 0
+                else f"trainer crashed (exit status {exit_code})"
+            )
         elif snapshot.state is None:
             snapshot.state = TrialState.RUNNING
         if snapshot.state == TrialState.ERRORED:
@@ -221,6 +261,33 @@ class LocalBackend:
         else:
             snapshot.records = metricsfile.read_records(path, trial.metrics_offset)
         return snapshot
+
+
+def request_stop(trial: Trial, *, reason: str) -> None:
+    """Ask the trial's runner to stop it (it checks twice a second); a runner not started yet finds
+    the request before it starts the trainer. Idempotent: the first request's time is kept."""
+    directory = run_dir(trial)
+    path = directory / "stop"
+    if path.exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    request = {"reason": reason, "requested_at": timezone.now().isoformat()}
+    partial = path.with_name("stop.tmp")
+    partial.write_text(json.dumps(request, sort_keys=True))
+    os.replace(partial, path)
+
+
+def _stopped_state(reason: str) -> str:
+    # Determined ends a trial its searcher stopped as COMPLETED (it trained as long as it was asked to).
+    return TrialState.COMPLETED if reason == StopReason.EARLY_STOP else TrialState.CANCELED
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _all_records(path: Path, offset: int) -> Iterator[metricsfile.MetricRecord]:
@@ -261,7 +328,7 @@ def _alive(pid: int, directory: Path) -> bool:
         return False
     except PermissionError:
         return True
-    # Guard against pid reuse (a trial started by another worker): the wrapper's command line names
+    # Guard against pid reuse (a trial started by another worker): the runner's command line names
     # the trial's folder.
     if not Path(f"/proc/{pid}").exists():
         return True
@@ -280,22 +347,6 @@ def _alive(pid: int, directory: Path) -> bool:
 
 def _cmdline(pid: int) -> bytes:
     return Path(f"/proc/{pid}/cmdline").read_bytes()
-
-
-def _group_exists(pid: int) -> bool:
-    _reap()
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def checkpoint_metadata_path(checkpoint: str) -> Path:

@@ -4,6 +4,8 @@ from collections.abc import Mapping
 
 from django import template
 
+from auditportal.experiments.models import Trial
+from auditportal.experiments.selectors import trial_stop_note
 from auditportal.fairness.presentation import hparams_text
 
 register = template.Library()
@@ -14,3 +16,10 @@ def hparams(values: Mapping[str, object] | None) -> list[tuple[str, str]]:
     """A trial's hyperparameters as ``(name, text)`` pairs, values at 4 significant digits: the
     one formatter the page, progress.json (the live rows) and the charts' hover text share."""
     return hparams_text(values or {})
+
+
+@register.filter
+def stop_note(trial: Trial) -> str:
+    """How the portal stopped the trial (an early stop, a cancel) and when: selectors.trial_stop_note,
+    which progress.json sends for the live rows too."""
+    return trial_stop_note(trial)

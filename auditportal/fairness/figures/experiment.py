@@ -359,7 +359,9 @@ def worker_share_heatmap(
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06)
     figure.update_layout(_layout(
         title="Worker share of each group over training",
-        height=max(HEIGHT, 140 + 16 * len(ordered)),
+        # Room for every row's label (attribute=group · rank k): with less, plotly shows every other
+        # one, which with two workers is only rank 0's.
+        height=max(HEIGHT, 160 + 24 * len(ordered)),
         showlegend=True,
     ))  # fmt: skip
     figure.add_trace(
@@ -393,7 +395,7 @@ def worker_share_heatmap(
             row=2,
             col=1,
         )
-    figure.update_yaxes(autorange="reversed", row=1, col=1)
+    figure.update_yaxes(autorange="reversed", dtick=1, automargin=True, tickfont={"size": 11}, row=1, col=1)
     figure.update_yaxes(title_text="spread", rangemode="tozero", row=2, col=1)
     figure.update_xaxes(title_text="step (batches trained)", row=2, col=1)
     return figure

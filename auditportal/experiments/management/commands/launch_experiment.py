@@ -10,7 +10,7 @@ from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import selectors, services
-from auditportal.experiments.configs import TEMPLATES
+from auditportal.experiments.configs import SLOTS_PER_TRIAL_MAX, SLOTS_PER_TRIAL_MIN, TEMPLATES
 from auditportal.experiments.models import Experiment, TrialState
 from auditportal.fairness.errors import UserError
 
@@ -33,6 +33,12 @@ class Command(BaseCommand):
             "--print-config",
             action="store_true",
             help="print the Determined experiment config (YAML) after the launch checks, and launch nothing",
+        )
+        parser.add_argument(
+            "--slots-per-trial",
+            type=int,
+            default=1,
+            help=f"processes per trial, {SLOTS_PER_TRIAL_MIN} to {SLOTS_PER_TRIAL_MAX} (default 1)",
         )
         parser.add_argument("--wait", action="store_true", help="block until the experiment ends")
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
@@ -58,6 +64,7 @@ class Command(BaseCommand):
                     hparams=hparams,
                     max_trials=options["max_trials"],
                     batches=options["batches"],
+                    slots_per_trial=options["slots_per_trial"],
                     name=options["name"],
                 )
             except UserError as exc:
@@ -78,6 +85,7 @@ class Command(BaseCommand):
                 max_trials=options["max_trials"],
                 batches=options["batches"],
                 name=options["name"],
+                slots_per_trial=options["slots_per_trial"],
             )
         except UserError as exc:
             raise _option_error(exc) from None

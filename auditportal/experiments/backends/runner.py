@@ -1,0 +1,225 @@
+"""The local backend's trial runner: starts the trainer, stops it when asked, records how it ended.
+
+Started by path, ``python .../runner.py RUN_DIR [--free-port-env NAME]... -- COMMAND...``, so it
+imports the standard library only (never Django or the portal: its package is not imported). It is
+the half of cancelling and early stopping that runs beside the trainer: the web process only records
+a cancel in the database; a worker writes ``RUN_DIR/stop``; this runner, which checks for that file
+twice a second, terminates every process of the trial and records when the last one was gone. No
+process ever signals a pid it found in a file, so it works whichever machine or container (and PID
+namespace) the request came from.
+
+Files in RUN_DIR (the backend's side: backends/local.py):
+
+- ``pid``: this runner's pid, written first.
+- ``stop``: the stop request, ``{"reason": ..., "requested_at": ...}`` (written by the worker).
+- ``trial.log``: the trainer's output; the command runs in ``RUN_DIR/work``.
+- ``stopped``: written when a stop request ended the trainer: the request's fields plus
+  ``stopped_at`` (Unix time when no process of the trial was left) and ``exit_code``.
+- ``exit_code``: the trainer's exit status (negative: the signal that ended it), written last.
+
+The trainer starts in a new session (its process group: ``python`` or ``torch.distributed.run``).
+``torch.distributed.run`` starts every worker in a session of its own and stops them when it gets
+SIGTERM; the runner makes itself the subreaper of everything below it, so a process that outlives
+its parent is still found (and killed) among the runner's descendants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+CHECK_SECONDS = 0.5
+# How long the trainer has to stop after SIGTERM (torch.distributed.run passes it on to its
+# workers) before whatever is left of it is killed.
+TERM_GRACE_SECONDS = 10.0
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
+
+_signalled: list[int] = []
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _die_with_runner() -> None:
+    # In the trainer, between fork and exec: if the runner itself is killed, so is the trainer.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process this runner can see."""
+    seen: dict[int, tuple[int, str]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        seen[int(entry.name)] = (int(fields[1]), fields[0])
+    return seen
+
+
+def descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process below ``root``."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found: list[tuple[int, str]] = []
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        found.append((pid, table[pid][1]))
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def _reap_orphans(child: subprocess.Popen[bytes]) -> None:
+    """Collect exited processes that were handed to this runner as their subreaper."""
+    for pid, state in descendants(os.getpid()):
+        if state == "Z" and pid != child.pid:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _living(child: subprocess.Popen[bytes]) -> list[int]:
+    child.poll()
+    _reap_orphans(child)
+    return [pid for pid, state in descendants(os.getpid()) if state != "Z"]
+
+
+def stop_all(child: subprocess.Popen[bytes], *, grace: float = TERM_GRACE_SECONDS) -> None:
+    """SIGTERM the trainer's process group, then SIGKILL whatever of the trial is left after ``grace``;
+    return once no process below the runner lives."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _living(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for _ in range(50):
+        left = _living(child)
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    child.wait()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _signalled.append(signum)
+
+
+def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] = ()) -> int:
+    _write_atomic(run_dir / "pid", f"{os.getpid()}\n")
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    env = dict(os.environ)
+    env.update(zip(free_port_env, (str(port) for port in _free_ports(len(free_port_env))), strict=True))
+    request = _read_json(run_dir / "stop")
+    code: int | None = None
+    if request is None:
+        with (run_dir / "trial.log").open("wb") as log:
+            child = subprocess.Popen(
+                list(command),
+                cwd=run_dir / "work",
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_runner,
+            )
+            while code is None:
+                code = child.poll()
+                if code is not None:
+                    break
+                request = _read_json(run_dir / "stop")
+                if request is not None or _signalled:
+                    stop_all(child)
+                    code = child.returncode
+                    break
+                time.sleep(CHECK_SECONDS)
+            # A trainer that exited by itself may leave helpers behind (data loader workers).
+            if _living(child):
+                stop_all(child, grace=2.0)
+    else:
+        code = 0  # asked to stop before it started: nothing ran
+    if request is not None:
+        _write_atomic(
+            run_dir / "stopped",
+            json.dumps({**request, "stopped_at": time.time(), "exit_code": code}, sort_keys=True),
+        )
+    _write_atomic(run_dir / "exit_code", f"{code}\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in given:
+        print("usage: runner.py RUN_DIR [--free-port-env NAME]... -- COMMAND...", file=sys.stderr)
+        return 2
+    split = given.index("--")
+    parser = argparse.ArgumentParser(prog="runner.py")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--free-port-env", action="append", default=[], help="set this variable to a free port")
+    args = parser.parse_args(given[:split])
+    command = given[split + 1 :]
+    if not command:
+        parser.error("no command to run")
+    try:
+        return run(args.run_dir, command, free_port_env=args.free_port_env)
+    except Exception:
+        # Recorded where the backend looks (the log tail, an exit status), never lost with the runner.
+        with (args.run_dir / "trial.log").open("a") as log:
+            log.write("trial runner failed:\n" + traceback.format_exc())
+        _write_atomic(args.run_dir / "exit_code", "255\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
