@@ -33,9 +33,9 @@ from auditportal.fairness.findings import document_attributes
 SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 
-# Above this many attribute tables and figures (all documents together) the report opens with a table
-# of contents.
-LONG_REPORT_PARTS = 3
+# Above this many attribute tables (all documents together) the report opens with a table of contents.
+# Figures do not count: a few pages of them need none, and every PDF viewer lists the headings too.
+LONG_REPORT_TABLES = 3
 
 OUTCOMES = ("approved", "rejected", "revoked", "pending")
 VOTES = ("approve", "reject", "abstain")
@@ -298,7 +298,7 @@ class ReportContext:
 
     @property
     def is_long(self) -> bool:
-        return sum(len(item.tables) for item in self.findings) + len(self.figures) > LONG_REPORT_PARTS
+        return sum(len(item.tables) for item in self.findings) > LONG_REPORT_TABLES
 
     @property
     def summary(self) -> list[str]:

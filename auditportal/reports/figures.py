@@ -55,8 +55,8 @@ class _WarmChromium:
 
     kaleido's public sync server reloads its page (plotly.js, about 4 MB of script) after every figure,
     which costs as much as drawing one; here the figures of one report are drawn one after the other in
-    the tab and the page is reloaded once, after the last (kaleido 1.5's tab API, pinned in
-    requirements.lock; tests/reports/test_figures.py draws through it).
+    the tab and the page is reloaded once, after the last, while the report is laid out (kaleido 1.5's
+    tab API, pinned in requirements.lock; tests/reports/test_figures.py draws through it).
     """
 
     def __init__(self) -> None:
@@ -66,6 +66,7 @@ class _WarmChromium:
         self._thread = threading.Thread(target=self._loop.run_forever, name="report-figures", daemon=True)
         self._thread.start()
         self._kaleido = kaleido.Kaleido(n=1, **KALEIDO_OPTIONS)
+        self._reloads: set[asyncio.Task[None]] = set()
         try:
             self._run(self._kaleido.__aenter__())
         except BaseException:
@@ -95,13 +96,21 @@ class _WarmChromium:
                 )
             return drawn
         finally:
-            await self._kaleido._return_kaleido_tab(tab)  # reloads the page: clean for the next report
+            # The page reloads (clean for the next report) while the report is laid out: the tab is
+            # back in kaleido's queue, where the next export waits for it, once the reload is done.
+            reload = asyncio.get_running_loop().create_task(self._kaleido._return_kaleido_tab(tab))
+            self._reloads.add(reload)
+            reload.add_done_callback(self._reloads.discard)
 
     def close(self) -> None:
         try:
-            self._run(self._kaleido.__aexit__(None, None, None), timeout=TIMEOUT)
+            self._run(self._close(), timeout=TIMEOUT)
         finally:
             self._stop_loop()
+
+    async def _close(self) -> None:
+        await asyncio.gather(*self._reloads, return_exceptions=True)
+        await self._kaleido.__aexit__(None, None, None)
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
