@@ -57,6 +57,8 @@ def test_a_report_with_figures_meets_them_too(
     path.write_bytes(data)
     text = subprocess.run([pdf_tool("pdftotext"), str(path), "-"], capture_output=True, text=True, check=True)
     assert "recall of female: 0.71" in text.stdout
+    check = subprocess.run([pdf_tool("qpdf"), "--check", str(path)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 # --- each rule finds a file that breaks it ---------------------------------------------------------
