@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -261,18 +262,24 @@ def trial_of_experiment(*, experiment: Experiment, trial_id: int) -> Trial:
 # ---------------------------------------------------------------------------- the page's figures
 
 
-def experiment_figures(*, experiment: Experiment, selected: Trial | None = None) -> dict[str, Any]:
-    """Every figure of the experiment page as JSON (docs/dashboard.md), the trial-specific ones
-    (recall per group, worker shares) for ``selected``, by default the trial with the lowest
-    fair_objective (the searcher's metric). Bounded whatever the experiment's size: the timeline's
-    traces are downsampled together to at most figures.TIMELINE_POINTS points."""
+@dataclass(frozen=True)
+class ExperimentOverview:
+    """Every trial of an experiment as the page's figures draw them (a trial's report too): its eod per
+    validation step with the verdict in force, and its latest and lowest values; the tolerance of the
+    newest verdict and the largest noise floor of any trial."""
+
+    trials: list[Trial]
+    timelines: list[figures.TrialTimeline]
+    summaries: list[figures.TrialSummary]
+    tolerance: float
+    noise_floor: float | None
+
+
+def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
     trials = list(trial_list(experiment=experiment))
-    if selected is None:
-        selected = _default_trial(trials)
     ids = [trial.pk for trial in trials]
     series = _eod_series(ids)
     changes = _verdict_changes(ids)
-    tolerance = _tolerance(trials)
     timelines = []
     summaries = []
     floors: list[float] = []
@@ -307,8 +314,27 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
                 hparams=hparams_text(trial.hparams),
             )
         )
+    return ExperimentOverview(
+        trials=trials,
+        timelines=timelines,
+        summaries=summaries,
+        tolerance=_tolerance(trials),
+        noise_floor=max(floors) if floors else None,
+    )
+
+
+def experiment_figures(*, experiment: Experiment, selected: Trial | None = None) -> dict[str, Any]:
+    """Every figure of the experiment page as JSON (docs/dashboard.md), the trial-specific ones
+    (recall per group, worker shares) for ``selected``, by default the trial with the lowest
+    fair_objective (the searcher's metric). Bounded whatever the experiment's size: the timeline's
+    traces are downsampled together to at most figures.TIMELINE_POINTS points."""
+    overview = experiment_overview(experiment=experiment)
+    trials = overview.trials
+    if selected is None:
+        selected = _default_trial(trials)
+    timelines, summaries = overview.timelines, overview.summaries
+    tolerance, floor = overview.tolerance, overview.noise_floor
     chosen = selected.pk if selected is not None else None
-    floor = max(floors) if floors else None
     result: dict[str, Any] = {
         "experiment": experiment.pk,
         "selected": None if selected is None else {"id": selected.pk, "number": selected.number},

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
+import functools
 import io
 import types
 import typing
@@ -27,10 +28,13 @@ from auditportal.fairness import presentation
 from auditportal.fairness.canonical import canonical_json, canonical_sha256
 from auditportal.fairness.findings import document_attributes
 
-# The layout of ``as_json``; a change to its keys or their meaning is a new version.
-SCHEMA_VERSION = 1
+# The layout of ``as_json``; a change to its keys or their meaning is a new version. Version 1 (no
+# ``trials``) is still read: stored reports keep the context they were made from.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 # Above this many attribute tables (all documents together) the report opens with a table of contents.
+# Figures do not count: a few pages of them need none, and every PDF viewer lists the headings too.
 LONG_REPORT_TABLES = 3
 
 OUTCOMES = ("approved", "rejected", "revoked", "pending")
@@ -179,6 +183,58 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class TrialOverview:
+    """One trial of the reviewed trial's experiment as it stood at the decision: a row of the report's
+    compact table of trials, and its eod per validation step for the EOD timeline (downsampled:
+    ``steps``, ``eod_series`` and ``verdicts``, the verdict in force at each step, are parallel)."""
+
+    number: int
+    reviewed: bool
+    latest_step: int | None = None
+    accuracy: float | None = None
+    eod: float | None = None
+    lowest_eod: float | None = None
+    lowest_eod_step: int | None = None
+    noise_floor: float | None = None
+    verdict: str | None = None
+    hparams: tuple[tuple[str, str], ...] = ()
+    steps: tuple[int, ...] = ()
+    eod_series: tuple[float | None, ...] = ()
+    verdicts: tuple[str | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not len(self.steps) == len(self.eod_series) == len(self.verdicts):
+            raise ValueError(
+                f"trial {self.number}: {len(self.steps)} steps, {len(self.eod_series)} eod values and "
+                f"{len(self.verdicts)} verdicts: the timeline's series must pair up"
+            )
+
+
+@dataclass(frozen=True)
+class ExperimentTrials:
+    """Every trial of the experiment a trial report is about, the reviewed one marked: context for the
+    committee, not evidence (the reviewed trial's frozen documents are the evidence)."""
+
+    label: str
+    tolerance: float | None
+    noise_floor: float | None
+    trials: tuple[TrialOverview, ...]
+
+    def __post_init__(self) -> None:
+        reviewed = [trial.number for trial in self.trials if trial.reviewed]
+        if len(reviewed) != 1:
+            raise ValueError(f"{self.label}: {len(reviewed)} trials are marked as reviewed, not one")
+
+    @property
+    def reviewed(self) -> TrialOverview:
+        return next(trial for trial in self.trials if trial.reviewed)
+
+    @property
+    def others(self) -> list[TrialOverview]:
+        return [trial for trial in self.trials if not trial.reviewed]
+
+
+@dataclass(frozen=True)
 class ReportContext:
     title: str
     organisation: str
@@ -195,6 +251,8 @@ class ReportContext:
     waivers: tuple[Waiver, ...] = ()
     acknowledgements: tuple[Acknowledgement, ...] = ()
     figures: tuple[Figure, ...] = ()
+    # A trial report: every trial of its experiment (the compact table, the EOD timeline).
+    trials: ExperimentTrials | None = None
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def __post_init__(self) -> None:
@@ -211,12 +269,18 @@ class ReportContext:
 
     def as_json(self) -> dict[str, Any]:
         value: dict[str, Any] = _plain(dataclasses.asdict(self))
+        if self.schema_version == 1:
+            # Read from a version-1 report: its JSON (and SHA-256) stay as they were stored.
+            value.pop("trials")
         return value
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> ReportContext:
-        if value.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"report context schema {value.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        if value.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(
+                f"report context schema {value.get('schema_version')!r} is not one of "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
+            )
         built: ReportContext = _build(cls, value)
         return built
 
@@ -240,6 +304,10 @@ class ReportContext:
     def summary(self) -> list[str]:
         return plain_summary(self)
 
+    @property
+    def trial_rows(self) -> list[TrialRow]:
+        return trial_rows(self.trials) if self.trials is not None else []
+
 
 @dataclass(frozen=True)
 class DocumentFindings:
@@ -255,6 +323,41 @@ def document_findings(document: EvidenceDocument) -> DocumentFindings:
         verdict=document.verdict,
         tables=presentation.attribute_tables({"attributes": document_attributes(value)}),
     )
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """A row of the report's table of trials, as text."""
+
+    number: int
+    reviewed: bool
+    step: str
+    accuracy: str
+    eod: str
+    lowest_eod: str
+    noise_floor: str
+    verdict: str | None
+    hparams: str
+
+
+def trial_rows(trials: ExperimentTrials) -> list[TrialRow]:
+    """The table of trials: the reviewed one first, then the others by number."""
+    ordered = [trials.reviewed, *sorted(trials.others, key=lambda trial: trial.number)]
+    return [
+        TrialRow(
+            number=trial.number,
+            reviewed=trial.reviewed,
+            step="—" if trial.latest_step is None else str(trial.latest_step),
+            accuracy=presentation.fmt(trial.accuracy),
+            eod=presentation.fmt(trial.eod),
+            lowest_eod=presentation.fmt(trial.lowest_eod)
+            + ("" if trial.lowest_eod_step is None else f" (step {trial.lowest_eod_step})"),
+            noise_floor=presentation.fmt(trial.noise_floor),
+            verdict=trial.verdict,
+            hparams=", ".join(f"{name}={value}" for name, value in trial.hparams),
+        )
+        for trial in ordered
+    ]
 
 
 def group_table_csv(document: EvidenceDocument) -> str:
@@ -333,6 +436,13 @@ def plain_summary(context: ReportContext) -> list[str]:
             f"gap beyond reasonable doubt (FAIL) and {inconclusive} could not be decided with the data available "
             f"(INCONCLUSIVE): more data about the groups concerned would be needed."
         )
+    if context.trials is not None and len(context.trials.trials) > 1:
+        reviewed = context.trials.reviewed
+        sentences.append(
+            f"Only trial {reviewed.number} was decided on. It is one of {len(context.trials.trials)} trials of "
+            f"{context.trials.label}, which were trained with different settings; the table of trials and the EOD "
+            "timeline show how the others compared, for context."
+        )
     if context.waivers:
         waived = len(context.waivers)
         sentences.append(
@@ -386,9 +496,8 @@ def _build(kind: Any, value: Any) -> Any:
     """``value`` (plain JSON) as an instance of the annotated type ``kind``: dataclasses, tuples, optionals."""
     origin = typing.get_origin(kind)
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
-        hints = typing.get_type_hints(kind)
-        names = {item.name for item in dataclasses.fields(kind)}
-        unknown = set(value) - names
+        hints = _hints(kind)
+        unknown = set(value) - hints.keys()
         if unknown:
             raise ValueError(f"{kind.__name__}: unknown keys {', '.join(sorted(unknown))}")
         return kind(**{name: _build(hints[name], item) for name, item in value.items()})
@@ -398,6 +507,25 @@ def _build(kind: Any, value: Any) -> Any:
     if origin is tuple:
         arguments = typing.get_args(kind)
         if len(arguments) == 2 and arguments[1] is Ellipsis:
+            if _is_plain(arguments[0]):
+                return tuple(value)  # a timeline's thousands of numbers: nothing to convert one by one
             return tuple(_build(arguments[0], item) for item in value)
         return tuple(_build(argument, item) for argument, item in zip(arguments, value, strict=True))
     return value
+
+
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    """A dataclass's fields and their types (resolved once: the annotations are strings here)."""
+    hints = typing.get_type_hints(kind)
+    return {item.name: hints[item.name] for item in dataclasses.fields(kind)}
+
+
+@functools.cache
+def _is_plain(kind: Any) -> bool:
+    """Whether JSON values of ``kind`` are its values as they are: str, int, float, bool, None, unions of them."""
+    if kind in (str, int, float, bool, type(None)):
+        return True
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return all(_is_plain(option) for option in typing.get_args(kind))
+    return False

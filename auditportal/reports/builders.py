@@ -7,8 +7,10 @@ and calls these for the rest; ``prediction_audit_context`` puts them together fo
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
+import numpy as np
 from django.conf import settings
 
 from auditportal.accounts.models import Role, User
@@ -18,7 +20,10 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.experiments.models import Trial
+from auditportal.experiments.selectors import ExperimentOverview, experiment_overview
 from auditportal.fairness.documents import config_digest
+from auditportal.fairness.figures.downsample import MIN_POINTS, downsample_indices
+from auditportal.fairness.figures.experiment import timeline_point_budget
 from auditportal.fairness.report_context import (
     Acknowledgement,
     AttributeGroups,
@@ -27,15 +32,21 @@ from auditportal.fairness.report_context import (
     Decision,
     EvidenceDocument,
     ExperimentProvenance,
+    ExperimentTrials,
     Figure,
     Person,
     PolicyProvenance,
     ReportContext,
     Subject,
+    TrialOverview,
     Vote,
     Waiver,
 )
 from auditportal.policies.models import FairnessPolicy
+
+# The report's EOD timeline keeps at most this many points over all its trials (each trial at least
+# 100): a static figure a page wide shows no more, and the context (stored, hashed) stays small.
+REPORT_TIMELINE_POINTS = 2000
 
 
 def person(user: User, role: Role) -> Person:
@@ -144,6 +155,47 @@ def experiment_provenance(trial: Trial) -> ExperimentProvenance:
     )
 
 
+def experiment_trials(overview: ExperimentOverview, *, reviewed_trial_id: int, label: str) -> ExperimentTrials:
+    """The trials of ``overview`` for a trial report, the one with ``reviewed_trial_id`` marked, each
+    trial's eod series downsampled (the dashboard's rule: first and last points, extremes and verdict
+    changes kept) to REPORT_TIMELINE_POINTS in all."""
+    budget = max(MIN_POINTS, timeline_point_budget(len(overview.timelines), total=REPORT_TIMELINE_POINTS))
+    rows = []
+    for timeline, summary in zip(overview.timelines, overview.summaries, strict=True):
+        values = np.asarray(timeline.eod, dtype=np.float64)
+        labels = list(timeline.verdicts) if timeline.verdicts is not None else [None] * len(values)
+        kept = downsample_indices(values, max_points=budget, labels=labels).tolist()
+        steps = np.asarray(timeline.steps, dtype=np.int64)
+        rows.append(
+            TrialOverview(
+                number=timeline.number,
+                reviewed=timeline.trial_id == reviewed_trial_id,
+                latest_step=int(steps[-1]) if len(steps) else None,
+                accuracy=summary.accuracy,
+                eod=summary.eod,
+                lowest_eod=summary.lowest_eod,
+                lowest_eod_step=summary.lowest_eod_step,
+                noise_floor=summary.noise_floor,
+                verdict=summary.verdict,
+                hparams=tuple(summary.hparams),
+                steps=tuple(int(steps[index]) for index in kept),
+                eod_series=tuple(_finite(float(values[index])) for index in kept),
+                verdicts=tuple(labels[index] for index in kept),
+            )
+        )
+    return ExperimentTrials(
+        label=label,
+        tolerance=overview.tolerance,
+        noise_floor=overview.noise_floor,
+        trials=tuple(rows),
+    )
+
+
+def _finite(value: float) -> float | None:
+    # JSON has no NaN: an undefined eod is null, a gap in the line.
+    return None if math.isnan(value) else round(value, 6)
+
+
 def review_request_context(*, request: ReviewRequest, revoked_by: User | None = None) -> ReportContext:
     """The report of ``request``'s decision (approved, rejected or revoked), read from its records
     inside the deciding transaction: the chain head is the activity log's head with the decision's
@@ -215,6 +267,7 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
     details.append(("Intended use", request.intended_use))
     experiment = None
     dataset = None
+    trials = None
     if request.trial_id is not None:
         trial = request.trial
         assert trial is not None
@@ -222,6 +275,11 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
         details.append(("Checkpoint", request.checkpoint or "(none recorded)"))
         experiment = experiment_provenance(trial)
         dataset = dataset_provenance(trial.experiment.dataset_version)
+        trials = experiment_trials(
+            experiment_overview(experiment=trial.experiment),
+            reviewed_trial_id=trial.pk,
+            label=f"experiment {trial.experiment_id} ({trial.experiment.name})",
+        )
     else:
         audit = request.prediction_audit
         assert audit is not None
@@ -250,6 +308,7 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
         signatories=tuple(signatories),
         dataset=dataset,
         experiment=experiment,
+        trials=trials,
         chain_head=current_chain_head(),
         waivers=tuple(waivers),
         acknowledgements=tuple(

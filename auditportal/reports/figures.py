@@ -1,91 +1,299 @@
 """Plotly figures as static SVG for the reports (docs/reports.md): WeasyPrint runs no JavaScript.
 
 Plotly's static export drives a headless Chromium through kaleido (Debian's ``chromium``; set
-``BROWSER_PATH`` for another). A cold export starts a browser per figure (seconds); the Celery worker
-keeps one warm instead (``start_warm_export``, called when a worker process starts: about 1 GB, so
-never in a web process), which exports a figure in a fraction of a second.
+``BROWSER_PATH`` for another). A cold export starts a browser for each call (seconds); the Celery
+worker keeps one warm instead (``start_warm_export``, called when a worker process starts: about
+1 GB, so never in a web process), which draws a report's figures in a fraction of a second each.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import atexit
 import dataclasses
 import logging
-import warnings
-from typing import Any
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeVar
 
+from auditportal.fairness.figures import experiment as experiment_figures
+from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.audit import forest_plot
 from auditportal.fairness.findings import document_attributes
-from auditportal.fairness.report_context import Figure, ReportContext
+from auditportal.fairness.report_context import ExperimentTrials, Figure, ReportContext
 
 logger = logging.getLogger(__name__)
 
 # The report's text face first (static/fonts, known to WeasyPrint as "Report Sans"), then the same
 # font under its own name for Chromium, which measures the text while laying the figure out.
 FONT_FAMILY = '"Report Sans", "DejaVu Sans", sans-serif'
+WIDTH = 720
+# Seconds one figure may take in Chromium (kaleido's own default).
+TIMEOUT = 90
+# The lines of the trials not under review on the report's EOD timeline.
+OTHER_TRIALS = "rgba(107, 114, 128, 0.55)"
+# Without MathJax: kaleido's page would otherwise load it from a CDN every time it is (re)loaded; no
+# figure here uses LaTeX, and nothing is fetched from a network at run time.
+KALEIDO_OPTIONS: Mapping[str, Any] = MappingProxyType({"mathjax": False})
 
-_warm = False
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """A plotly figure to export, at its size in CSS pixels."""
+
+    figure: Any
+    height: int
+    width: int = WIDTH
+
+
+class _WarmChromium:
+    """One Chromium (a kaleido.Kaleido with one tab) kept open in a thread of its own, with its event loop.
+
+    kaleido's public sync server reloads its page (plotly.js, about 4 MB of script) after every figure,
+    which costs as much as drawing one; here the figures of one report are drawn one after the other in
+    the tab and the page is reloaded once, after the last, while the report is laid out (kaleido 1.5's
+    tab API, pinned in requirements.lock; tests/reports/test_figures.py draws through it).
+    """
+
+    def __init__(self) -> None:
+        import kaleido
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="report-figures", daemon=True)
+        self._thread.start()
+        self._kaleido = kaleido.Kaleido(n=1, **KALEIDO_OPTIONS)
+        self._reloads: set[asyncio.Task[None]] = set()
+        try:
+            self._run(self._kaleido.__aenter__())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def svgs(self, specs: Sequence[dict[str, Any]]) -> list[bytes]:
+        return self._run(self._draw(specs))
+
+    async def _draw(self, specs: Sequence[dict[str, Any]]) -> list[bytes]:
+        from kaleido._profiler import RenderTaskProfile
+        from kaleido._utils import fig_tools
+
+        tab = await self._kaleido._get_kaleido_tab()
+        try:
+            drawn = []
+            for spec in specs:
+                js_spec = fig_tools.coerce_for_js(spec, None, _options(spec))
+                profile = RenderTaskProfile(js_spec, None, tab.tab.target_id)
+                drawn.append(
+                    await asyncio.wait_for(
+                        tab._calc_fig(js_spec, topojson=None, render_prof=profile, stepper=False), TIMEOUT
+                    )
+                )
+            return drawn
+        finally:
+            # The page reloads (clean for the next report) while the report is laid out: the tab is
+            # back in kaleido's queue, where the next export waits for it, once the reload is done.
+            reload = asyncio.get_running_loop().create_task(self._kaleido._return_kaleido_tab(tab))
+            self._reloads.add(reload)
+            reload.add_done_callback(self._reloads.discard)
+
+    def close(self) -> None:
+        try:
+            self._run(self._close(), timeout=TIMEOUT)
+        finally:
+            self._stop_loop()
+
+    async def _close(self) -> None:
+        await asyncio.gather(*self._reloads, return_exceptions=True)
+        await self._kaleido.__aexit__(None, None, None)
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=TIMEOUT)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+_warm: _WarmChromium | None = None
+_warm_lock = threading.Lock()
+_stop_at_exit = False
 
 
 def start_warm_export() -> None:
     """Start the worker's warm Chromium for figure exports (once per process; later calls do nothing)."""
-    global _warm
-    if _warm:
-        return
-    import kaleido
-
-    kaleido.start_sync_server(silence_warnings=True)
-    _warm = True
+    global _warm, _stop_at_exit
+    with _warm_lock:
+        if _warm is not None:
+            return
+        _warm = _WarmChromium()
+        if not _stop_at_exit:
+            atexit.register(stop_warm_export)
+            _stop_at_exit = True
     logger.info("kaleido: warm Chromium started for report figures")
 
 
 def stop_warm_export() -> None:
     global _warm
-    if not _warm:
-        return
-    import kaleido
-
-    kaleido.stop_sync_server(silence_warnings=True)
-    _warm = False
+    with _warm_lock:
+        warm, _warm = _warm, None
+    if warm is not None:
+        warm.close()
 
 
-def figure_svg(figure: Any, *, width: int = 720, height: int = 360) -> str:
-    """``figure`` (a plotly Figure) as SVG text, in the report's font; the figure itself is not changed."""
-    drawn = copy.deepcopy(figure)
-    drawn.update_layout(font_family=FONT_FAMILY, width=width, height=height)
-    with warnings.catch_warnings():
-        # With the warm server, plotly passes options the server ignores, and says so each time.
-        warnings.filterwarnings("ignore", message="The kopts argument is ignored", category=UserWarning)
-        data = drawn.to_image(format="svg")
-    return bytes(data).decode()
+def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
+    """Each of ``drawings`` as SVG text, in the report's font, in order; the figures are not changed.
+
+    With the warm Chromium, all of them in one go; without, kaleido's cold export (a browser per figure).
+    """
+    specs = []
+    for drawing in drawings:
+        # The figure's dict (a copy), straight to kaleido: plotly's to_image would deep-copy the figure
+        # object and validate it again, a tenth of a second per figure.
+        spec = drawing.figure.to_dict()
+        layout = spec.setdefault("layout", {})
+        layout["font"] = {**layout.get("font", {}), "family": FONT_FAMILY}
+        layout.update(width=drawing.width, height=drawing.height)
+        specs.append(spec)
+    warm = _warm
+    if warm is not None:
+        drawn = warm.svgs(specs)
+    else:
+        import kaleido
+
+        drawn = [bytes(kaleido.calc_fig_sync(spec, opts=_options(spec), kopts=dict(KALEIDO_OPTIONS))) for spec in specs]
+    return [data.decode() for data in drawn]
+
+
+def figure_svg(figure: Any, *, width: int = WIDTH, height: int = 360) -> str:
+    """One plotly figure as SVG text (``figures_svg``)."""
+    return figures_svg([Drawing(figure=figure, width=width, height=height)])[0]
+
+
+def _options(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"format": "svg", "width": spec["layout"]["width"], "height": spec["layout"]["height"]}
 
 
 def context_with_figures(context: ReportContext) -> ReportContext:
-    """``context`` with the forest plot of each of its verdict documents added to its figures, as SVG
-    (fairness/figures/audit.py, the dashboard's figure): call it in the worker, where Chromium is warm.
-    The figures come from the documents' stored text only, so the report draws what the committee saw.
+    """``context`` with the dashboard's figures added, as SVG: call it in the worker, where Chromium is
+    warm. For each verdict document, its forest plot (fairness/figures/audit.py) and its recall per
+    group with intervals; for a trial report, the EOD timeline of every trial of the experiment and
+    accuracy against eod (fairness/figures/experiment.py). They are drawn from the context alone (the
+    documents' stored text, the trials as recorded at the decision), so the report shows what the
+    committee saw.
     """
-    added: list[Figure] = []
+    planned: list[tuple[Drawing, str, str]] = []  # the figure, its title and caption
+    tolerance = context.policy.tolerance
     for document in context.documents:
         value = document.document
-        plot = forest_plot(document_attributes(value), tolerance=context.policy.tolerance)
-        if plot is None:
-            continue
-        added.append(
-            Figure(
-                title=f"Forest plot: {document.label}",
-                svg=figure_svg(plot, height=_forest_height(plot)),
-                caption=(
+        attributes = document_attributes(value)
+        plot = forest_plot(attributes, tolerance=tolerance)
+        if plot is not None:
+            planned.append(
+                (
+                    Drawing(plot, height=_height(plot, low=360, high=900)),
+                    f"Forest plot: {document.label}",
                     "Each comparison's difference from the reference group with its familywise interval, one "
-                    f"panel per metric; the shaded band is the policy's tolerance (±{context.policy.tolerance:g}). "
-                    f"Document SHA-256 {document.sha256}."
-                ),
+                    f"panel per metric; the shaded band is the policy's tolerance (±{tolerance:g}). "
+                    f"Document SHA-256 {document.sha256}.",
+                )
             )
-        )
+        recall = [
+            experiment_figures.attribute_recall(name, section, section.get("verdict"))
+            for name, section in attributes.items()
+        ]
+        if any(attribute.groups for attribute in recall):
+            trial = value.get("trial") or {}
+            plot = experiment_figures.group_recall(recall, trial_number=trial.get("number"), step=value.get("step"))
+            planned.append(
+                (
+                    Drawing(plot, height=_height(plot, low=300, high=900)),
+                    f"Recall per group: {document.label}",
+                    "Each group's recall (true positive rate: the share of its actual positives the model "
+                    "found) with its interval; squares mark the reference groups. "
+                    f"Document SHA-256 {document.sha256}.",
+                )
+            )
+    if context.trials is not None:
+        planned += _experiment_drawings(context.trials)
+    svgs = figures_svg([drawing for drawing, _, _ in planned])
+    added = [
+        Figure(title=title, svg=svg, caption=caption) for (_, title, caption), svg in zip(planned, svgs, strict=True)
+    ]
     return dataclasses.replace(context, figures=(*context.figures, *added))
 
 
-def _forest_height(plot: Any) -> int:
-    # The dashboard sizes the plot for its rows; keep that height, within a page.
+def _experiment_drawings(trials: ExperimentTrials) -> list[tuple[Drawing, str, str]]:
+    reviewed = trials.reviewed.number
+    timeline = experiment_figures.eod_timeline(
+        [
+            experiment_figures.TrialTimeline(
+                trial_id=trial.number,
+                number=trial.number,
+                steps=trial.steps,
+                eod=trial.eod_series,
+                verdicts=trial.verdicts,
+            )
+            for trial in trials.trials
+        ],
+        tolerance=trials.tolerance,
+        floor=trials.noise_floor,
+        selected=reviewed,
+    )
+    # On paper the page's one legend entry per trial would not fit: the other trials in one grey entry,
+    # drawn first, so that the reviewed trial's line and the verdict marks lie on top of them.
+    others = [trace for trace in timeline.data if trace.meta is not None and trace.meta != reviewed]
+    for index, trace in enumerate(others):
+        trace.update(
+            line={"color": OTHER_TRIALS, "width": 1},
+            opacity=1,
+            legendgroup="others",
+            showlegend=index == 0,
+            name="other trials" if index == 0 else trace.name,
+        )
+    for trace in timeline.data:
+        if trace.meta == reviewed:
+            trace.update(line={"color": palette.SERIES[0]})  # not a light series colour on paper
+    moved = {id(trace) for trace in others}
+    timeline.data = (*others, *(trace for trace in timeline.data if id(trace) not in moved))
+    scatter = experiment_figures.accuracy_scatter(
+        [
+            experiment_figures.TrialSummary(
+                trial_id=trial.number,
+                number=trial.number,
+                accuracy=trial.accuracy,
+                eod=trial.eod,
+                verdict=trial.verdict,
+            )
+            for trial in trials.trials
+        ],
+        objective="eod",
+        selected=reviewed,
+    )
+    return [
+        (
+            Drawing(timeline, height=_height(timeline, low=360, high=600)),
+            f"EOD per validation step, every trial of {trials.label}",
+            "eod (the largest gap in recall between two groups) at each validation of the reviewed trial "
+            f"{reviewed} (in colour) and of every other trial (grey). The blue band is the tolerance, the grey "
+            "region the largest noise floor; markers show where a trial's verdict changed. Long series are "
+            "thinned for print (first and last points, extremes and verdict changes kept).",
+        ),
+        (
+            Drawing(scatter, height=360),
+            f"Accuracy against eod, every trial of {trials.label}",
+            "Each trial at its latest validation, labelled with its number, in its verdict's colour and shape; "
+            f"the reviewed trial {reviewed}'s marker is the largest. The dotted line joins the trials no other "
+            "trial beats on both (the Pareto front: lower eod, higher accuracy).",
+        ),
+    ]
+
+
+def _height(plot: Any, *, low: int, high: int) -> int:
+    # The dashboard sizes a plot for its rows; keep that height, within a page.
     height = plot.layout.height
-    return max(360, min(int(height), 900)) if height else 480
+    return max(low, min(int(height), high)) if height else (low + high) // 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.celery import app
+from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.models import Trial
+from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.fairness.report_context import ReportContext
 from auditportal.reports import figures, services
 from auditportal.reports.models import Report, ReportRevision
@@ -35,12 +39,12 @@ from tests.approvals.conftest import (
     vote,
 )
 from tests.browser.conftest import chromium_path, require_system_tool
-from tests.reports.helpers import nss_database, pdf_tool
+from tests.reports.helpers import ARTIFACTS, nss_database, pdf_tool
 from tests.reports.test_independent_tools import _pdfsig
 
 __all__ = ["audit_request", "demo_version", "fake_trainer", "frank", "runs", "unfair_trial_request"]
 
-from tests.factories import client_for
+from tests.factories import TrialFactory, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -112,9 +116,12 @@ def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocatio
     # INCONCLUSIVE comparisons the approving members acknowledged, by both.
     assert context.acknowledgements
     assert all(item.by == ("dave", "frank") for item in context.acknowledgements)
-    # The forest plot, drawn in the worker as SVG.
-    assert [figure.title for figure in context.figures] == [f"Forest plot: {context.documents[0].label}"]
-    assert context.figures[0].svg.startswith("<svg")
+    # The dashboard's figures of the document, drawn in the worker as SVG; a prediction audit has no
+    # experiment, so no timeline.
+    label = context.documents[0].label
+    assert [figure.title for figure in context.figures] == [f"Forest plot: {label}", f"Recall per group: {label}"]
+    assert all(figure.svg.startswith("<svg") for figure in context.figures)
+    assert context.trials is None
 
     # The task again (a retried message): the stored report, not a second one.
     queued = ReportContext.from_json(report.context).as_json()
@@ -201,13 +208,32 @@ def test_a_rejected_request_gets_a_report_signed_by_the_rejecting_members(
     assert (signed.number, signed.signer) == (2, frank)
 
 
-def test_a_trial_decision_reports_the_experiment_dataset_and_waivers(
+def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_trials(
+    worker: None,
     unfair_trial_request: ReviewRequest,
     carol: User,
     dave: User,
     frank: User,
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
+    reviewed = unfair_trial_request.trial
+    assert reviewed is not None
+    # The reviewed trial's eod before the frozen validation (step 4), and another trial of the same
+    # experiment, whose eod fell over five validations (one undefined).
+    trial_metrics_ingest(
+        trial=reviewed,
+        records=[MetricRecord(kind="validation", step=step, metrics={"eod": 0.1 * step}) for step in (1, 3)],
+    )
+    other: Trial = TrialFactory.create(experiment=reviewed.experiment)
+    eods = [0.30, 0.21, None, 0.08, 0.04]
+    trial_metrics_ingest(
+        trial=other,
+        records=[
+            MetricRecord(kind="validation", step=10 * (index + 1), metrics={"eod": eod, "accuracy": 0.7 + index / 100})
+            for index, eod in enumerate(eods)
+        ],
+    )
     queued: list[dict[str, Any]] = []
     monkeypatch.setattr(services, "report_generate_queue", lambda **kwargs: queued.append(kwargs))
     request = approved(unfair_trial_request, carol, [dave, frank])
@@ -237,5 +263,61 @@ def test_a_trial_decision_reports_the_experiment_dataset_and_waivers(
         assert item.reason.startswith("the gap is explained by the vendor's data")
         assert item.expires == waiver.expires_at.date().isoformat()
         assert item.approved_by == ("dave", "frank")
+    # Every trial of the experiment, as recorded at the decision: the reviewed one marked, the other's
+    # eod per validation for the timeline (an undefined one as a gap).
+    assert context.trials is not None
+    assert context.trials.label == f"experiment {reviewed.experiment_id} ({reviewed.experiment.name})"
+    assert [(item.number, item.reviewed) for item in context.trials.trials] == [
+        (reviewed.number, True),
+        (other.number, False),
+    ]
+    [row] = context.trials.others
+    assert row.steps == (10, 20, 30, 40, 50)
+    assert row.eod_series == tuple(eods)
+    assert (row.lowest_eod, row.lowest_eod_step, row.latest_step) == (0.04, 50, 50)
+    assert row.accuracy == pytest.approx(0.74)
     # The whole context survives the task's JSON.
     assert ReportContext.from_json(json.loads(json.dumps(context.as_json()))) == context
+
+    # The worker draws the four figures and renders the table of trials.
+    report = Report.objects.get(pk=report_generate_task.apply(args=[context.as_json(), None, request.pk, True]).get())
+    drawn = ReportContext.from_json(report.context)
+    label = context.documents[0].label
+    assert [figure.title for figure in drawn.figures] == [
+        f"Forest plot: {label}",
+        f"Recall per group: {label}",
+        f"EOD per validation step, every trial of {context.trials.label}",
+        f"Accuracy against eod, every trial of {context.trials.label}",
+    ]
+    timeline = drawn.figures[2].svg
+    assert f">trial {reviewed.number}<" in timeline  # its own legend entry
+    assert "other trials" in timeline
+    path = tmp_path / "report.pdf"
+    path.write_bytes(report.revisions.get().path.read_bytes())
+    text = subprocess.run([pdf_tool("pdftotext"), str(path), "-"], capture_output=True, text=True, check=True).stdout
+    assert f"Trials of {context.trials.label}" in text
+    assert f"Only trial {reviewed.number} was decided on." in " ".join(text.split())
+    trials = text[text.index(f"Trials of {context.trials.label}") :]
+    assert f"{reviewed.number} (reviewed)" in " ".join(trials.split())
+    assert "0.040 (step 50)" in trials
+    # Its first page, kept beside the prediction audit's (test_independent_tools) as a CI artifact.
+    subprocess.run(
+        [
+            pdf_tool("pdftoppm"),
+            "-png",
+            "-r",
+            "80",
+            "-f",
+            "1",
+            "-l",
+            "1",
+            "-singlefile",
+            str(path),
+            str(tmp_path / "page"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "page.png", ARTIFACTS / "trial-report-page-1.png")
+    shutil.copyfile(path, ARTIFACTS / "trial-report.pdf")

@@ -78,3 +78,25 @@ def test_the_figure_is_drawn_in_the_pdf_with_its_text(
     names = [line.split()[0] for line in fonts.splitlines()[2:]]
     assert names
     assert all(re.search(r"\+Report-(Sans|Sans-Bold|Mono)$", name) for name in names), names
+
+
+def _normalised(svg: str) -> str:
+    # Each trace of a scatter is named after a random id per export too.
+    return re.sub(r"\btrace[0-9a-f]{6}\b", "traceUID", _without_uid(svg))
+
+
+def test_a_reports_figures_are_drawn_in_one_go_in_their_order(chromium: None) -> None:
+    first = _figure()
+    second = go.Figure(go.Scatter(x=[1, 2], y=[0.2, 0.1], name="eod"))
+    second.update_layout(title_text="EOD per step")
+    cold = figures.figures_svg([figures.Drawing(first, height=300), figures.Drawing(second, height=400)])
+    figures.start_warm_export()
+    warm = figures.figures_svg([figures.Drawing(first, height=300), figures.Drawing(second, height=400)])
+    assert [_normalised(svg) for svg in warm] == [_normalised(svg) for svg in cold]
+    assert "Recall by gender" in warm[0]
+    assert "EOD per step" in warm[1]
+    assert 'height="400"' in warm[1]
+    # The page is clean again for the next report: the same figures again, the same SVG.
+    assert [_normalised(svg) for svg in figures.figures_svg([figures.Drawing(second, height=400)])] == [
+        _normalised(warm[1])
+    ]

@@ -10,15 +10,18 @@ import pytest
 
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.fairness.canonical import canonical_sha256
 from auditportal.fairness.findings import document_attributes
 from auditportal.fairness.report_context import (
     Acknowledgement,
     Decision,
     EvidenceDocument,
+    ExperimentTrials,
     Person,
     PolicyProvenance,
     ReportContext,
     Subject,
+    TrialOverview,
     Vote,
     Waiver,
     display_time,
@@ -64,8 +67,64 @@ def test_an_unknown_key_or_schema_is_refused(document: EvidenceDocument) -> None
     value = _context(document).as_json()
     with pytest.raises(ValueError, match="ReportContext: unknown keys colour"):
         ReportContext.from_json({**value, "colour": "red"})
-    with pytest.raises(ValueError, match="report context schema 9 is not 1"):
+    with pytest.raises(ValueError, match="report context schema 9 is not one of 1, 2"):
         ReportContext.from_json({**value, "schema_version": 9})
+
+
+def test_a_version_1_context_is_read_and_keeps_its_json_and_hash(document: EvidenceDocument) -> None:
+    # As a report stored before the table of trials was added holds it: no "trials" key.
+    value = _context(document).as_json()
+    del value["trials"]
+    value["schema_version"] = 1
+    stored = canonical_sha256(value)
+    again = ReportContext.from_json(value)
+    assert again.trials is None
+    assert again.as_json() == value
+    assert again.sha256 == stored
+
+
+def _trial(number: int, *, reviewed: bool = False, **extra: object) -> TrialOverview:
+    return TrialOverview(number=number, reviewed=reviewed, **extra)  # type: ignore[arg-type]
+
+
+def test_the_trials_of_an_experiment_have_one_reviewed_trial_and_paired_series() -> None:
+    with pytest.raises(ValueError, match="experiment 3: 0 trials are marked as reviewed, not one"):
+        ExperimentTrials(label="experiment 3", tolerance=0.05, noise_floor=None, trials=(_trial(1), _trial(2)))
+    with pytest.raises(ValueError, match="experiment 3: 2 trials are marked as reviewed, not one"):
+        ExperimentTrials(
+            label="experiment 3",
+            tolerance=0.05,
+            noise_floor=None,
+            trials=(_trial(1, reviewed=True), _trial(2, reviewed=True)),
+        )
+    with pytest.raises(ValueError, match="trial 4: 2 steps, 1 eod values and 2 verdicts"):
+        _trial(4, steps=(1, 2), eod_series=(0.1,), verdicts=(None, "PASS"))
+
+
+def test_the_table_of_trials_puts_the_reviewed_one_first_and_the_summary_names_it(
+    document: EvidenceDocument,
+) -> None:
+    trials = ExperimentTrials(
+        label="experiment 3 (search)",
+        tolerance=0.05,
+        noise_floor=0.02,
+        trials=(
+            _trial(2, eod=0.031, lowest_eod=0.0123, lowest_eod_step=400, latest_step=800, verdict="PASS"),
+            _trial(1, hparams=(("lr", "0.01"), ("search_lambda", "0.5"))),
+            _trial(3, reviewed=True, accuracy=0.81234, eod=0.02, noise_floor=0.0101),
+        ),
+    )
+    context = _context(document, trials=trials)
+    rows = context.trial_rows
+    assert [(row.number, row.reviewed) for row in rows] == [(3, True), (1, False), (2, False)]
+    assert (rows[0].accuracy, rows[0].eod, rows[0].noise_floor, rows[0].step) == ("0.812", "0.020", "0.010", "—")
+    assert (rows[2].lowest_eod, rows[2].step, rows[2].verdict) == ("0.012 (step 400)", "800", "PASS")
+    assert rows[1].hparams == "lr=0.01, search_lambda=0.5"
+    assert (
+        "Only trial 3 was decided on. It is one of 3 trials of experiment 3 (search), which were trained with "
+        "different settings"
+    ) in " ".join(context.summary)
+    assert ReportContext.from_json(json.loads(json.dumps(context.as_json()))) == context
 
 
 def test_bad_values_are_refused(document: EvidenceDocument) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
@@ -14,7 +15,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
-from auditportal.reports import services
+from auditportal.reports import services, signing
 from auditportal.reports.models import (
     CertificateAuthority,
     CertificateKind,
@@ -205,3 +206,13 @@ def test_the_decision_queues_generation_once_its_transaction_commits(
     for callback in callbacks:
         callback()
     assert queued == [(context.as_json(), member_dave.pk)]
+
+
+def test_a_key_that_does_not_belong_to_its_certificate_is_refused() -> None:
+    # Keys open without OpenSSL's (slow) RSA validation: the pairing with the certificate is checked.
+    now = timezone.now()
+    key, certificate = signing.new_authority(common_name="Root 1", organisation="Org", now=now)
+    other_key, _ = signing.new_authority(common_name="Root 2", organisation="Org", now=now)
+    signing.Credentials(certificate=certificate, private_key=key, chain=(certificate,))
+    with pytest.raises(ValueError, match="the private key does not belong to the certificate O=Org,CN=Root 1"):
+        signing.Credentials(certificate=certificate, private_key=other_key, chain=(certificate,))
