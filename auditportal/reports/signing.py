@@ -21,7 +21,7 @@ import functools
 import hashlib
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -343,7 +343,7 @@ def _sign(
 
 
 @functools.cache
-def _loaded_key_signer_class() -> type[signers.SimpleSigner]:
+def _loaded_key_signer_class() -> Callable[..., signers.SimpleSigner]:
     """pyHanko's SimpleSigner, signing with the key already loaded: SimpleSigner parses the key's DER
     again for every raw signature (twice per PDF signature: once to measure it), with OpenSSL's RSA
     key validation each time, about 0.13 s for a 3072-bit key. Made on first use, so that loading this
