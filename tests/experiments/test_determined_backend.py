@@ -362,8 +362,12 @@ def test_cancel_kills_the_experiment_on_the_master(
     services.experiment_poll(experiment_id=experiment.pk)
     assert master.count("POST", kill) == 1
     submitted = master.experiments[experiment.det_experiment_id or 0]
+    assert {master.trials[i].state for i in submitted.trials} == {"STATE_STOPPING_KILLED"}
+    experiment.refresh_from_db()
+    assert experiment.status == ExperimentStatus.CANCELLING  # the master is still stopping its trials
     master.settle_kills()
     assert {master.trials[i].state for i in submitted.trials} == {"STATE_CANCELED"}
+    services.experiment_poll(experiment_id=experiment.pk)
     experiment.refresh_from_db()
     assert experiment.status == ExperimentStatus.CANCELLED
     assert set(experiment.trials.values_list("state", flat=True)) == {TrialState.CANCELED}
