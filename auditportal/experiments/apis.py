@@ -12,7 +12,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.api.pagination import DefaultPagination
 from auditportal.datasets.selectors import dataset_version_get
 from auditportal.experiments import configs, selectors, services
-from auditportal.experiments.models import Backend, ExperimentStatus, Template, TrialState
+from auditportal.experiments.models import Backend, ExperimentStatus, StopReason, Template, TrialState
 from auditportal.fairness.stats import Verdict
 from trainer.hparams import HPARAMS, MAX_HIDDEN_LAYERS, MAX_LAYER_WIDTH, RANGE_TYPES, Hparam
 
@@ -116,6 +116,11 @@ class _TrialSerializer(serializers.Serializer[Any]):
     checkpoint = serializers.CharField(allow_blank=True)
     error = serializers.CharField(allow_blank=True)
     log_tail = serializers.CharField(allow_blank=True)
+    ended_at = serializers.DateTimeField(allow_null=True, help_text="when the trial's last process ended")
+    stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_null=True)
+    stop_requested_at = serializers.DateTimeField(allow_null=True)
+    stopped_at_rung = serializers.IntegerField(allow_null=True, help_text="the ASHA rung (from 1) it was stopped at")
+    note = serializers.CharField(allow_blank=True, help_text="how the portal stopped the trial, as the page says")
 
 
 class _ExperimentProgressSerializer(serializers.Serializer[Any]):
@@ -127,10 +132,14 @@ class _ExperimentProgressSerializer(serializers.Serializer[Any]):
     status_label = serializers.CharField()
     error = serializers.CharField(allow_blank=True)
     template = serializers.ChoiceField(choices=Template.choices)
+    slots_per_trial = serializers.IntegerField()
     backend = serializers.ChoiceField(choices=Backend.choices)
     det_experiment_id = serializers.IntegerField(allow_null=True)
     dataset_version = serializers.IntegerField()
     active = serializers.BooleanField()
+    cancel_requested_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    cancel_note = serializers.CharField(allow_blank=True)
     trials = _TrialSerializer(many=True)
 
 
