@@ -12,7 +12,8 @@ class SessionAuthentication(authentication.SessionAuthentication):
     DRF answers an unauthenticated request 401 only when its first authentication class names a
     scheme for the WWW-Authenticate header, 403 otherwise: this one names the session. No password
     is taken over the API (Basic authentication is not offered): log in at /login/ in a browser;
-    pipelines use gate tokens (``Authorization: Token``, approvals.authentication) on the gate API.
+    machine accounts send a token (``Authorization: Token``, approvals.authentication): an API token
+    here, a gate token on the gate API.
     """
 
     def authenticate_header(self, request: Request) -> str:

@@ -82,6 +82,15 @@ class SessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-
         }
 
 
+def _token_scheme(description: str) -> dict[str, Any]:
+    definition: dict[str, Any] = build_bearer_security_scheme_object(
+        header_name="Authorization",
+        token_prefix="Token",  # noqa: S106 (the scheme's name, not a secret)
+    )
+    definition["description"] = description
+    return definition
+
+
 class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """approvals.authentication.GateTokenAuthentication: ``Authorization: Token <token>``."""
 
@@ -90,12 +99,21 @@ class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untype
     priority = 1
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
-        definition: dict[str, Any] = build_bearer_security_scheme_object(
-            header_name="Authorization",
-            token_prefix="Token",  # noqa: S106 (the scheme's name, not a secret)
+        return _token_scheme("A gate token (manage.py api_token create --scope gate): `Authorization: Token <token>`.")
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """approvals.authentication.ApiTokenAuthentication: ``Authorization: Token <token>``."""
+
+    target_class = "auditportal.approvals.authentication.ApiTokenAuthentication"
+    name = "apiToken"
+    priority = 1
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return _token_scheme(
+            "A machine account's API token (manage.py api_token create --scope api), acting with the account's "
+            "roles: `Authorization: Token <token>`."
         )
-        definition["description"] = "A gate token (manage.py api_token): `Authorization: Token <token>`."
-        return definition
 
 
 _ERROR = {

@@ -1,8 +1,10 @@
-"""The gate's token authentication: django-rest-knox's scheme (``Authorization: Token <token>``, the
-token's SHA-512 compared in constant time) over approvals.ApiToken, refusing revoked and expired tokens
-(knox would delete an expired one; the portal keeps it) and tokens of another scope.
+"""Token authentication for machine accounts: django-rest-knox's scheme (``Authorization: Token
+<token>``, the token's SHA-512 compared in constant time) over approvals.ApiToken, refusing revoked and
+expired tokens (knox would delete an expired one; the portal keeps it) and tokens of another scope.
 
-Only the gate API lists this class: elsewhere the header is ignored, so a token opens nothing else.
+Two scopes, one class each: the gate API lists GateTokenAuthentication only, and the rest of the API
+(REST_FRAMEWORK's default classes) ApiTokenAuthentication only, so a gate token opens nothing but the
+gate, and an API token acts with its account's roles everywhere but there.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from auditportal.accounts.models import User
 from auditportal.approvals.models import ApiToken, TokenScope
 
 
-class GateTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
-    scope = TokenScope.GATE
+class ScopedTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
+    scope: TokenScope
 
     def authenticate_credentials(self, token: bytes) -> tuple[User, ApiToken]:
         text = token.decode("utf-8", errors="replace")
@@ -38,7 +40,10 @@ class GateTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
             if candidate.expiry <= timezone.now():
                 raise exceptions.AuthenticationFailed(f"This token expired at {candidate.expiry:%Y-%m-%d %H:%M} UTC.")
             if candidate.scope != self.scope:
-                raise exceptions.AuthenticationFailed(f"This token is not for the {self.scope} API.")
+                raise exceptions.AuthenticationFailed(
+                    f"This token's scope is {candidate.scope!r} ({TokenScope(candidate.scope).label.lower()}), "
+                    f"not {self.scope.value!r}: ask an administrator for a token of scope {self.scope.value!r}."
+                )
             if not candidate.user.is_active:
                 raise exceptions.AuthenticationFailed("This token's account is inactive.")
             return candidate.user, candidate
@@ -46,3 +51,11 @@ class GateTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
 
     def authenticate_header(self, request: Any) -> str:
         return "Token"
+
+
+class GateTokenAuthentication(ScopedTokenAuthentication):
+    scope = TokenScope.GATE
+
+
+class ApiTokenAuthentication(ScopedTokenAuthentication):
+    scope = TokenScope.API

@@ -286,6 +286,9 @@ class WaiverVote(models.Model):
 
 class TokenScope(models.TextChoices):
     GATE = "gate", "Read the approval gate"
+    # The rest of /api/v1/ as the token's account, with that account's roles (a CI pipeline that
+    # audits predictions or launches experiments): the browser logs in, a machine sends a token.
+    API = "api", "Use the API as its account"
 
 
 class ApiToken(models.Model):

@@ -692,10 +692,22 @@ class IssuedToken:
     secret: str
 
 
-def api_token_create(*, user: User, account: str, name: str, days: int) -> IssuedToken:
-    """A gate token for the machine account ``account`` (made if it does not exist: no password, no
-    role, so it can neither log in nor see anything else), valid for ``days`` days. Administrators only."""
+def api_token_create(
+    *, user: User, account: str, name: str, days: int, scope: TokenScope | str = TokenScope.GATE
+) -> IssuedToken:
+    """A token of ``scope`` for the machine account ``account`` (made if it does not exist, with no
+    password, so it cannot log in), valid for ``days`` days. Administrators only.
+
+    A gate token's account holds no role, so the token opens the gate and nothing else. An API token
+    acts on /api/v1/ with its account's roles, which an administrator grants (``manage.py grant_role``)
+    like a person's; the account still has no password, so it never has a browser session.
+    """
     _require_admin(user)
+    if scope not in TokenScope.values:
+        raise ApprovalError(
+            f"Unknown token scope {scope!r}; choose one of {', '.join(TokenScope.values)}.", field="scope"
+        )
+    scope = TokenScope(scope)
     name = _required(name, "name")
     account = _required(account, "account")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
@@ -709,10 +721,16 @@ def api_token_create(*, user: User, account: str, name: str, days: int) -> Issue
             event_record(
                 actor=user, verb=Verb.USER_CREATED, target=machine, data={"username": account, "machine": True}
             )
-        elif machine.has_usable_password() or machine.is_member or machine.is_staff:
+        elif machine.has_usable_password() or machine.is_staff:
             raise ApprovalError(
-                f"{account!r} is a person's account (it has a password, a role or staff access): tokens are "
-                "for machine accounts. Choose another name.",
+                f"{account!r} is a person's account (it has a password or staff access): tokens are for "
+                "machine accounts. Choose another name.",
+                field="account",
+            )
+        elif scope == TokenScope.GATE and machine.is_member:
+            raise ApprovalError(
+                f"{account!r} holds a role: a gate token's account must hold none, so that the token opens "
+                "the gate and nothing else. Choose another name, or make an API token (scope 'api').",
                 field="account",
             )
         digest, secret = get_digest_token()
@@ -722,7 +740,7 @@ def api_token_create(*, user: User, account: str, name: str, days: int) -> Issue
             user=machine,
             expiry=timezone.now() + timedelta(days=days),
             name=name,
-            scope=TokenScope.GATE,
+            scope=scope,
             created_by=user,
         )
         event_record(

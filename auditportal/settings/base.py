@@ -221,7 +221,12 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 REST_FRAMEWORK = {
     # The browser's session (a 401 with WWW-Authenticate without one); no passwords over the API. The
     # gate also takes its tokens (approvals.authentication).
-    "DEFAULT_AUTHENTICATION_CLASSES": ["auditportal.api.authentication.SessionAuthentication"],
+    # The browser's session first (its scheme names the WWW-Authenticate header of a 401), then a
+    # machine account's API token (approvals.authentication; the gate API lists its own class).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "auditportal.api.authentication.SessionAuthentication",
+        "auditportal.approvals.authentication.ApiTokenAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
@@ -256,8 +261,9 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# API tokens for machine accounts (the approval gate): django-rest-knox's hashed tokens, in the
-# approvals app's model, which adds the scope, a name and revocation. Only the gate API accepts them.
+# API tokens for machine accounts: django-rest-knox's hashed tokens, in the approvals app's model,
+# which adds the scope (the gate, or the rest of the API with the account's roles), a name and
+# revocation.
 KNOX_TOKEN_MODEL = "approvals.ApiToken"
 # knox's own migrations would create its (swapped-out) token table, which nothing uses and whose
 # foreign key to the users stops the test database's flush: the app is left unmigrated.
