@@ -28,6 +28,9 @@ form's; "-" sends an empty form (pages) or ``{}`` (API).
 Besides its status, every 200 is read for what must not be in it: an account without roles (and the
 superuser, outside the admin site) sees no object's name; nobody sees another user's staged upload;
 only ML engineers and administrators see a trial's log tail, checkpoint path and full config.
+
+Not in the table, in test_authorization_matrix.py: the gate token opens the gate and no other route;
+a steward cannot add a version to another steward's dataset (own18).
 """
 
 from __future__ import annotations

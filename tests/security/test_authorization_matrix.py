@@ -13,16 +13,18 @@ from urllib.parse import urlencode
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.http import HttpResponse
 from django.test import Client, override_settings
 from pytest_django import DjangoDbBlocker
 
 from auditportal.reports import signing
+from tests.datasets.conftest import SMALL_CSV
 from tests.factories import PASSWORD
 from tests.security import matrix
 from tests.security.routes import EXCLUDED, Route, all_routes, fill, url_routes
-from tests.security.world import NAMES, USER_CLASSES, World, build_world
+from tests.security.world import MODEL, NAMES, USER_CLASSES, World, build_world
 
 # The database is set up for a module whose tests are marked; the world fixture (module scope) makes
 # the objects once, and each test's own transaction nests inside its.
@@ -31,6 +33,8 @@ pytestmark = pytest.mark.django_db
 ROUTES = all_routes()
 _BY_KEY = {route.key: route for route in ROUTES}
 _REASON = "checked by the authorization matrix"
+# Routes open to anyone (the table says why).
+PUBLIC = {"login", "reports:authorities", "reports:authority-pem"}
 
 # Minimal bodies (the table's body column): (world, for the API) -> the fields.
 BODIES: dict[str, Callable[[World, bool], dict[str, Any]]] = {
@@ -268,3 +272,50 @@ def test_the_world_stays_the_same_for_every_request(world: World, clients: dict[
     assert _request(clients["eng"], "POST", url, {}, api=False).status_code == 302
     world.experiment.refresh_from_db()
     assert world.experiment.status != "cancelled"
+
+
+def test_the_gate_token_opens_the_gate_and_nothing_else(world: World) -> None:
+    """A pipeline's gate token (approvals.authentication) answers the gate's question and is refused
+    by every other route of the API, and is no session for the pages."""
+    token = Client(HTTP_AUTHORIZATION=f"Token {world.gate_token}")
+    gate = token.get("/api/v1/gate/", {"model": MODEL})
+    assert gate.status_code == 200, gate.content
+    opened = []
+    for route in ROUTES:
+        if route.key == "api-gate" or route.is_admin:
+            continue
+        url = fill(route, _values(world, route))
+        response = _request(token, "GET", url, {}, route.is_api)
+        to_login = response.status_code == 302 and response["Location"].startswith("/login/?next=")
+        refused = response.status_code in (401, 403, 405) or to_login
+        if not refused and not (route.key in PUBLIC and response.status_code == 200):
+            opened.append(f"{url}: {response.status_code}")
+    assert opened == []
+
+
+@pytest.mark.xfail(strict=True, reason=matrix.OWN18)
+def test_a_steward_cannot_add_a_version_to_another_stewards_dataset(world: World, clients: dict[str, Client]) -> None:
+    """The second steward uploads a file under the first steward's dataset name: the upload or its
+    declaration is refused (403), as the upload of a new version by the dataset's own steward is not."""
+    name = world.version.dataset.name
+
+    def upload(client: Client) -> Any:
+        savepoint = transaction.atomic()
+        savepoint._from_testcase = True  # type: ignore[attr-defined]  # see the world fixture
+        with savepoint:
+            response = client.post("/datasets/new/", {"name": name, "file": _csv_file()})
+            declared = None
+            if response.status_code == 302 and "/datasets/new/" in response["Location"]:
+                declare = {"label": "approved", "positive": "1", "attributes": ["gender"]}
+                declared = client.post(response["Location"], declare)
+            transaction.set_rollback(True)
+        return declared if declared is not None and declared.status_code == 403 else response
+
+    own = upload(clients["steward"])
+    assert own.status_code == 302, own.content[:500]
+    other = upload(clients["steward2"])
+    assert other.status_code == 403, f"{other.status_code} {other.get('Location', '')}"
+
+
+def _csv_file() -> SimpleUploadedFile:
+    return SimpleUploadedFile("more-loans.csv", SMALL_CSV.encode(), content_type="text/csv")
