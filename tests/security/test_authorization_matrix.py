@@ -219,16 +219,21 @@ def _cases() -> Iterator[Any]:
                     )
 
 
+def _row_of(route: Route, method: str) -> matrix.Row:
+    row = matrix.expected(route.key, method)
+    assert row is not None, (
+        f"the route {route.key!r} ({route.pattern}) has no {method} row in tests/security/matrix.py: add "
+        "one that says what each user class may get from it"
+    )
+    return row
+
+
 @pytest.mark.parametrize(("key", "method", "pending_user"), list(_cases()))
 def test_the_route_answers_each_user_as_the_table_says(
     world: World, clients: dict[str, Client], key: str, method: str, pending_user: str | None
 ) -> None:
     route = _BY_KEY[key]
-    row = matrix.expected(key, method)
-    assert row is not None, (
-        f"the route {key!r} ({route.pattern}) has no row in tests/security/matrix.py: add one that says "
-        "what each user class may get from it"
-    )
+    row = _row_of(route, method)
     if pending_user is not None:
         problem = _check(world, clients[pending_user], route, row, pending_user)
         assert problem is None, problem
@@ -239,6 +244,21 @@ def test_the_route_answers_each_user_as_the_table_says(
         if not row.cells[user_class].pending
     ]
     assert [p for p in problems if p] == []
+
+
+def test_a_route_the_table_does_not_name_fails_by_name() -> None:
+    new = Route(pattern="datasets/<int:dataset_id>/export/", name="datasets:export", parameters=("dataset_id",))
+    assert matrix.methods_of(new.key) == []
+    with pytest.raises(AssertionError, match=r"'datasets:export' \(datasets/<int:dataset_id>/export/\) has no GET"):
+        _row_of(new, "GET")
+    # An admin model the table does not know is no exception.
+    assert matrix.methods_of("admin:datasets_datasetversion_changelist") == []
+
+
+def test_the_table_refuses_a_cell_it_cannot_read() -> None:
+    with pytest.raises(ValueError, match="not an expected answer"):
+        matrix.Cell.parse("ok")
+    assert matrix.Cell.parse("403!") == matrix.Cell("403", pending=True)
 
 
 def test_every_row_of_the_table_names_a_route_of_the_urlconf() -> None:
