@@ -1,0 +1,348 @@
+"""The authorization matrix: what every route answers to every kind of user, as data.
+
+Read ``EXPECTED`` as a table. One row per route (its URL name, or its pattern where it has none) and
+method; the columns are the user classes of tests/security/world.py:
+
+    anon      not logged in              eng       ML engineer (launched the experiment, made the
+    norole    logged in, no role                   audit and the review request)
+    steward   data steward (owns the     eng2      another ML engineer
+              dataset and staged upload) reviewer  reviewer
+    steward2  another data steward       committee ethics-committee member
+    admin     the administrator role     super     Django superuser without a portal role
+
+A cell is the answer expected:
+
+    login     302 to /login/?next=... (a page asked for without a session)
+    alogin    302 to /admin/login/?next=... (the admin site asked for without a staff session)
+    401       401 with a WWW-Authenticate header (the API without a session)
+    302       a redirect elsewhere (done, or back to the page with a message)
+    NNN       that status; 403: a member without the role or right; 404: the object is hidden from
+              this user (an account without roles sees nothing; a staged upload is its uploader's)
+    X!        X is what the ownership rules of issue 18 say (branch own18); main does not enforce
+              them yet, so the cell is an xfail(strict=True) until that branch lands
+
+``body`` names the minimal body a POST sends (BODIES in test_authorization_matrix.py): enough to get
+past the form's "this field is required", so that the answer is the authorization's, not the
+form's; "-" sends an empty form (pages) or ``{}`` (API).
+
+Besides its status, every 200 is read for what must not be in it: an account without roles (and the
+superuser, outside the admin site) sees no object's name; nobody sees another user's staged upload;
+only ML engineers and administrators see a trial's log tail, checkpoint path and full config.
+
+Not in the table, in test_authorization_matrix.py: the gate token opens the gate and no other route;
+a steward cannot add a version to another steward's dataset (own18).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tests.security.world import USER_CLASSES
+
+# fmt: off
+EXPECTED = """
+# route                            meth body      anon   norole stew   stew2  eng    eng2   rev    comm   admin  super
+# Pages: without a session, the login page; an account without roles gets 403 on a page of a role
+# and 404 on any object (it must not learn that one exists); the superuser holds no portal role.
+home                               GET  -         login  200    200    200    200    200    200    200    200    200
+login                              GET  -         200    200    200    200    200    200    200    200    200    200
+login                              POST -         200    200    200    200    200    200    200    200    200    200
+logout                             GET  -         405    405    405    405    405    405    405    405    405    405
+logout                             POST -         302    302    302    302    302    302    302    302    302    302
+# A staged upload is private to the steward who uploaded it: 404 to everyone else.
+datasets:upload                    GET  -         login  403    200    200    403    403    403    403    403    403
+datasets:upload                    POST -         login  403    200    200    403    403    403    403    403    403
+datasets:declare                   GET  -         login  404    200    404    404    404    404    404    404    404
+datasets:declare                   POST -         login  404    400    404    404    404    404    404    404    404
+datasets:staged-status             GET  -         login  404    200    404    404    404    404    404    404    404
+datasets:discard                   GET  -         login  405    405    405    405    405    405    405    405    405
+datasets:discard                   POST -         login  404    302    404    404    404    404    404    404    404
+# Datasets: every member reads them (302: a dataset's page is its latest version's).
+datasets:detail                    GET  -         login  404    302    302    302    302    302    302    302    404
+datasets:version                   GET  -         login  404    200    200    200    200    200    200    200    404
+datasets:check                     GET  -         login  405    405    405    405    405    405    405    405    405
+datasets:check                     POST -         login  404    302    302    403    403    403    403    302    404
+# Only the dataset's stewards or an administrator retire its versions (own18).
+datasets:retire                    GET  -         login  405    405    405    405    405    405    405    405    405
+datasets:retire                    POST reason    login  404    302    403!   403    403    403    403    302    404
+experiments:index                  GET  -         login  200    200    200    200    200    200    200    200    200
+experiments:new                    GET  -         login  403    403    403    200    200    403    403    403    403
+experiments:new                    POST -         login  403    403    403    200    200    403    403    403    403
+# 200!: the page shows a trial's log tail, checkpoint path or full config, which only ML engineers
+# and administrators may see (own18).
+experiments:detail                 GET  -         login  404    200!   200!   200    200    200!   200!   200    404
+experiments:progress               GET  -         login  404    200!   200!   200    200    200!   200!   200    404
+experiments:figures                GET  -         login  404    200    200    200    200    200    200    200    404
+experiments:timeline-csv           GET  -         login  404    200    200    200    200    200    200    200    404
+# Only the launcher or an administrator cancels an experiment (own18).
+experiments:cancel                 GET  -         login  405    405    405    405    405    405    405    405    405
+experiments:cancel                 POST -         login  404    403    403    302    403!   403    403    302!   404
+# Prediction audits are readable by every member (audits.selectors); retiring one is for its
+# creator, a reviewer or an administrator.
+audits:predictions                 GET  -         login  200    200    200    200    200    200    200    200    200
+audits:prediction-new              GET  -         login  403    403    403    200    200    200    403    403    403
+audits:prediction-new              POST -         login  403    403    403    200    200    200    403    403    403
+audits:prediction                  GET  -         login  404    200    200    200    200    200    200    200    404
+audits:prediction-comparisons-csv  GET  -         login  404    200    200    200    200    200    200    200    404
+audits:prediction-retire           GET  -         login  405    405    405    405    405    405    405    405    405
+audits:prediction-retire           POST reason    login  404    403    403    302    403    302    403    302    404
+policies:page                      GET  -         login  403    200    200    200    200    200    200    200    403
+policies:page                      POST -         login  403    403    403    403    403    403    403    200    403
+evidence:document                  GET  -         login  404    200    200    200    200    200    200    200    404
+evidence:canonical                 GET  -         login  404    200    200    200    200    200    200    200    404
+# Freezing a trial's validation: ML engineers and reviewers.
+evidence:freeze-trial              GET  -         login  405    405    405    405    405    405    405    405    405
+evidence:freeze-trial              POST step      login  404    403    403    302    302    302    403    403    404
+# Review requests: the roles and states of approvals/rules.py. An empty body is answered 400 before
+# the rule is asked (services check the input first), so the POSTs send minimal bodies.
+approvals:queue                    GET  -         login  403    200    200    200    200    200    200    200    403
+approvals:list                     GET  -         login  403    200    200    200    200    200    200    200    403
+approvals:new                      GET  -         login  403    403    403    200    200    200    403    403    403
+approvals:new                      POST -         login  403    403    403    200    200    200    403    403    403
+approvals:request                  GET  -         login  404    200!   200!   200    200    200!   200!   200    404
+approvals:revise                   GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:revise                   POST -         login  404    403    403    400    403    403    403    403    404
+approvals:submit                   GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:submit                   POST -         login  404    403    403    400    403    403    403    403    404
+approvals:start-review             GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:start-review             POST -         login  404    403    403    403    403    400    400    403    404
+approvals:request-changes          GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:request-changes          POST changes   login  404    403    403    403    403    302    403    403    404
+approvals:withdraw                 GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:withdraw                 POST withdraw  login  404    403    403    302    403    403    403    403    404
+approvals:revoke                   GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:revoke                   POST revoke    login  404    403    403    403    403    403    400    400    404
+approvals:recommend                GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:recommend                POST recommend login  404    403    403    403    403    302    403    403    404
+approvals:comment                  GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:comment                  POST comment   login  404    403    403    302    302    302    302    403    404
+approvals:vote                     GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:vote                     POST vote      login  404    403    403    403    403    403    302    403    404
+approvals:waiver                   GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:waiver                   POST waiver    login  404    403    403    400    403    400    400    403    404
+approvals:waiver-vote              GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:waiver-vote              POST wvote     login  404    403    403    403    403    403    302    403    404
+# Reports are signed by the committee members named in them.
+reports:list                       GET  -         login  200    200    200    200    200    200    200    200    200
+reports:detail                     GET  -         login  404    200    200    200    200    200    200    200    404
+reports:sign                       GET  -         login  405    405    405    405    405    405    405    405    405
+reports:sign                       POST password  login  404    403    403    403    403    403    302    403    404
+reports:revision                   GET  -         login  404    200    200    200    200    200    200    200    404
+reports:verify                     GET  -         login  403    200    200    200    200    200    200    200    403
+reports:verify                     POST -         login  403    400    400    400    400    400    400    400    403
+# Public: a third party needs the certificates to check a report with their own tools.
+reports:authorities                GET  -         200    200    200    200    200    200    200    200    200    200
+reports:authority-pem              GET  -         200    200    200    200    200    200    200    200    200    200
+# The API: 401 with WWW-Authenticate without a session; otherwise as the pages. The API's posts take
+# JSON; a prediction audit takes a file (415 to JSON).
+api-schema                         GET  -         401    200    200    200    200    200    200    200    200    200
+api-docs                           GET  -         login  200    200    200    200    200    200    200    200    200
+api-dataset-list                   GET  -         401    200    200    200    200    200    200    200    200    200
+api-dataset-version                GET  -         401    404    200    200    200    200    200    200    200    404
+api-experiment-list                GET  -         401    200    200    200    200    200    200    200    200    200
+api-experiment-list                POST experiment 401    404    403    403    201    201    403    403    403    404
+api-experiment                     GET  -         401    404    200!   200!   200    200    200!   200!   200    404
+api-experiment-cancel              GET  -         401    405    405    405    405    405    405    405    405    405
+api-experiment-cancel              POST -         401    404    403    403    200    403!   403    403    200!   404
+api-prediction-audit-list          GET  -         401    200    200    200    200    200    200    200    200    200
+api-prediction-audit-list          POST -         401    403    403    403    415    415    415    403    403    403
+api-prediction-audit               GET  -         401    404    200    200    200    200    200    200    200    404
+api-prediction-audit-retire        GET  -         401    405    405    405    405    405    405    405    405    405
+api-prediction-audit-retire        POST reason    401    404    403    403    200    403    200    403    200    404
+api-policy                         GET  -         401    403    200    200    200    200    200    200    200    403
+api-policy                         POST -         401    403    403    403    403    403    403    403    400    403
+api-verdict-document               GET  -         401    404    200    200    200    200    200    200    200    404
+api-verdict-document-canonical     GET  -         401    404    200    200    200    200    200    200    200    404
+# The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_only); a
+# member's session without ?model= is a 400.
+api-gate                           GET  -         401    403    400    400    400    400    400    400    400    403
+api-review-requests                GET  -         401    403    200!   200!   200    200    200!   200!   200    403
+api-review-requests                POST request   401    404    403    403    400    400    400    403    403    404
+api-review-request                 GET  -         401    404    200!   200!   200    200    200!   200!   200    404
+api-review-request-revise          GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-revise          POST -         401    404    403    403    400    403    403    403    403    404
+api-review-request-submit          GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-submit          POST -         401    404    403    403    400    403    403    403    403    404
+api-review-request-start-review    GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-start-review    POST -         401    404    403    403    403    403    400    400    403    404
+api-review-request-request-changes GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-request-changes POST reason    401    404    403    403    403    403    200!   403    403    404
+api-review-request-withdraw        GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-withdraw        POST reason    401    404    403    403    200    403    403    403    403    404
+api-review-request-revoke          GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-revoke          POST reason    401    404    403    403    403    403    403    400    400    404
+api-review-request-recommend       GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-recommend       POST recommend 401    404    403    403    403    403    201    403    403    404
+api-review-request-comment         GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-comment         POST comment   401    404    403    403    201    201    201    201    403    404
+api-review-request-vote            GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-vote            POST vote      401    404    403    403    403    403    403    201    403    404
+api-review-request-waiver          GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-waiver          POST waiver    401    404    403    403    400    403    400    400    403    404
+api-waiver-vote                    GET  -         401    405    405    405    405    405    405    405    405    405
+api-waiver-vote                    POST wvote     401    404    403    403    403    403    403    201    403    404
+api-report-verify                  GET  -         401    405    405    405    405    405    405    405    405    405
+api-report-verify                  POST -         401    403    415    415    415    415    415    415    415    403
+# The admin site (its models' routes: ADMIN_MODELS below): staff only, and the only staff account
+# here is the superuser. A logged-in non-staff user sees the admin's login form; its logout sends
+# anyone who is not staff to the admin's index (hence its login).
+admin:index                        GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin:login                        GET  -         200    200    200    200    200    200    200    200    200    302
+admin:login                        POST -         200    200    200    200    200    200    200    200    200    200
+admin:logout                       GET  -         302    302    302    302    302    302    302    302    302    405
+admin:logout                       POST -         302    302    302    302    302    302    302    302    302    302
+admin:password_change              GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin:password_change              POST -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin:password_change_done         GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin:autocomplete                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 403
+admin:jsi18n                       GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+# The report has no page of its own for the admin's "view on site".
+admin:view_on_site                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 404
+admin:app_list                     GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin/(?P<url>.*)$                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 404
+admin:auth_user_password_change    GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+admin:auth_user_password_change    POST -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+"""
+# fmt: on
+
+# The admin site: only staff get past its login, and the only staff account here is the superuser;
+# every other user class gets `alogin` on every admin route. What the superuser gets depends on the
+# model's admin: evidence (and the activity log, and policy versions) is view-only.
+ADMIN_MODELS = """
+# model                          kind
+accounts.user                    users
+auth.group                       editable
+activity.event                   view-only
+approvals.acknowledgement        view-only
+approvals.apitoken               view-only
+approvals.comment                view-only
+approvals.recommendation         view-only
+approvals.reviewrequest          view-only
+approvals.reviewvote             view-only
+approvals.waiver                 view-only
+approvals.waivervote             view-only
+audits.predictionaudit           view-only
+evidence.verdictdocument         view-only
+experiments.experiment           view-only
+experiments.trial                view-only
+policies.fairnesspolicy          view-only
+reports.certificateauthority     view-only
+reports.report                   view-only
+reports.reportrevision           view-only
+reports.signingcertificate       view-only
+"""
+
+# The superuser's answer per view and kind: a view-only admin shows rows and refuses add, change and
+# delete (lib/admin.EvidenceAdmin); users are never deleted (their names stay in the activity log);
+# an empty POST to a form shows it again with its errors (200). "redirect" is <object_id>/, which
+# sends to the change page.
+ADMIN_VIEWS = """
+view         method  view-only  users  editable
+changelist   GET     200        200    200
+changelist   POST    200        200    200
+add          GET     403        200    200
+add          POST    403        200    200
+change       GET     200        200    200
+change       POST    403        200    200
+delete       GET     403        403    200
+delete       POST    403        403    200
+history      GET     200        200    200
+redirect     GET     302        302    302
+"""
+
+OWN18 = "ownership rules: branch own18"
+
+_ADMIN_MODEL_ROUTE = re.compile(r"^admin:(?P<model>[a-z]+_[a-z]+)_(?P<view>changelist|add|history|delete|change)$")
+_ADMIN_REDIRECT = re.compile(r"^admin/(?P<app>[a-z_]+)/(?P<model>[a-z_]+)/<path:object_id>/$")
+
+
+@dataclass(frozen=True)
+class Cell:
+    answer: str  # "login", "alogin", "401", "302" or a status
+    pending: bool = False  # the rule of branch own18, not enforced on main yet
+
+    @classmethod
+    def parse(cls, text: str) -> Cell:
+        pending = text.endswith("!")
+        answer = text.rstrip("!")
+        if answer not in ("login", "alogin") and not re.fullmatch(r"[1-5]\d\d", answer):
+            raise ValueError(f"not an expected answer: {text!r}")
+        return cls(answer, pending)
+
+    def __str__(self) -> str:
+        return self.answer + ("!" if self.pending else "")
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    method: str
+    body: str
+    cells: dict[str, Cell]
+
+
+def _lines(table: str) -> list[list[str]]:
+    return [line.split() for line in table.strip().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _rows() -> dict[tuple[str, str], Row]:
+    rows: dict[tuple[str, str], Row] = {}
+    for words in _lines(EXPECTED):
+        key, method, body, *cells = words
+        if len(cells) != len(USER_CLASSES):
+            raise ValueError(f"{key} {method}: {len(cells)} cells, not {len(USER_CLASSES)}")
+        if (key, method) in rows:
+            raise ValueError(f"{key} {method}: two rows")
+        rows[key, method] = Row(key, method, body, dict(zip(USER_CLASSES, map(Cell.parse, cells), strict=True)))
+    return rows
+
+
+def _admin_models() -> dict[str, str]:
+    """``app_model`` (as admin URL names spell it) -> the kind of its admin."""
+    return {label.replace(".", "_"): kind for label, kind in _lines(ADMIN_MODELS)}
+
+
+def _admin_views() -> dict[tuple[str, str], dict[str, str]]:
+    """(view, method) -> kind -> the superuser's answer."""
+    lines = _lines(ADMIN_VIEWS)
+    kinds = lines[0][2:]
+    return {(view, method): dict(zip(kinds, answers, strict=True)) for view, method, *answers in lines[1:]}
+
+
+ROWS = _rows()
+ADMIN_MODEL_KINDS = _admin_models()
+ADMIN_VIEW_ANSWERS = _admin_views()
+
+
+def admin_model_route(key: str) -> tuple[str, str] | None:
+    """(app_model, view) of one model's admin route, from its name or, unnamed, its pattern."""
+    match = _ADMIN_MODEL_ROUTE.match(key)
+    if match is not None:
+        return match["model"], match["view"]
+    match = _ADMIN_REDIRECT.match(key)
+    if match is not None:
+        return f"{match['app']}_{match['model']}", "redirect"
+    return None
+
+
+def methods_of(key: str) -> list[str]:
+    """The methods the table has rows for (empty: the route is not in the table)."""
+    model_view = admin_model_route(key)
+    if model_view is not None and model_view[0] in ADMIN_MODEL_KINDS:
+        return [method for view, method in ADMIN_VIEW_ANSWERS if view == model_view[1]]
+    return [method for route, method in ROWS if route == key]
+
+
+def expected(key: str, method: str) -> Row | None:
+    """The row for a route and method, the admin's model routes spelled out from their kind."""
+    model_view = admin_model_route(key)
+    if model_view is not None and model_view[0] in ADMIN_MODEL_KINDS:
+        model, view = model_view
+        answer = ADMIN_VIEW_ANSWERS.get((view, method), {}).get(ADMIN_MODEL_KINDS[model])
+        if answer is None:
+            return None
+        cells = {user: Cell("alogin") for user in USER_CLASSES}
+        cells["super"] = Cell.parse(answer)
+        return Row(key, method, "-", cells)
+    return ROWS.get((key, method))
