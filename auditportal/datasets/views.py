@@ -54,6 +54,9 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
                 original_name=uploaded.name,
                 dataset_name=form.cleaned_data["name"],
             )
+        except services.DatasetOwnerRequired as exc:
+            form.add_error("name", str(exc))
+            return render(request, "datasets/upload.html", {"form": form}, status=403)
         except UserError as exc:
             add_user_error(form, exc)
         else:
@@ -84,6 +87,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     # A repeated name cannot say which of its columns it means, so it is offered for no role.
     repeated = set(tabular.repeated_names(names))
     columns = [name for name in dict.fromkeys(names) if name not in repeated]
+    status = 200
     if request.method == "POST":
         form = DeclarationForm(request.POST, columns=columns)
         if form.is_valid():
@@ -91,6 +95,9 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
                 services.staged_upload_declare(user=user, staged=staged, spec=form.spec())
             except services.StagedUploadBusy:
                 pass
+            except services.DatasetOwnerRequired as exc:
+                form.add_error(None, str(exc))
+                status = 403
             except UserError as exc:
                 add_user_error(form, exc)
             if not form.errors:
@@ -111,7 +118,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
             "profile": staged.profile,
             "warning": tabular.repeated_columns_warning(names),
         },
-        status=400 if request.method == "POST" and form.errors else 200,
+        status=400 if status == 200 and request.method == "POST" and form.errors else status,
     )
 
 
@@ -185,7 +192,9 @@ def _version_page(
             "group_tables": _group_tables(version),
             "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
             "integrity": selectors.dataset_version_integrity_latest(version=version),
-            "can_manage": services.dataset_version_can_retire(user=user),
+            "can_check": services.dataset_version_can_check(user=user),
+            "can_retire": services.dataset_version_can_retire(user=user, dataset=version.dataset),
+            "stewards": services.dataset_steward_names(dataset=version.dataset),
             "retire_form": retire_form,
         },
         status=status,
@@ -213,7 +222,7 @@ def _group_tables(version: DatasetVersion) -> list[tuple[selectors.GroupTable, s
 def dataset_version_check(request: HttpRequest, version_id: int) -> HttpResponse:
     user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
-    if not services.dataset_version_can_retire(user=user):
+    if not services.dataset_version_can_check(user=user):
         raise PermissionDenied("Only a data steward or an administrator can check a version's integrity.")
     try:
         services.dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.MANUAL)
