@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -240,7 +241,7 @@ def errored(experiment: Experiment) -> Experiment:
     return experiment
 
 
-def _seen(user: User, experiment: Experiment) -> tuple[str, dict[str, object], dict[str, object]]:
+def _seen(user: User, experiment: Experiment) -> tuple[str, dict[str, Any], dict[str, Any]]:
     client = client_for(user)
     page = client.get(reverse("experiments:detail", args=[experiment.pk]))
     progress = client.get(reverse("experiments:progress", args=[experiment.pk]))
@@ -261,7 +262,8 @@ def test_stewards_reviewers_and_committee_members_see_metrics_but_no_run_interna
     assert 'id="experiment-config"' not in page
     assert "Trainer crashed (exit status 1)" in page  # the error itself (no path) is for everyone
     for data in (progress, api):
-        [trial] = data["trials"]  # type: ignore[misc]
+        trials: list[dict[str, Any]] = data["trials"]
+        [trial] = trials
         assert (trial["checkpoint"], trial["log_tail"], trial["error"]) == (
             None,
             None,
@@ -279,6 +281,7 @@ def test_engineers_and_administrators_see_log_tails_checkpoints_and_the_config(
     assert escape(LOG_TAIL) in page
     assert escape(errored.config_yaml) in page
     for data in (progress, api):
-        [trial] = data["trials"]  # type: ignore[misc]
+        trials: list[dict[str, Any]] = data["trials"]
+        [trial] = trials
         assert (trial["checkpoint"], trial["log_tail"]) == (CHECKPOINT, LOG_TAIL)
     assert api["config_yaml"] == errored.config_yaml
