@@ -692,8 +692,19 @@ def dataset_name_check_owner(*, user: User, name: str) -> None:
         _require_dataset_owner(user=user, dataset=dataset, action="add a version to it")
 
 
+def dataset_can_manage_stewards(*, user: User) -> bool:
+    return user.is_authenticated and user.has_role(Role.ADMIN)
+
+
+def _require_steward_manager(actor: User | None) -> None:
+    if actor is not None and not dataset_can_manage_stewards(user=actor):
+        raise PermissionDenied("Only an administrator can change a dataset's stewards.")
+
+
 def dataset_steward_add(*, dataset: Dataset, user: User, actor: User | None) -> DatasetSteward:
-    """Make ``user`` (a data steward) a steward of ``dataset``; ``actor`` None: from the command line."""
+    """Make ``user`` (a data steward) a steward of ``dataset``; the actor is an administrator (None:
+    the system)."""
+    _require_steward_manager(actor)
     if not user.is_active:
         raise UserError(f"{user.username} is not an active account.", field="user")
     if not user.has_role(Role.DATA_STEWARD):
@@ -718,6 +729,7 @@ def dataset_steward_add(*, dataset: Dataset, user: User, actor: User | None) -> 
 
 def dataset_steward_remove(*, dataset: Dataset, user: User, actor: User | None) -> None:
     """Take ``user`` off the stewards of ``dataset``; its last steward stays (add another first)."""
+    _require_steward_manager(actor)
     with transaction.atomic():
         Dataset.objects.select_for_update().get(pk=dataset.pk)
         stewards = list(DatasetSteward.objects.filter(dataset=dataset).select_related("user"))

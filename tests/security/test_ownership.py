@@ -285,3 +285,44 @@ def test_engineers_and_administrators_see_log_tails_checkpoints_and_the_config(
         [trial] = trials
         assert (trial["checkpoint"], trial["log_tail"]) == (CHECKPOINT, LOG_TAIL)
     assert api["config_yaml"] == errored.config_yaml
+
+
+# -- Stewards from the dataset page (administrators) ---------------------------------------------------
+
+
+def test_an_administrator_adds_and_removes_stewards_on_the_dataset_page(
+    erin: User, sam: User, version: DatasetVersion
+) -> None:
+    client = client_for(erin)
+    page = client.get(reverse("datasets:version", args=[version.pk])).content.decode()
+    assert 'id="steward-add"' in page
+    url = reverse("datasets:stewards", args=[version.dataset_id])
+    response = client.post(url, {"action": "add", "username": "sam"})
+    assert response.status_code == 302
+    assert list(DatasetSteward.objects.filter(dataset=version.dataset).values_list("user__username", flat=True)) == [
+        "alice",
+        "sam",
+    ]
+    assert client.post(url, {"action": "remove", "username": "alice"}).status_code == 302
+    assert [event.actor for event in Event.objects.filter(verb__startswith="dataset.steward_")] == [erin, erin]
+    refused = client.post(url, {"action": "remove", "username": "sam"})
+    assert refused.status_code == 400
+    assert escape("sam is the last steward of 'loans': add another steward first.") in refused.content.decode()
+    unknown = client.post(url, {"action": "add", "username": "ghost"})
+    assert unknown.status_code == 400
+    assert escape("No user named 'ghost'.") in unknown.content.decode()
+
+
+@pytest.mark.parametrize("who", ["alice", "sam", "bob"])
+def test_only_an_administrator_changes_stewards(
+    request: pytest.FixtureRequest, who: str, sam: User, version: DatasetVersion
+) -> None:
+    client = client_for(request.getfixturevalue(who))
+    page = client.get(reverse("datasets:version", args=[version.pk])).content.decode()
+    assert 'id="steward-add"' not in page
+    response = client.post(reverse("datasets:stewards", args=[version.dataset_id]), {"action": "add", "username": who})
+    assert response.status_code == 403
+    assert "Only an administrator can change a dataset&#x27;s stewards." in response.content.decode()
+    assert not Event.objects.filter(verb=Verb.DATASET_STEWARD_ADDED).exists()
+    with pytest.raises(PermissionDenied, match=r"Only an administrator can change a dataset's stewards\."):
+        dataset_services.dataset_steward_add(dataset=version.dataset, user=sam, actor=request.getfixturevalue(who))
