@@ -11,6 +11,8 @@ class Verb(models.TextChoices):
     ROLE_GRANTED = "role.granted", "role granted"
     ROLE_REVOKED = "role.revoked", "role revoked"
     DATASET_CREATED = "dataset.created", "dataset created"
+    DATASET_STEWARD_ADDED = "dataset.steward_added", "dataset steward added"
+    DATASET_STEWARD_REMOVED = "dataset.steward_removed", "dataset steward removed"
     DATASET_VERSION_REGISTERED = "dataset_version.registered", "dataset version registered"
     PREDICTION_AUDIT_CREATED = "prediction_audit.created", "prediction audit created"
     EXPERIMENT_LAUNCHED = "experiment.launched", "experiment launched"

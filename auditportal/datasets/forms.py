@@ -98,3 +98,10 @@ class RetireForm(forms.Form):
         label="Reason",
         help_text="Shown on this page; a retired version is offered to no new experiment.",
     )
+
+
+class StewardForm(forms.Form):
+    """An administrator adds a steward to a dataset, or removes one."""
+
+    username = forms.CharField(max_length=150, label="User name")
+    action = forms.ChoiceField(choices=[("add", "Add"), ("remove", "Remove")], widget=forms.HiddenInput)

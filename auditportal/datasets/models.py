@@ -21,6 +21,28 @@ class Dataset(models.Model):
         return self.name
 
 
+class DatasetSteward(models.Model):
+    """A steward who owns a dataset: only its stewards (or an administrator) add versions to it and
+    retire them. The steward who created the dataset is the first; each later change is an event
+    (services.dataset_steward_add / dataset_steward_remove)."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="stewardships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["dataset", "added_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "user"], name="datasets_steward_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} stewards {self.dataset}"
+
+
 class FileFormat(models.TextChoices):
     CSV = "csv", "CSV"
     PARQUET = "parquet", "Parquet"

@@ -23,6 +23,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import (
     Dataset,
+    DatasetSteward,
     DatasetVersion,
     GroupSummary,
     IntegrityCheck,
@@ -36,6 +37,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, FeatureInfo, Inspection
 from auditportal.lib import uploads
 from auditportal.lib.env import human_size
+from auditportal.lib.files import FILE_MODE, private_dir
 from auditportal.lib.transactions import inside_atomic_block
 
 logger = logging.getLogger(__name__)
@@ -55,9 +57,7 @@ def dataset_name_check(name: str) -> str:
 
 
 def _storage_root() -> Path:
-    root = Path(settings.DATASET_STORAGE_DIR)
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return private_dir(settings.DATASET_STORAGE_DIR)
 
 
 def dataset_read_limits() -> tabular.ReadLimits:
@@ -82,7 +82,7 @@ def _check_size(path: Path, display_name: str) -> int:
 
 def _place(source: Path, target: Path, *, move: bool) -> None:
     """Put a file into the store without ever exposing a half-written file under its final name."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     partial = target.with_name(f".{target.name}.partial")
     if move:
         try:
@@ -92,6 +92,8 @@ def _place(source: Path, target: Path, *, move: bool) -> None:
             source.unlink()
     else:
         shutil.copyfile(source, partial)
+    # A moved file keeps its mode: the store's files are 0600 whatever their source was.
+    partial.chmod(FILE_MODE)
     partial.rename(target)
 
 
@@ -120,6 +122,7 @@ def dataset_version_register(
     say = progress or (lambda step: None)
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     clean_name = dataset_name_check(name)
+    dataset_name_check_owner(user=user, name=clean_name)
     tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
@@ -182,9 +185,16 @@ def _version_create(
 ) -> DatasetVersion:
     dataset, created = Dataset.objects.get_or_create(name=name, defaults={"created_by": user})
     if created:
-        event_record(actor=user, verb=Verb.DATASET_CREATED, target=dataset, data={"name": name})
+        DatasetSteward.objects.create(dataset=dataset, user=user, added_by=user)
+        event_record(
+            actor=user, verb=Verb.DATASET_CREATED, target=dataset, data={"name": name, "stewards": [user.username]}
+        )
     # Lock the dataset row so two registrations cannot both take the same version number.
     dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+    if not created:
+        # Checked again under the lock: the dataset may have been created by another steward since
+        # the request's early check, or this user removed from its stewards.
+        _require_dataset_owner(user=user, dataset=dataset, action="add a version to it")
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
     version = DatasetVersion.objects.create(
         dataset=dataset,
@@ -292,6 +302,8 @@ def staged_upload_create(*, user: User, source: Path, original_name: str, datase
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     staged_uploads_expire()
     clean_name = dataset_name_check(dataset_name)
+    # Before the file is kept or read: a name someone else owns is refused at once.
+    dataset_name_check_owner(user=user, name=clean_name)
     tabular.check_file_name(original_name)
     size = _check_size(source, original_name)
     tabular.check_file(
@@ -425,6 +437,7 @@ def staged_upload_declare(*, user: User, staged: StagedUpload, spec: DatasetSpec
     require_role(user, Role.DATA_STEWARD, action="register datasets")
     if staged.owner_id != user.pk:
         raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
+    dataset_name_check_owner(user=user, name=staged.dataset_name)
     with transaction.atomic():
         claimed = StagedUpload.objects.filter(pk=staged.pk, owner=user, status=StagedStatus.READY).update(
             status=StagedStatus.REGISTERING,
@@ -604,8 +617,7 @@ def _integrity_record(
 
 def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) -> DatasetVersion:
     """Take a version out of use for new experiments; it stays, with everything that cites it."""
-    if not dataset_version_can_retire(user=user):
-        raise PermissionDenied("Only a data steward or an administrator can retire dataset versions.")
+    _require_dataset_owner(user=user, dataset=version.dataset, action="retire its versions")
     cleaned = reason.strip()
     if not cleaned:
         raise UserError("Say why this version is retired.", field="reason")
@@ -631,9 +643,110 @@ def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) 
     return locked
 
 
-def dataset_version_can_retire(*, user: User) -> bool:
-    """Data stewards and administrators retire versions and ask for integrity checks."""
+def dataset_version_can_retire(*, user: User, dataset: Dataset) -> bool:
+    """The dataset's stewards and administrators retire its versions."""
+    return dataset_is_owner(user=user, dataset=dataset)
+
+
+def dataset_version_can_check(*, user: User) -> bool:
+    """Data stewards and administrators ask for integrity checks (a re-hash changes nothing)."""
     return user.has_role(Role.DATA_STEWARD) or user.has_role(Role.ADMIN)
+
+
+# -- Ownership -------------------------------------------------------------------------------------
+#
+# A dataset's stewards (DatasetSteward rows) own it: only they, or an administrator, add versions to
+# it and retire them. The steward who created it is the first; administrators add and remove others
+# (manage.py dataset_stewards), each change an event.
+
+
+class DatasetOwnerRequired(PermissionDenied):
+    def __init__(self, dataset: Dataset, action: str) -> None:
+        self.dataset = dataset
+        names = ", ".join(dataset_steward_names(dataset=dataset)) or "none"
+        super().__init__(f"Only the stewards of dataset {dataset.name!r} ({names}) or an administrator can {action}.")
+
+
+def dataset_steward_names(*, dataset: Dataset) -> list[str]:
+    stewards = DatasetSteward.objects.filter(dataset=dataset).order_by("added_at", "pk")
+    return list(stewards.values_list("user__username", flat=True))
+
+
+def dataset_is_owner(*, user: User, dataset: Dataset) -> bool:
+    if not user.is_authenticated:
+        return False
+    if user.has_role(Role.ADMIN):
+        return True
+    return user.has_role(Role.DATA_STEWARD) and DatasetSteward.objects.filter(dataset=dataset, user=user).exists()
+
+
+def _require_dataset_owner(*, user: User, dataset: Dataset, action: str) -> None:
+    if not dataset_is_owner(user=user, dataset=dataset):
+        raise DatasetOwnerRequired(dataset, action)
+
+
+def dataset_name_check_owner(*, user: User, name: str) -> None:
+    """Refuse a registration under the name of an existing dataset that ``user`` does not own."""
+    dataset = Dataset.objects.filter(name=name).first()
+    if dataset is not None:
+        _require_dataset_owner(user=user, dataset=dataset, action="add a version to it")
+
+
+def dataset_can_manage_stewards(*, user: User) -> bool:
+    return user.is_authenticated and user.has_role(Role.ADMIN)
+
+
+def _require_steward_manager(actor: User | None) -> None:
+    if actor is not None and not dataset_can_manage_stewards(user=actor):
+        raise PermissionDenied("Only an administrator can change a dataset's stewards.")
+
+
+def dataset_steward_add(*, dataset: Dataset, user: User, actor: User | None) -> DatasetSteward:
+    """Make ``user`` (a data steward) a steward of ``dataset``; the actor is an administrator (None:
+    the system)."""
+    _require_steward_manager(actor)
+    if not user.is_active:
+        raise UserError(f"{user.username} is not an active account.", field="user")
+    if not user.has_role(Role.DATA_STEWARD):
+        raise UserError(
+            f"{user.username} is not a data steward: grant the role first, then make them a steward of "
+            f"{dataset.name!r}.",
+            field="user",
+        )
+    with transaction.atomic():
+        Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if DatasetSteward.objects.filter(dataset=dataset, user=user).exists():
+            raise UserError(f"{user.username} is already a steward of {dataset.name!r}.", field="user")
+        steward = DatasetSteward.objects.create(dataset=dataset, user=user, added_by=actor)
+        event_record(
+            actor=actor,
+            verb=Verb.DATASET_STEWARD_ADDED,
+            target=dataset,
+            data={"dataset": dataset.name, "steward": user.username},
+        )
+    return steward
+
+
+def dataset_steward_remove(*, dataset: Dataset, user: User, actor: User | None) -> None:
+    """Take ``user`` off the stewards of ``dataset``; its last steward stays (add another first)."""
+    _require_steward_manager(actor)
+    with transaction.atomic():
+        Dataset.objects.select_for_update().get(pk=dataset.pk)
+        stewards = list(DatasetSteward.objects.filter(dataset=dataset).select_related("user"))
+        mine = [steward for steward in stewards if steward.user_id == user.pk]
+        if not mine:
+            raise UserError(f"{user.username} is not a steward of {dataset.name!r}.", field="user")
+        if len(stewards) == 1:
+            raise UserError(
+                f"{user.username} is the last steward of {dataset.name!r}: add another steward first.", field="user"
+            )
+        mine[0].delete()
+        event_record(
+            actor=actor,
+            verb=Verb.DATASET_STEWARD_REMOVED,
+            target=dataset,
+            data={"dataset": dataset.name, "steward": user.username},
+        )
 
 
 def dataset_version_shard(

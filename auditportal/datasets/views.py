@@ -10,10 +10,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from auditportal.accounts.models import Role
+from auditportal.accounts.models import Role, User
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets import selectors, services
-from auditportal.datasets.forms import DeclarationForm, RetireForm, UploadForm
+from auditportal.datasets.forms import DeclarationForm, RetireForm, StewardForm, UploadForm
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose, StagedStatus
 from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
@@ -54,6 +54,9 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
                 original_name=uploaded.name,
                 dataset_name=form.cleaned_data["name"],
             )
+        except services.DatasetOwnerRequired as exc:
+            form.add_error("name", str(exc))
+            return render(request, "datasets/upload.html", {"form": form}, status=403)
         except UserError as exc:
             add_user_error(form, exc)
         else:
@@ -84,6 +87,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     # A repeated name cannot say which of its columns it means, so it is offered for no role.
     repeated = set(tabular.repeated_names(names))
     columns = [name for name in dict.fromkeys(names) if name not in repeated]
+    status = 200
     if request.method == "POST":
         form = DeclarationForm(request.POST, columns=columns)
         if form.is_valid():
@@ -91,6 +95,9 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
                 services.staged_upload_declare(user=user, staged=staged, spec=form.spec())
             except services.StagedUploadBusy:
                 pass
+            except services.DatasetOwnerRequired as exc:
+                form.add_error(None, str(exc))
+                status = 403
             except UserError as exc:
                 add_user_error(form, exc)
             if not form.errors:
@@ -111,7 +118,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
             "profile": staged.profile,
             "warning": tabular.repeated_columns_warning(names),
         },
-        status=400 if request.method == "POST" and form.errors else 200,
+        status=400 if status == 200 and request.method == "POST" and form.errors else status,
     )
 
 
@@ -173,7 +180,12 @@ def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpRespons
 
 
 def _version_page(
-    request: HttpRequest, version: DatasetVersion, *, retire_form: RetireForm, status: int = 200
+    request: HttpRequest,
+    version: DatasetVersion,
+    *,
+    retire_form: RetireForm | None = None,
+    steward_form: StewardForm | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     user = request_user(request)
     return render(
@@ -185,8 +197,12 @@ def _version_page(
             "group_tables": _group_tables(version),
             "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
             "integrity": selectors.dataset_version_integrity_latest(version=version),
-            "can_manage": services.dataset_version_can_retire(user=user),
-            "retire_form": retire_form,
+            "can_check": services.dataset_version_can_check(user=user),
+            "can_retire": services.dataset_version_can_retire(user=user, dataset=version.dataset),
+            "stewards": services.dataset_steward_names(dataset=version.dataset),
+            "retire_form": retire_form or RetireForm(),
+            "can_manage_stewards": services.dataset_can_manage_stewards(user=user),
+            "steward_form": steward_form or StewardForm(initial={"action": "add"}),
         },
         status=status,
     )
@@ -213,7 +229,7 @@ def _group_tables(version: DatasetVersion) -> list[tuple[selectors.GroupTable, s
 def dataset_version_check(request: HttpRequest, version_id: int) -> HttpResponse:
     user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
-    if not services.dataset_version_can_retire(user=user):
+    if not services.dataset_version_can_check(user=user):
         raise PermissionDenied("Only a data steward or an administrator can check a version's integrity.")
     try:
         services.dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.MANUAL)
@@ -240,3 +256,34 @@ def dataset_version_retire(request: HttpRequest, version_id: int) -> HttpRespons
             messages.success(request, f"Retired {version}.")
             return redirect("datasets:version", version_id=version.pk)
     return _version_page(request, version, retire_form=form, status=400)
+
+
+@login_required
+@require_POST
+def dataset_stewards(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """An administrator adds (``action=add``) or removes (``action=remove``) one of a dataset's stewards."""
+    user = request_user(request)
+    dataset = selectors.dataset_get(user=user, dataset_id=dataset_id)
+    if not services.dataset_can_manage_stewards(user=user):
+        raise PermissionDenied("Only an administrator can change a dataset's stewards.")
+    form = StewardForm(request.POST)
+    if form.is_valid():
+        username, action = form.cleaned_data["username"].strip(), form.cleaned_data["action"]
+        steward = User.objects.filter(username=username).first()
+        try:
+            if steward is None:
+                raise UserError(f"No user named {username!r}.", field="username")
+            if action == "add":
+                services.dataset_steward_add(dataset=dataset, user=steward, actor=user)
+                messages.success(request, f"{steward.username} is now a steward of {dataset.name}.")
+            else:
+                services.dataset_steward_remove(dataset=dataset, user=steward, actor=user)
+                messages.success(request, f"{steward.username} is no longer a steward of {dataset.name}.")
+        except UserError as exc:
+            form.add_error("username", str(exc))
+        else:
+            return redirect("datasets:detail", dataset_id=dataset.pk)
+    latest = selectors.dataset_version_list(user=user, dataset=dataset).first()
+    if latest is None:
+        return render(request, "datasets/empty.html", {"dataset": dataset, "errors": form.errors}, status=400)
+    return _version_page(request, latest, steward_form=form, status=400)

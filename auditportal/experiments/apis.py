@@ -113,9 +113,15 @@ class _TrialSerializer(serializers.Serializer[Any]):
     )
     metrics = _TrialMetricsSerializer()
     verdicts = _VerdictSerializer(many=True)
-    checkpoint = serializers.CharField(allow_blank=True)
+    checkpoint = serializers.CharField(
+        allow_blank=True, allow_null=True, help_text="null: shown to ML engineers and administrators only"
+    )
     error = serializers.CharField(allow_blank=True)
-    log_tail = serializers.CharField(allow_blank=True)
+    log_tail = serializers.CharField(
+        allow_blank=True,
+        allow_null=True,
+        help_text="the errored trial's last log lines; null: shown to ML engineers and administrators only",
+    )
     ended_at = serializers.DateTimeField(allow_null=True, help_text="when the trial's last process ended")
     stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_null=True)
     stop_requested_at = serializers.DateTimeField(allow_null=True)
@@ -196,19 +202,22 @@ class ExperimentListApi(APIView):
             batches=data["batches"],
             slots_per_trial=data["slots_per_trial"],
         )
-        return Response(selectors.experiment_as_json(experiment), status=201)
+        return Response(selectors.experiment_as_json(experiment, user=user), status=201)
 
 
 class ExperimentDetailApi(APIView):
     class OutputSerializer(_ExperimentProgressSerializer):
-        config_yaml = serializers.CharField()
+        config_yaml = serializers.CharField(
+            allow_null=True, help_text="null: shown to ML engineers and administrators only"
+        )
         hparam_space = serializers.DictField()
 
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=request_user(request), experiment_id=experiment_id)
-        data = selectors.experiment_as_json(experiment)
-        data["config_yaml"] = experiment.config_yaml
+        user = request_user(request)
+        experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+        data = selectors.experiment_as_json(experiment, user=user)
+        data["config_yaml"] = experiment.config_yaml if selectors.run_internals_visible(user=user) else None
         data["hparam_space"] = experiment.hparam_space
         return Response(data)
 
@@ -219,4 +228,4 @@ class ExperimentCancelApi(APIView):
         user = request_user(request)
         experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
         experiment = services.experiment_cancel(user=user, experiment=experiment)
-        return Response(selectors.experiment_as_json(experiment))
+        return Response(selectors.experiment_as_json(experiment, user=user))

@@ -12,7 +12,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 from django.utils import formats, timezone
 
-from auditportal.accounts.models import User
+from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Verb
 from auditportal.activity.selectors import events_about
 from auditportal.experiments import asha, configs
@@ -43,6 +43,13 @@ def experiment_list(*, user: User) -> QuerySet[Experiment]:
     if not user.is_authenticated or not user.is_member:
         return Experiment.objects.none()
     return Experiment.objects.select_related("dataset_version__dataset", "launched_by")
+
+
+def run_internals_visible(*, user: User) -> bool:
+    """Whether ``user`` sees how runs are made: trial log tails (absolute paths, tracebacks),
+    checkpoint paths and the full experiment config. ML engineers and administrators do; reviewers,
+    committee members and stewards see the metrics and verdicts without them (least privilege)."""
+    return user.is_authenticated and (user.has_role(Role.ML_ENGINEER) or user.has_role(Role.ADMIN))
 
 
 def launch_backend() -> str:
@@ -174,7 +181,8 @@ def trial_group_counts(*, trial: Trial, attribute: str, group: str | None = None
     return points.order_by("kind", "step", "name")
 
 
-def trial_as_json(trial: Trial) -> dict[str, Any]:
+def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
+    """``internals``: with the checkpoint and the log tail (run_internals_visible); else both null."""
     return {
         "id": trial.pk,
         "number": trial.number,
@@ -194,9 +202,9 @@ def trial_as_json(trial: Trial) -> dict[str, Any]:
             "step": trial.latest_step,
         },
         "verdicts": [verdict_as_json(verdict) for verdict in trial.verdicts.all()],
-        "checkpoint": trial.checkpoint,
+        "checkpoint": trial.checkpoint if internals else None,
         "error": trial.error,
-        "log_tail": trial.log_tail,
+        "log_tail": trial.log_tail if internals else None,
         "ended_at": trial.ended_at.isoformat() if trial.ended_at else None,
         "stop_reason": trial.stop_reason or None,
         "stop_requested_at": trial.stop_requested_at.isoformat() if trial.stop_requested_at else None,
@@ -207,7 +215,9 @@ def trial_as_json(trial: Trial) -> dict[str, Any]:
     }
 
 
-def experiment_as_json(experiment: Experiment) -> dict[str, Any]:
+def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
+    """The experiment and its trials as the live page and the API show them to ``user``."""
+    internals = run_internals_visible(user=user)
     trials = list(trial_list(experiment=experiment))
     return {
         "experiment": experiment.pk,
@@ -224,7 +234,7 @@ def experiment_as_json(experiment: Experiment) -> dict[str, Any]:
         "cancel_requested_at": experiment.cancel_requested_at.isoformat() if experiment.cancel_requested_at else None,
         "ended_at": experiment.ended_at.isoformat() if experiment.ended_at else None,
         "cancel_note": experiment_cancel_note(experiment),
-        "trials": [trial_as_json(trial) for trial in trials],
+        "trials": [trial_as_json(trial, internals=internals) for trial in trials],
     }
 
 

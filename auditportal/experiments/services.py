@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.db.models import Max
 from django.db.models.functions import Coalesce
@@ -659,7 +660,11 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     machine than the trials): one that has not started is cancelled at once; a running one becomes
     CANCELLING, and a worker stops its trials (the task queued after commit, else the periodic poll)
     and marks it CANCELLED once the last has ended, keeping when each actually did."""
-    require_role(user, Role.ML_ENGINEER, action="cancel experiments")
+    if not experiment_can_cancel(user=user, experiment=experiment):
+        raise PermissionDenied(
+            f"Only the engineer who launched experiment {experiment.pk} ({experiment.launched_by.username}) "
+            "or an administrator can cancel it."
+        )
     now = timezone.now()
     with transaction.atomic():
         # Not started (or being launched: the launching worker stops what it submitted).
@@ -687,6 +692,15 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
         status = experiment.get_status_display().lower()
         raise UserError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
     return experiment
+
+
+def experiment_can_cancel(*, user: User, experiment: Experiment) -> bool:
+    """Its launcher (still an ML engineer) or an administrator cancels an experiment."""
+    if not user.is_authenticated:
+        return False
+    if user.has_role(Role.ADMIN):
+        return True
+    return experiment.launched_by_id == user.pk and user.has_role(Role.ML_ENGINEER)
 
 
 def experiments_poll_active() -> int:

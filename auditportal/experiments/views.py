@@ -80,9 +80,10 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
                 (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
                 for trial in trials
             ],
-            "can_cancel": user.has_role(Role.ML_ENGINEER)
+            "can_cancel": services.experiment_can_cancel(user=user, experiment=experiment)
             and experiment.is_active
             and experiment.status != ExperimentStatus.CANCELLING,
+            "show_internals": selectors.run_internals_visible(user=user),
             "cancel_note": selectors.experiment_cancel_note(experiment),
             "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
             "searcher_metric": configs.SEARCHER_METRIC,
@@ -95,7 +96,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
 def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonResponse:
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
-    return JsonResponse(selectors.experiment_as_json(experiment))
+    return JsonResponse(selectors.experiment_as_json(experiment, user=user))
 
 
 @login_required

@@ -492,7 +492,7 @@ def _store(data: bytes) -> tuple[str, str]:
         handle.flush()
         os.fsync(handle.fileno())
     try:
-        os.chmod(handle.name, 0o440)
+        os.chmod(handle.name, 0o400)  # read-only, and private like every file the portal writes
         os.link(handle.name, target)  # fails if the name exists: a stored file is never replaced
     finally:
         os.unlink(handle.name)

@@ -24,6 +24,10 @@ from auditportal.lib.env import (
     env_size,
     env_str,
 )
+from auditportal.lib.files import private_dir, restrict_new_files
+
+# Whatever the portal (or the local trainer it starts) creates is 0600/0700 (auditportal/lib/files.py).
+restrict_new_files()
 
 # Lets admin/DRF classes be subscripted at runtime (ModelAdmin[Event]) for the type checker.
 django_stubs_ext.monkeypatch()
@@ -186,8 +190,10 @@ if len(_report_key_passphrase) < REPORT_KEY_PASSPHRASE_MIN_LENGTH:
     raise EnvError(f"REPORT_KEY_PASSPHRASE must be at least {REPORT_KEY_PASSPHRASE_MIN_LENGTH} characters long")
 REPORT_KEY_PASSPHRASE = _report_key_passphrase
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
-# The embedded default must start on a fresh clone: create its working folders on first use.
-Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
+# The embedded default must start on a fresh clone: create its working folders on first use (and
+# make var/ private if it was created before the portal's umask was).
+private_dir(VAR_DIR)
+private_dir(FILE_UPLOAD_TEMP_DIR)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 FILE_UPLOAD_HANDLERS = [
     # First: refuses the files of anyone who may not upload them at this address, unread.
@@ -195,7 +201,7 @@ FILE_UPLOAD_HANDLERS = [
     "auditportal.lib.uploads.SizeLimitedUploadHandler",
     "auditportal.lib.uploads.HashingTemporaryFileUploadHandler",
 ]
-FILE_UPLOAD_PERMISSIONS = 0o640
+FILE_UPLOAD_PERMISSIONS = 0o600
 
 # Celery. Default: kombu's filesystem transport under var/, so the embedded set-up needs no broker.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")

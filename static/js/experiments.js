@@ -154,9 +154,12 @@
     var errorRow = table.querySelector('tr[data-trial-error="' + trial.id + '"]');
     errorRow.hidden = !trial.error;
     errorRow.querySelector('[data-field="error"]').textContent = capfirst(trial.error);
+    // Absent for those who may not see log tails (the poll sends null to them).
     var log = errorRow.querySelector('[data-field="log_tail"]');
-    log.textContent = trial.log_tail;
-    log.hidden = !trial.log_tail;
+    if (log) {
+      log.textContent = trial.log_tail || "";
+      log.hidden = !trial.log_tail;
+    }
   }
 
   function render(data) {

@@ -97,8 +97,22 @@ def _dataset_version_integrity_failed(request: pytest.FixtureRequest) -> Callabl
 
 def _dataset_version_retired(request: pytest.FixtureRequest) -> Callable[[], object]:
     version: DatasetVersion = request.getfixturevalue("demo_version")
-    alice = _user(request, "alice")
-    return lambda: dataset_services.dataset_version_retire(user=alice, version=version, reason="superseded")
+    # Its creator (a steward the factory made) owns it; an administrator may retire it too.
+    erin = _user(request, "erin")
+    return lambda: dataset_services.dataset_version_retire(user=erin, version=version, reason="superseded")
+
+
+def _dataset_steward_added(request: pytest.FixtureRequest) -> Callable[[], object]:
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    alice, erin = _user(request, "alice"), _user(request, "erin")
+    return lambda: dataset_services.dataset_steward_add(dataset=version.dataset, user=alice, actor=erin)
+
+
+def _dataset_steward_removed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    version: DatasetVersion = request.getfixturevalue("demo_version")
+    alice, erin = _user(request, "alice"), _user(request, "erin")
+    dataset_services.dataset_steward_add(dataset=version.dataset, user=alice, actor=erin)
+    return lambda: dataset_services.dataset_steward_remove(dataset=version.dataset, user=alice, actor=erin)
 
 
 def _prediction_audit_created(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -341,6 +355,8 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.ROLE_REVOKED: _role_revoked,
     Verb.DATASET_CREATED: _dataset_registered,
     Verb.DATASET_VERSION_REGISTERED: _dataset_registered,
+    Verb.DATASET_STEWARD_ADDED: _dataset_steward_added,
+    Verb.DATASET_STEWARD_REMOVED: _dataset_steward_removed,
     Verb.DATASET_VERSION_INTEGRITY_FAILED: _dataset_version_integrity_failed,
     Verb.DATASET_VERSION_RETIRED: _dataset_version_retired,
     Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,

@@ -108,3 +108,31 @@ def test_a_cancel_shows_cancelling_until_the_worker_reports_when_the_trial_actua
     assert note.inner_text().endswith(f"Stopped {shown}.")
     assert page.locator("#experiment-cancel-note").inner_text().endswith(f"every trial had stopped by {shown}.")
     page.screenshot(path=str(ARTIFACTS / "experiment-cancelled.png"), full_page=True)
+
+
+def test_a_reviewer_follows_an_erroring_trial_and_sees_its_error_without_its_log_tail(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    make_user("carol", [Role.REVIEWER])
+    experiment = ExperimentFactory.create(
+        dataset_version=DemoDatasetVersionFactory.create(rows=300),
+        batches=100,
+        status=ExperimentStatus.RUNNING,
+        launched_by=make_user("bob", [Role.ML_ENGINEER]),
+    )
+    trial = TrialFactory.create(experiment=experiment, state=TrialState.RUNNING, steps_done=30)
+    log_in(page, live_server.url, "carol")
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    assert page.locator("#cancel-form").count() == 0  # not the launcher
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    Trial.objects.filter(pk=trial.pk).update(
+        state=TrialState.ERRORED, error="trainer crashed", log_tail='File "/srv/portal/var/runs/1/train.py"'
+    )
+    Experiment.objects.filter(pk=experiment.pk).update(status=ExperimentStatus.ERRORED)
+    page.wait_for_function(SHOWS, arg=[trial.pk, "state", "Errored"])
+    error_row = page.locator(f'tr[data-trial-error="{trial.pk}"]')
+    error_row.wait_for()
+    assert error_row.inner_text().strip() == "Trainer crashed"
+    assert "/srv/portal" not in page.content()
+    assert errors == []

@@ -38,7 +38,10 @@ def test_an_administrator_may_retire_a_version(erin: User, version: DatasetVersi
 
 
 def test_an_engineer_may_not_retire_a_version(bob: User, version: DatasetVersion) -> None:
-    with pytest.raises(PermissionDenied, match="Only a data steward or an administrator can retire"):
+    with pytest.raises(
+        PermissionDenied,
+        match=r"Only the stewards of dataset .loans. \(alice\) or an administrator can retire its versions\.",
+    ):
         services.dataset_version_retire(user=bob, version=version, reason="no")
     version.refresh_from_db()
     assert not version.is_retired

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from django.db import transaction
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.services import role_grant, user_create
+from auditportal.lib.files import write_private_text
 
 DEMO_USERS: tuple[tuple[str, Role], ...] = (
     ("steward", Role.DATA_STEWARD),
@@ -24,6 +26,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--password", help="use this password for every demo user instead of random ones")
+        parser.add_argument(
+            "--password-file",
+            type=Path,
+            metavar="PATH",
+            help="also write the logins to this file, readable by this account only (0600)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
@@ -43,6 +51,12 @@ class Command(BaseCommand):
                     user.is_staff = user.is_superuser = True
                     user.save(update_fields=["is_staff", "is_superuser"])
                 rows.append((username, password, role.label))
-        self.stdout.write("Demo users (development only):")
-        for username, password, label in rows:
-            self.stdout.write(f"  {username:<10} {password:<16} {label}")
+        lines = ["Demo users (development only):"]
+        lines += [f"  {username:<10} {password:<16} {label}" for username, password, label in rows]
+        for line in lines:
+            self.stdout.write(line)
+        if options["password_file"] is not None:
+            try:
+                write_private_text(options["password_file"], "\n".join(lines) + "\n")
+            except OSError as exc:
+                raise CommandError(f"--password-file {options['password_file']}: {exc.strerror}") from exc
