@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.api.authentication import SessionAuthentication
 from auditportal.approvals import selectors, services
@@ -31,10 +32,14 @@ from auditportal.approvals.models import (
 from auditportal.approvals.rules import ACTIONS
 from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
+from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.stats import Verdict
 
 
-def request_as_json(request: ReviewRequest, *, detail: bool = False) -> dict[str, Any]:
+def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = False) -> dict[str, Any]:
+    """``viewer``: who asks; the checkpoint's path is a run's internals (experiments.selectors), left
+    out of the request and of its events' data for anyone else."""
+    internals = run_internals_visible(user=viewer)
     body: dict[str, Any] = {
         "id": request.pk,
         "title": request.title,
@@ -45,7 +50,7 @@ def request_as_json(request: ReviewRequest, *, detail: bool = False) -> dict[str
             "id": request.prediction_audit_id or request.trial_id,
             "label": request.subject_label,
         },
-        "checkpoint": request.checkpoint or None,
+        "checkpoint": (request.checkpoint or None) if internals else None,
         "policy_version": request.policy.version,
         "requested_by": request.requested_by.username,
         "created_at": request.created_at.isoformat(),
@@ -80,10 +85,20 @@ def request_as_json(request: ReviewRequest, *, detail: bool = False) -> dict[str
     ]
     body["comments"] = [_thread_as_json(thread) for thread in selectors.review_request_comments(request=request)]
     body["timeline"] = [
-        {"seq": e.seq, "at": e.at.isoformat(), "actor": e.actor_username or None, "verb": e.verb, "data": e.data}
+        {
+            "seq": e.seq,
+            "at": e.at.isoformat(),
+            "actor": e.actor_username or None,
+            "verb": e.verb,
+            "data": e.data if internals or not isinstance(e.data, dict) else _without_checkpoint(e.data),
+        }
         for e in selectors.review_request_timeline(request=request)
     ]
     return body
+
+
+def _without_checkpoint(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key != "checkpoint"}
 
 
 def vote_as_json(vote: ReviewVote) -> dict[str, Any]:
@@ -150,7 +165,11 @@ class _ReviewRequestSerializer(serializers.Serializer[Any]):
     intended_use = serializers.CharField()
     model_identifier = serializers.CharField(allow_blank=True)
     subject = _ReviewSubjectSerializer()
-    checkpoint = serializers.CharField(allow_null=True)
+    checkpoint = serializers.CharField(
+        allow_null=True,
+        help_text="the approved checkpoint's path or UUID; null without one, and for accounts that are neither ML "
+        "engineers nor administrators (a run's internals)",
+    )
     policy_version = serializers.IntegerField()
     requested_by = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -287,9 +306,9 @@ def _request(request: Request, request_id: int) -> ReviewRequest:
     return selectors.review_request_get(user=request_user(request), request_id=request_id)
 
 
-def _detail(review_request: ReviewRequest, status: int = 200) -> Response:
+def _detail(request: Request, review_request: ReviewRequest, status: int = 200) -> Response:
     review_request.refresh_from_db()
-    return Response(request_as_json(review_request, detail=True), status=status)
+    return Response(request_as_json(review_request, viewer=request_user(request), detail=True), status=status)
 
 
 class ReviewRequestListApi(APIView):
@@ -315,7 +334,7 @@ class ReviewRequestListApi(APIView):
         if not user.is_member:
             raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
         requests = selectors.review_request_list(user=user, state=request.query_params.get("state") or None)
-        return Response({"results": [request_as_json(r) for r in requests[:200]]})
+        return Response({"results": [request_as_json(r, viewer=user) for r in requests[:200]]})
 
     @extend_schema(request=InputSerializer, responses={201: _ReviewRequestRecordSerializer})
     def post(self, request: Request) -> Response:
@@ -329,7 +348,7 @@ class ReviewRequestListApi(APIView):
             documents=_documents(request, data["documents"]),
             model_identifier=data["model_identifier"],
         )
-        return _detail(created, status=201)
+        return _detail(request, created, status=201)
 
 
 class ReviewRequestDetailApi(APIView):
@@ -342,7 +361,7 @@ class ReviewRequestDetailApi(APIView):
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, request_id: int) -> Response:
         review_request = _request(request, request_id)
-        body = request_as_json(review_request, detail=True)
+        body = request_as_json(review_request, viewer=request_user(request), detail=True)
         body["actions"] = selectors.review_request_actions(user=request_user(request), request=review_request)
         return Response(body)
 
@@ -365,14 +384,14 @@ class ReviewRequestReviseApi(APIView):
             intended_use=data.get("intended_use"),
             documents=_documents(request, data["documents"]) if "documents" in data else None,
         )
-        return _detail(review_request)
+        return _detail(request, review_request)
 
 
 class ReviewRequestSubmitApi(APIView):
     @extend_schema(request=None, responses=_ReviewRequestRecordSerializer)
     def post(self, request: Request, request_id: int) -> Response:
         return _detail(
-            services.review_request_submit(user=request_user(request), request=_request(request, request_id))
+            request, services.review_request_submit(user=request_user(request), request=_request(request, request_id))
         )
 
 
@@ -382,7 +401,7 @@ class ReviewRequestStartReviewApi(APIView):
         review_request = services.review_request_start_review(
             user=request_user(request), request=_request(request, request_id)
         )
-        return _detail(review_request)
+        return _detail(request, review_request)
 
 
 class _ReasonSerializer(serializers.Serializer[Any]):
@@ -399,7 +418,7 @@ class ReviewRequestRequestChangesApi(APIView):
             request=_request(request, request_id),
             reason=serializer.validated_data["reason"],
         )
-        return _detail(review_request)
+        return _detail(request, review_request)
 
 
 class ReviewRequestWithdrawApi(APIView):
@@ -412,7 +431,7 @@ class ReviewRequestWithdrawApi(APIView):
             request=_request(request, request_id),
             reason=serializer.validated_data["reason"],
         )
-        return _detail(review_request)
+        return _detail(request, review_request)
 
 
 class ReviewRequestRevokeApi(APIView):
@@ -425,7 +444,7 @@ class ReviewRequestRevokeApi(APIView):
             request=_request(request, request_id),
             reason=serializer.validated_data["reason"],
         )
-        return _detail(review_request)
+        return _detail(request, review_request)
 
 
 class ReviewRequestRecommendApi(APIView):
@@ -441,7 +460,7 @@ class ReviewRequestRecommendApi(APIView):
         services.review_request_recommend(
             user=request_user(request), request=review_request, **serializer.validated_data
         )
-        return _detail(review_request, status=201)
+        return _detail(request, review_request, status=201)
 
 
 class ReviewCommentApi(APIView):
@@ -461,7 +480,7 @@ class ReviewCommentApi(APIView):
         services.review_comment_add(
             user=request_user(request), request=review_request, body=serializer.validated_data["body"], parent=parent
         )
-        return _detail(review_request, status=201)
+        return _detail(request, review_request, status=201)
 
 
 class ReviewVoteApi(APIView):
@@ -487,7 +506,11 @@ class ReviewVoteApi(APIView):
             user=request_user(request), request=review_request, **serializer.validated_data
         )
         return Response(
-            {"vote": vote_as_json(vote), "request": request_as_json(_refreshed(review_request))}, status=201
+            {
+                "vote": vote_as_json(vote),
+                "request": request_as_json(_refreshed(review_request), viewer=request_user(request)),
+            },
+            status=201,
         )
 
 

@@ -33,6 +33,7 @@ from auditportal.approvals.forms import (
     WaiverVoteForm,
 )
 from auditportal.approvals.models import RequestState, ReviewRequest, Waiver, WaiverState
+from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
@@ -110,7 +111,8 @@ def review_request_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Review request #{created.pk} is a draft: check it, then submit it.")
             return redirect(created)
-    return render(request, "approvals/new.html", {"subject": subject, "form": form}, status=400 if form.errors else 200)
+    context = {"subject": subject, "form": form, "show_checkpoint": run_internals_visible(user=user)}
+    return render(request, "approvals/new.html", context, status=400 if form.errors else 200)
 
 
 # -- the request page ----------------------------------------------------------------------------
@@ -170,6 +172,7 @@ def _page(
         None,
     )
 
+    internals = run_internals_visible(user=user)
     reply_to = _reply_to(bound.get("comment"))
     threads = selectors.review_request_comments(request=review_request)
     if reply_to is not None and reply_to not in _comment_ids(threads):
@@ -199,8 +202,10 @@ def _page(
         "recommendations": list(selectors.review_request_recommendations(request=review_request)),
         "threads": threads,
         "timeline": [
-            (event, _event_details(event)) for event in selectors.review_request_timeline(request=review_request)
+            (event, _event_details(event, internals=internals))
+            for event in selectors.review_request_timeline(request=review_request)
         ],
+        "show_checkpoint": internals,
         "error": error,
         "vote_form": offered("vote", lambda: VoteForm(hashes=hashes, inconclusive=inconclusive)),
         "waiver_form": offered("waiver", lambda: WaiverProposeForm(fails=[s for s in fails if s.waiver is None])),
@@ -287,10 +292,13 @@ _DETAILS = (
 )
 
 
-def _event_details(event: Event) -> list[tuple[str, str]]:
+def _event_details(event: Event, *, internals: bool) -> list[tuple[str, str]]:
+    """``internals``: whether the viewer sees a run's internals (the checkpoint's path)."""
     data = event.data if isinstance(event.data, dict) else {}
     details: list[tuple[str, str]] = []
     for key, label in _DETAILS:
+        if key == "checkpoint" and not internals:
+            continue
         value = data.get(key)
         if value is None or value == "" or value == []:
             continue

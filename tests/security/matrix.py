@@ -18,8 +18,6 @@ A cell is the answer expected:
     302       a redirect elsewhere (done, or back to the page with a message)
     NNN       that status; 403: a member without the role or right; 404: the object is hidden from
               this user (an account without roles sees nothing; a staged upload is its uploader's)
-    X!        X is what the ownership rules of issue 18 say (branch own18); main does not enforce
-              them yet, so the cell is an xfail(strict=True) until that branch lands
 
 ``body`` names the minimal body a POST sends (BODIES in test_authorization_matrix.py): enough to get
 past the form's "this field is required", so that the answer is the authorization's, not the
@@ -30,7 +28,7 @@ superuser, outside the admin site) sees no object's name; nobody sees another us
 only ML engineers and administrators see a trial's log tail, checkpoint path and full config.
 
 Not in the table, in test_authorization_matrix.py: the gate token opens the gate and no other route;
-a steward cannot add a version to another steward's dataset (own18).
+a steward cannot add a version to another steward's dataset.
 """
 
 from __future__ import annotations
@@ -63,21 +61,24 @@ datasets:detail                    GET  -         login  404    302    302    30
 datasets:version                   GET  -         login  404    200    200    200    200    200    200    200    404
 datasets:check                     GET  -         login  405    405    405    405    405    405    405    405    405
 datasets:check                     POST -         login  404    302    302    403    403    403    403    302    404
-# Only the dataset's stewards or an administrator retire its versions (own18).
+# Only the dataset's stewards or an administrator retire its versions.
 datasets:retire                    GET  -         login  405    405    405    405    405    405    405    405    405
-datasets:retire                    POST reason    login  404    302    403!   403    403    403    403    302    404
+datasets:retire                    POST reason    login  404    302    403    403    403    403    403    302    404
+# Only an administrator changes a dataset's stewards.
+datasets:stewards                  GET  -         login  405    405    405    405    405    405    405    405    405
+datasets:stewards                  POST steward   login  404    403    403    403    403    403    403    302    404
 experiments:index                  GET  -         login  200    200    200    200    200    200    200    200    200
 experiments:new                    GET  -         login  403    403    403    200    200    403    403    403    403
 experiments:new                    POST -         login  403    403    403    200    200    403    403    403    403
 # 200!: the page shows a trial's log tail, checkpoint path or full config, which only ML engineers
-# and administrators may see (own18).
-experiments:detail                 GET  -         login  404    200!   200!   200    200    200!   200!   200    404
-experiments:progress               GET  -         login  404    200!   200!   200    200    200!   200!   200    404
+# and administrators may see.
+experiments:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
+experiments:progress               GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:figures                GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:timeline-csv           GET  -         login  404    200    200    200    200    200    200    200    404
-# Only the launcher or an administrator cancels an experiment (own18).
+# Only the launcher or an administrator cancels an experiment.
 experiments:cancel                 GET  -         login  405    405    405    405    405    405    405    405    405
-experiments:cancel                 POST -         login  404    403    403    302    403!   403    403    302!   404
+experiments:cancel                 POST -         login  404    403    403    302    403    403    403    302    404
 # Prediction audits are readable by every member (audits.selectors); retiring one is for its
 # creator, a reviewer or an administrator.
 audits:predictions                 GET  -         login  200    200    200    200    200    200    200    200    200
@@ -100,7 +101,7 @@ approvals:queue                    GET  -         login  403    200    200    20
 approvals:list                     GET  -         login  403    200    200    200    200    200    200    200    403
 approvals:new                      GET  -         login  403    403    403    200    200    200    403    403    403
 approvals:new                      POST -         login  403    403    403    200    200    200    403    403    403
-approvals:request                  GET  -         login  404    200!   200!   200    200    200!   200!   200    404
+approvals:request                  GET  -         login  404    200    200    200    200    200    200    200    404
 approvals:revise                   GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:revise                   POST -         login  404    403    403    400    403    403    403    403    404
 approvals:submit                   GET  -         login  405    405    405    405    405    405    405    405    405
@@ -142,9 +143,9 @@ api-dataset-list                   GET  -         401    200    200    200    20
 api-dataset-version                GET  -         401    404    200    200    200    200    200    200    200    404
 api-experiment-list                GET  -         401    200    200    200    200    200    200    200    200    200
 api-experiment-list                POST experiment 401    404    403    403    201    201    403    403    403    404
-api-experiment                     GET  -         401    404    200!   200!   200    200    200!   200!   200    404
+api-experiment                     GET  -         401    404    200    200    200    200    200    200    200    404
 api-experiment-cancel              GET  -         401    405    405    405    405    405    405    405    405    405
-api-experiment-cancel              POST -         401    404    403    403    200    403!   403    403    200!   404
+api-experiment-cancel              POST -         401    404    403    403    200    403    403    403    200    404
 api-prediction-audit-list          GET  -         401    200    200    200    200    200    200    200    200    200
 api-prediction-audit-list          POST -         401    403    403    403    415    415    415    403    403    403
 api-prediction-audit               GET  -         401    404    200    200    200    200    200    200    200    404
@@ -157,9 +158,9 @@ api-verdict-document-canonical     GET  -         401    404    200    200    20
 # The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_only); a
 # member's session without ?model= is a 400.
 api-gate                           GET  -         401    403    400    400    400    400    400    400    400    403
-api-review-requests                GET  -         401    403    200!   200!   200    200    200!   200!   200    403
+api-review-requests                GET  -         401    403    200    200    200    200    200    200    200    403
 api-review-requests                POST request   401    404    403    403    400    400    400    403    403    404
-api-review-request                 GET  -         401    404    200!   200!   200    200    200!   200!   200    404
+api-review-request                 GET  -         401    404    200    200    200    200    200    200    200    404
 api-review-request-revise          GET  -         401    405    405    405    405    405    405    405    405    405
 api-review-request-revise          POST -         401    404    403    403    400    403    403    403    403    404
 api-review-request-submit          GET  -         401    405    405    405    405    405    405    405    405    405
@@ -167,7 +168,7 @@ api-review-request-submit          POST -         401    404    403    403    40
 api-review-request-start-review    GET  -         401    405    405    405    405    405    405    405    405    405
 api-review-request-start-review    POST -         401    404    403    403    403    403    400    400    403    404
 api-review-request-request-changes GET  -         401    405    405    405    405    405    405    405    405    405
-api-review-request-request-changes POST reason    401    404    403    403    403    403    200!   403    403    404
+api-review-request-request-changes POST reason    401    404    403    403    403    403    200    403    403    404
 api-review-request-withdraw        GET  -         401    405    405    405    405    405    405    405    405    405
 api-review-request-withdraw        POST reason    401    404    403    403    200    403    403    403    403    404
 api-review-request-revoke          GET  -         401    405    405    405    405    405    405    405    405    405
@@ -251,8 +252,6 @@ history      GET     200        200    200
 redirect     GET     302        302    302
 """
 
-OWN18 = "ownership rules: branch own18"
-
 _ADMIN_MODEL_ROUTE = re.compile(r"^admin:(?P<model>[a-z]+_[a-z]+)_(?P<view>changelist|add|history|delete|change)$")
 _ADMIN_REDIRECT = re.compile(r"^admin/(?P<app>[a-z_]+)/(?P<model>[a-z_]+)/<path:object_id>/$")
 
@@ -260,18 +259,15 @@ _ADMIN_REDIRECT = re.compile(r"^admin/(?P<app>[a-z_]+)/(?P<model>[a-z_]+)/<path:
 @dataclass(frozen=True)
 class Cell:
     answer: str  # "login", "alogin", "401", "302" or a status
-    pending: bool = False  # the rule of branch own18, not enforced on main yet
 
     @classmethod
     def parse(cls, text: str) -> Cell:
-        pending = text.endswith("!")
-        answer = text.rstrip("!")
-        if answer not in ("login", "alogin") and not re.fullmatch(r"[1-5]\d\d", answer):
+        if text not in ("login", "alogin") and not re.fullmatch(r"[1-5]\d\d", text):
             raise ValueError(f"not an expected answer: {text!r}")
-        return cls(answer, pending)
+        return cls(text)
 
     def __str__(self) -> str:
-        return self.answer + ("!" if self.pending else "")
+        return self.answer
 
 
 @dataclass(frozen=True)
