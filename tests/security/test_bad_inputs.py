@@ -12,16 +12,20 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DataError, connection, transaction
+from django.db.models import CharField, Model
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
-from auditportal.approvals.models import ReviewRequest
+from auditportal.approvals.models import ApiToken, ReviewRequest
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
+from auditportal.fairness.errors import UserError
+from auditportal.lib.lengths import fit_column
 from tests.experiments.conftest import demo_version
 from tests.factories import PredictionAuditFactory, make_user
 from tests.security.bad_inputs import CORPUS, BadInput, row_counts, written_files
@@ -111,3 +115,39 @@ def test_every_bad_input_gets_its_4xx_and_message_and_changes_nothing(member: tu
     assert Experiment.objects.count() == 0
     assert ReviewRequest.objects.count() == 1
     assert VerdictDocument.objects.count() == 1
+
+
+LENGTH_CHECKED = [(ReviewRequest, "title", "title"), (ApiToken, "name", "name"), (User, "username", "account")]
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="SQLite stores text longer than a column's max_length; only PostgreSQL refuses it (DataError)",
+)
+@pytest.mark.django_db
+@pytest.mark.parametrize(("model", "column", "field"), LENGTH_CHECKED, ids=lambda v: getattr(v, "__name__", v))
+def test_postgresql_refuses_what_fit_column_refuses_first(model: type[Model], column: str, field: str) -> None:
+    model_field = model._meta.get_field(column)
+    assert isinstance(model_field, CharField)
+    max_length = model_field.max_length
+    assert isinstance(max_length, int)
+    assert fit_column(model, column, "x" * max_length, field=field) == "x" * max_length
+    with pytest.raises(UserError) as refused:
+        fit_column(model, column, "x" * (max_length + 1), field=field)
+    assert refused.value.field == field
+    assert f"longer than {max_length} characters ({max_length + 1})" in refused.value.message
+    table = connection.ops.quote_name(model._meta.db_table)
+    column_name = connection.ops.quote_name(str(model_field.column))
+    with pytest.raises(DataError, match="value too long"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {column_name} = %s WHERE false", ["x" * (max_length + 1)])  # noqa: S608
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite stores NUL characters; PostgreSQL refuses them")
+@pytest.mark.django_db
+def test_postgresql_refuses_nul_which_the_gate_refuses_first(member: tuple[Client, dict[str, int]]) -> None:
+    client, _ = member
+    with pytest.raises(DataError), transaction.atomic():
+        ReviewRequest.objects.filter(model_identifier="a\x00b").exists()
+    response = client.get("/api/v1/gate/", {"model": "a\x00b"})
+    assert response.status_code == 400
+    assert response.json() == {"detail": "A model identifier cannot contain NUL characters.", "field": "model"}
