@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +94,10 @@ class Sweep:
     client: Client
     failures: list[str]
     requests: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
 
     def send(self, method: str, path: str, what: str, **kwargs: Any) -> int:
         """One request; a status of 500 or more, or an exception, is recorded as a failure."""
         self.requests += 1
-        started = time.perf_counter()
         try:
             # A savepoint, so that a database error cannot end the test's transaction; marked as the
             # test case's own like Django's TestCase does, for services that refuse to run inside one.
@@ -115,9 +113,6 @@ class Sweep:
         except Exception as exc:
             self.failures.append(f"{method} {path} [{what}]: {type(exc).__name__}: {str(exc)[:200]}")
             return 599
-        finally:
-            key = re.sub(r"/\d+", "/N", path)
-            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - started
         if response.status_code >= 500:
             self.failures.append(f"{method} {path} [{what}]: HTTP {response.status_code}")
         return response.status_code
@@ -188,6 +183,60 @@ def _html(response: Any) -> str:
     return str(response.content.decode("utf-8", "replace"))
 
 
+class _InitialValues(HTMLParser):
+    """A page's form fields with the values the page offers (what a browser would submit unchanged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, list[str]] = {}
+        self._select: str | None = None
+        self._options: list[tuple[str, bool]] = []
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        given = {key: value or "" for key, value in attrs}
+        name = given.get("name", "")
+        if tag == "input" and name and given.get("type", "text") not in ("file", "submit", "button", "reset"):
+            if given.get("type") in ("checkbox", "radio") and "checked" not in given:
+                return
+            self.values.setdefault(name, []).append(given.get("value", "on" if given.get("type") else ""))
+        elif tag == "select" and name:
+            self._select, self._options = name, []
+        elif tag == "option" and self._select is not None:
+            self._options.append((given.get("value", ""), "selected" in given))
+        elif tag == "textarea" and name:
+            self._textarea = name
+            self.values.setdefault(name, []).append("")
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self.values[self._textarea][-1] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select" and self._select is not None:
+            chosen = [value for value, selected in self._options if selected]
+            offered = [value for value, _ in self._options if value]
+            self.values[self._select] = chosen or offered[:1]
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+def _initial_values(html: str) -> dict[str, list[str]]:
+    parser = _InitialValues()
+    parser.feed(html)
+    parser.values.pop("csrfmiddlewaretoken", None)
+    return parser.values
+
+
+def _one_field_variants(initial: dict[str, list[str]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The page's own values with one field at a time replaced by a value that must not reach the
+    database as it is: NUL, longer than any column, an integer beyond any column."""
+    for name in sorted(initial):
+        for what in ("nul", "long", "huge"):
+            yield f"field {name} {what}", {**initial, name: TEXT_VARIANTS[what]}
+
+
 def _form_fields(html: str) -> tuple[set[str], set[str]]:
     names = {match["name"] for match in _FIELD.finditer(html)} - {"csrfmiddlewaretoken"}
     files = {match["name"] for match in _FILE_FIELD.finditer(html)}
@@ -242,13 +291,16 @@ def test_no_page_form_or_api_endpoint_answers_a_bad_input_with_a_server_error(
                 for raw_what, (body_bytes, content_type) in RAW_BODIES.items():
                     sweep.send("POST", path, raw_what, data=body_bytes, content_type=content_type)
                 continue
-            names, files = _form_fields(_html(sweep.client.get(path)))
+            page = _html(sweep.client.get(path))
+            names, files = _form_fields(page)
             for form_what, data in _form_variants(names, files):
                 sweep.send("POST", path, form_what, data=data)
+            if not entry.route.endswith("login/"):
+                for form_what, data in _one_field_variants(_initial_values(page)):
+                    sweep.send("POST", path, form_what, data=data)
             for raw_what in PAGE_BODIES:
                 body_bytes, content_type = RAW_BODIES[raw_what]
                 sweep.send("POST", path, raw_what, data=body_bytes, content_type=content_type)
-    print(sweep.requests, sorted(sweep.seconds.items(), key=lambda kv: -kv[1])[:15])
     assert sweep.failures == [], f"{len(sweep.failures)} of {sweep.requests} requests failed:\n" + "\n".join(
         sweep.failures
     )
@@ -259,8 +311,11 @@ def test_no_page_form_or_api_endpoint_answers_a_bad_input_with_a_server_error(
 def test_no_admin_add_or_list_page_answers_a_bad_input_with_a_server_error(portal: Portal, sweep: Sweep) -> None:
     for model in admin.site._registry:
         base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
-        names, files = _form_fields(_html(sweep.client.get(base + "add/")))
+        page = _html(sweep.client.get(base + "add/"))
+        names, files = _form_fields(page)
         for form_what, data in _form_variants(names, files):
+            sweep.send("POST", base + "add/", form_what, data=data)
+        for form_what, data in _one_field_variants(_initial_values(page)):
             sweep.send("POST", base + "add/", form_what, data=data)
         for query_what, query in _query_variants():
             sweep.send("GET", base, query_what, data=query)
@@ -269,7 +324,6 @@ def test_no_admin_add_or_list_page_answers_a_bad_input_with_a_server_error(porta
                 sweep.send("GET", base, f"admin {lookup}", data={lookup: value})
         sweep.send("GET", f"{base}{HUGE}/change/", "huge id")
         sweep.send("GET", f"{base}a%00b/change/", "nul id")
-    print(sweep.requests, sorted(sweep.seconds.items(), key=lambda kv: -kv[1])[:15])
     assert sweep.failures == [], f"{len(sweep.failures)} of {sweep.requests} requests failed:\n" + "\n".join(
         sweep.failures
     )
