@@ -25,6 +25,7 @@ TEXT_VARIANTS: dict[str, str] = {
     "negative": "-1",
     "unicode-digits": "١٢٣",  # Arabic-Indic digits: str.isdigit() is true, int() accepts them
     "superscript-digits": "²",  # isdigit() true, int() refuses
+    "many-digits": "9" * 5000,  # isdigit() true, int() refuses more than 4,300 digits
     "float": "1e400",
     "nan": "NaN",
     "deep-json": "[" * DEEP + "]" * DEEP,
@@ -49,7 +50,23 @@ JSON_VARIANTS: dict[str, object] = {
 }
 
 # Query strings for list endpoints and pages: pagination, ordering and filters gone wrong.
-QUERY_PARAMETERS = ("page", "page_size", "ordering", "o", "q", "search", "status", "state", "model", "verdict")
+QUERY_PARAMETERS = (
+    "page",
+    "page_size",
+    "ordering",
+    "o",
+    "q",
+    "search",
+    "status",
+    "state",
+    "model",
+    "verdict",
+    # ids in query strings: the review request form's subject, the launch form's dataset, a trial
+    "audit",
+    "trial",
+    "document",
+    "dataset_version",
+)
 
 
 def row_counts() -> dict[str, int]:

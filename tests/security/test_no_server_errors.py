@@ -170,7 +170,7 @@ def _query_variants(*, full: bool = True) -> Iterator[tuple[str, dict[str, str]]
     """Every text variant in every common list parameter; a detail page (``full`` false) gets the
     ones that reach a database query: NUL, huge and unicode numbers, long text."""
     for what, value in TEXT_VARIANTS.items():
-        if not full and what not in ("nul", "huge", "unicode-digits", "long"):
+        if not full and what not in ("nul", "huge", "unicode-digits", "superscript-digits", "many-digits", "long"):
             continue
         if what.startswith("deep"):
             value = value[:200]  # a query string is read as text, not JSON
