@@ -5,6 +5,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -65,6 +66,12 @@ def _role_action(role: Role, *, grant: bool) -> RoleAction:
 
 
 ROLE_ACTIONS = [_role_action(role, grant=grant) for grant in (True, False) for role in Role]
+
+
+# Roles (RoleGrant, changed through accounts.services) are the portal's permissions; Django's groups
+# are not used, and their add page was one more form to get wrong (a huge permission id overflowed
+# SQLite's integers: a server error).
+admin.site.unregister(Group)
 
 
 @admin.register(User)

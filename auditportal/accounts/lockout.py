@@ -8,6 +8,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+# User.username's max_length (Django's AbstractUser); a longer name cannot be anyone's.
+USERNAME_MAX_LENGTH = 150
+
 
 def lockout_response(
     request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict[str, Any] | None = None
@@ -23,3 +26,11 @@ def lockout_response(
         },
         status=settings.AXES_HTTP_RESPONSE_CODE,
     )
+
+
+def lockout_username(request: HttpRequest, credentials: dict[str, Any] | None = None) -> str:
+    """The username django-axes counts failures under (AXES_USERNAME_CALLABLE): what was typed, cut to
+    the longest username there can be and without NUL characters. Stored as typed, a name longer than
+    axes' column, or one holding NUL, made PostgreSQL refuse the failure's row: a server error."""
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    return str(username).replace("\x00", "")[:USERNAME_MAX_LENGTH]

@@ -39,6 +39,10 @@ from auditportal.fairness.findings import FAIL, Finding, document_findings
 
 
 def review_request_list(*, user: User, state: str | None = None) -> QuerySet[ReviewRequest]:
+    if state and state not in RequestState.values:
+        raise services.ApprovalError(
+            f"The state is one of {', '.join(RequestState.values)}, not {state[:40]!r}.", field="state"
+        )
     if not user.is_authenticated or not user.is_member:
         return ReviewRequest.objects.none()
     requests = ReviewRequest.objects.select_related(
@@ -391,6 +395,8 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
     Approved means: the request is approved, not revoked, and none of the waivers it rests on has
     expired. Not scoped by user: pipelines ask with a gate token (apis.GateApi).
     """
+    if "\x00" in model_identifier:  # PostgreSQL cannot even compare text holding one
+        raise services.ApprovalError("A model identifier cannot contain NUL characters.", field="model")
     requests = ReviewRequest.objects.filter(model_identifier=model_identifier).select_related("policy")
     request = requests.filter(state=RequestState.APPROVED).first() or requests.order_by("-created_at", "-id").first()
     if request is None:

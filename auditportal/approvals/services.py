@@ -48,6 +48,7 @@ from auditportal.experiments import services as experiment_services
 from auditportal.experiments.models import Trial
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE, Finding, document_findings
+from auditportal.lib.lengths import fit_column
 from auditportal.lib.transactions import inside_atomic_block
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
@@ -94,6 +95,7 @@ def review_request_create(
     """
     rules.check_create(user)
     title, intended_use = _required(title, "title"), _required(intended_use, "intended_use")
+    fit_column(ReviewRequest, "title", title)
     subject, policy = _subject_of(documents)
     checkpoint = ""
     if isinstance(subject, Trial):
@@ -111,8 +113,7 @@ def review_request_create(
             field="documents",
         )
     model_identifier = _required(model_identifier, "model_identifier")
-    if len(model_identifier) > ReviewRequest._meta.get_field("model_identifier").max_length:  # type: ignore[operator]
-        raise ApprovalError("The model identifier is longer than 255 characters.", field="model_identifier")
+    fit_column(ReviewRequest, "model_identifier", model_identifier)
     try:
         with transaction.atomic():
             if ReviewRequest.objects.filter(model_identifier=model_identifier, state__in=_open_states()).exists():
@@ -163,7 +164,7 @@ def review_request_revise(
         check(user, request, "revise")
         changes: dict[str, Any] = {}
         if title is not None and title.strip() != request.title:
-            changes["title"] = [request.title, _required(title, "title")]
+            changes["title"] = [request.title, fit_column(ReviewRequest, "title", _required(title, "title"))]
             request.title = title.strip()
         if intended_use is not None and intended_use.strip() != request.intended_use:
             changes["intended_use"] = [request.intended_use, _required(intended_use, "intended_use")]
@@ -708,8 +709,8 @@ def api_token_create(
             f"Unknown token scope {scope!r}; choose one of {', '.join(TokenScope.values)}.", field="scope"
         )
     scope = TokenScope(scope)
-    name = _required(name, "name")
-    account = _required(account, "account")
+    name = fit_column(ApiToken, "name", _required(name, "name"))
+    account = fit_column(User, "username", _required(account, "account"), field="account")
     if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
         raise ApprovalError(f"A token is valid for 1 to {settings.API_TOKEN_MAX_DAYS} days, not {days}.", field="days")
     with transaction.atomic():

@@ -39,6 +39,7 @@ from auditportal.fairness.figures.audit import verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE
 from auditportal.lib.forms import add_user_error
+from auditportal.lib.params import as_id
 from auditportal.reports import selectors as report_selectors
 
 REQUESTS_PER_PAGE = 25
@@ -75,9 +76,10 @@ def _id_param(params: QueryDict, name: str) -> int | None:
     value = params.get(name)
     if value is None or value == "":
         return None
-    if not value.isdigit():
+    given = as_id(value)
+    if given is None:
         raise Http404(f"No such {name}.")
-    return int(value)
+    return given
 
 
 @login_required
@@ -261,7 +263,7 @@ def _reply_to(form: forms.Form | None) -> int | None:
     if form is None or not form.is_bound:
         return None
     parent = form.data.get("parent")
-    return int(parent) if isinstance(parent, str) and parent.isdigit() else None
+    return as_id(parent)
 
 
 def _comment_ids(threads: list[selectors.Thread]) -> set[int]:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -9,6 +8,7 @@ from django.conf import settings
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import configs
 from auditportal.experiments.models import Template
+from auditportal.lib.jsonlimits import JSONInputError, json_loads
 
 
 class LaunchForm(forms.Form):
@@ -62,9 +62,9 @@ class LaunchForm(forms.Form):
         if not text:
             return {}
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+            value = json_loads(text, field="hparams")
+        except JSONInputError as exc:
+            raise forms.ValidationError(exc.message) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Hyperparameters must be a JSON object of name: value or range.")
         return value

@@ -18,6 +18,7 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.errors import UserError
 from auditportal.lib.csvexport import csv_response
 from auditportal.lib.forms import add_user_error
+from auditportal.lib.params import as_id
 
 
 @login_required
@@ -132,9 +133,10 @@ def _trial_param(request: HttpRequest, experiment: Experiment) -> Trial | None:
     raw = request.GET.get("trial")
     if raw is None or raw == "":
         return None
-    if not raw.isdigit():
+    trial_id = as_id(raw)
+    if trial_id is None:
         raise UserError(f"trial: expected a trial id (a whole number), got {raw[:40]!r}.", field="trial")
-    return selectors.trial_of_experiment(experiment=experiment, trial_id=int(raw))
+    return selectors.trial_of_experiment(experiment=experiment, trial_id=trial_id)
 
 
 @login_required

@@ -9,6 +9,8 @@ from auditportal.fairness import stats
 
 # A larger committee quorum than this is a typing mistake, not a policy.
 MAX_APPROVAL_QUORUM = 20
+# The largest value of min_group_size's column (a positive integer column on PostgreSQL and SQLite alike).
+MAX_MIN_GROUP_SIZE = 2**31 - 1
 
 
 class ReferenceRule(models.TextChoices):

@@ -13,7 +13,13 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness import stats
 from auditportal.fairness.errors import UserError
-from auditportal.policies.models import DEFAULT_METRICS, MAX_APPROVAL_QUORUM, FairnessPolicy, ReferenceRule
+from auditportal.policies.models import (
+    DEFAULT_METRICS,
+    MAX_APPROVAL_QUORUM,
+    MAX_MIN_GROUP_SIZE,
+    FairnessPolicy,
+    ReferenceRule,
+)
 from auditportal.policies.selectors import policy_active
 
 # Trial verdicts judge recall, the gap the trainer's EOD measures; a policy that did not judge it
@@ -155,6 +161,11 @@ def _checked(
     ):
         raise PolicyError(
             f"the minimum group size must be a positive integer or none, not {min_group_size}", field="min_group_size"
+        )
+    if min_group_size is not None and min_group_size > MAX_MIN_GROUP_SIZE:
+        raise PolicyError(
+            f"the minimum group size must be at most {MAX_MIN_GROUP_SIZE}, not {min_group_size}",
+            field="min_group_size",
         )
     if (
         isinstance(approval_quorum, bool)

@@ -234,6 +234,12 @@ REST_FRAMEWORK = {
         "auditportal.approvals.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON bodies through the depth-limited parser (lib/jsonlimits): a deep body is a 400, not a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "auditportal.api.parsers.LimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,

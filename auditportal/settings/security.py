@@ -75,6 +75,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minim
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "auditportal.accounts.lockout.lockout_response"
+AXES_USERNAME_CALLABLE = "auditportal.accounts.lockout.lockout_username"
 AXES_HTTP_RESPONSE_CODE = 429
 # Successful logins are not kept (the activity log records what users do); failed ones are. An
 # administrator unlocks a username with `manage.py axes_reset_username USERNAME` (not in the admin,

@@ -3,9 +3,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.approvals import selectors
+from auditportal.fairness.errors import UserError
 
 
 class Command(BaseCommand):
@@ -20,7 +21,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         model = options["model"].strip()
-        answer = selectors.gate_answer(model_identifier=model)
+        try:
+            answer = selectors.gate_answer(model_identifier=model)
+        except UserError as exc:
+            raise CommandError(f"--{exc.field}: {exc.message}" if exc.field else exc.message) from None
         if answer is None:
             self.stderr.write(f"not approved: no review request names the model {model!r}")
             raise SystemExit(1)

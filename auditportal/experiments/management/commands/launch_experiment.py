@@ -13,6 +13,7 @@ from auditportal.experiments import selectors, services
 from auditportal.experiments.configs import SLOTS_PER_TRIAL_MAX, SLOTS_PER_TRIAL_MIN, TEMPLATES
 from auditportal.experiments.models import Experiment, TrialState
 from auditportal.fairness.errors import UserError
+from auditportal.lib.jsonlimits import JSONInputError, json_loads
 
 
 class Command(BaseCommand):
@@ -52,9 +53,9 @@ class Command(BaseCommand):
         hparams: Any = None
         if options["hparams"]:
             try:
-                hparams = json.loads(options["hparams"])
-            except ValueError as exc:
-                raise CommandError(f"--hparams: not valid JSON: {exc}") from None
+                hparams = json_loads(options["hparams"], field="--hparams")
+            except JSONInputError as exc:
+                raise CommandError(exc.message) from None
         if options["print_config"]:
             # Needs neither a master nor a user: it writes nothing and submits nothing.
             try:
