@@ -213,7 +213,6 @@ admin:auth_user_password_change    POST -         alogin alogin alogin alogin al
 ADMIN_MODELS = """
 # model                          kind
 accounts.user                    users
-auth.group                       editable
 activity.event                   view-only
 approvals.acknowledgement        view-only
 approvals.apitoken               view-only
