@@ -83,6 +83,11 @@ def server_env(var_dir: Path, database_url: str | None) -> dict[str, str]:
         "DATABASE_URL": database_url or f"sqlite:///{var_dir / 'portal.sqlite3'}",
         "ALLOWED_HOSTS": "127.0.0.1",
         "LOG_LEVEL": "WARNING",
+        # Plain HTTP on loopback, where a deployment has its TLS-terminating proxy: with DEBUG off the
+        # portal otherwise redirects every request to https:// and marks its cookies Secure, which a
+        # client sends over HTTPS only (settings/security.py).
+        "SECURE_SSL_REDIRECT": "false",
+        "SECURE_COOKIES": "false",
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return env
