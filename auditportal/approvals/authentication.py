@@ -2,9 +2,9 @@
 <token>``, the token's SHA-512 compared in constant time) over approvals.ApiToken, refusing revoked and
 expired tokens (knox would delete an expired one; the portal keeps it) and tokens of another scope.
 
-Two scopes, one class each: the gate API lists GateTokenAuthentication only, and the rest of the API
-(REST_FRAMEWORK's default classes) ApiTokenAuthentication only, so a gate token opens nothing but the
-gate, and an API token acts with its account's roles everywhere but there.
+Two scopes, one class each: the gate API lists GateTokenAuthentication (beside the session), the rest
+of the API ApiTokenAuthentication (REST_FRAMEWORK's defaults, beside the session), so a gate token
+opens nothing but the gate, and an API token acts with its account's roles everywhere but there.
 """
 
 from __future__ import annotations

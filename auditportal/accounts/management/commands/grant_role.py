@@ -30,7 +30,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user named {options['username']!r}")
         role = Role(options["role"])
-        acting = self._acting(options["by"])
+        acting = cli_user(options["by"], role=Role.ADMIN, flag="--by")
         label = role.label.lower()
         if options["revoke"]:
             if role_revoke(user=user, role=role, revoked_by=acting):
@@ -42,14 +42,3 @@ class Command(BaseCommand):
         else:
             role_grant(user=user, role=role, granted_by=acting)
             self.stdout.write(f"Granted the {label} role to {user.username} (by {acting.username}).")
-
-    def _acting(self, username: str | None) -> User:
-        if username is None:
-            # Shell access is operator-level trust: the system account acts, and the log names it.
-            return cli_user(None, role=Role.ADMIN)
-        acting = User.objects.filter(username=username, is_active=True).first()
-        if acting is None:
-            raise CommandError(f"--by {username!r}: no active user with that name")
-        if not acting.has_role(Role.ADMIN):
-            raise CommandError(f"--by {username!r} does not hold the administrator role")
-        return acting

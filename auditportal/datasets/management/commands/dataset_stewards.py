@@ -36,7 +36,7 @@ class Command(BaseCommand):
             user = User.objects.filter(username=username).first()
             if user is None:
                 raise CommandError(f"no user named {username!r}")
-            acting = self._acting(options["by"])
+            acting = cli_user(options["by"], role=Role.ADMIN, flag="--by")
             try:
                 if options["add"]:
                     dataset_steward_add(dataset=dataset, user=user, actor=acting)
@@ -60,14 +60,3 @@ class Command(BaseCommand):
         if dataset is None:
             raise CommandError(f"no dataset named {name!r}")
         return dataset
-
-    def _acting(self, username: str | None) -> User:
-        if username is None:
-            # Shell access is operator-level trust: the system account acts, and the log names it.
-            return cli_user(None, role=Role.ADMIN)
-        acting = User.objects.filter(username=username, is_active=True).first()
-        if acting is None:
-            raise CommandError(f"--by {username!r}: no active user with that name")
-        if not acting.has_role(Role.ADMIN):
-            raise CommandError(f"--by {username!r} does not hold the administrator role")
-        return acting
