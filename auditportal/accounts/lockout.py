@@ -8,8 +8,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-# User.username's max_length (Django's AbstractUser); a longer name cannot be anyone's.
-USERNAME_MAX_LENGTH = 150
+from auditportal.accounts.models import User
 
 
 def lockout_response(
@@ -33,4 +32,6 @@ def lockout_username(request: HttpRequest, credentials: dict[str, Any] | None = 
     the longest username there can be and without NUL characters. Stored as typed, a name longer than
     axes' column, or one holding NUL, made PostgreSQL refuse the failure's row: a server error."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
-    return str(username).replace("\x00", "")[:USERNAME_MAX_LENGTH]
+    # A name longer than the username column cannot be anyone's.
+    longest = User._meta.get_field("username").max_length
+    return str(username).replace("\x00", "")[:longest]

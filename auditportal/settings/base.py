@@ -225,10 +225,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 REST_FRAMEWORK = {
-    # The browser's session (a 401 with WWW-Authenticate without one); no passwords over the API. The
-    # gate also takes its tokens (approvals.authentication).
-    # The browser's session first (its scheme names the WWW-Authenticate header of a 401), then a
-    # machine account's API token (approvals.authentication; the gate API lists its own class).
+    # No passwords over the API: the browser's session first (its scheme names the WWW-Authenticate
+    # header of a 401), then a machine account's API token (approvals.authentication; the gate API
+    # lists its own class).
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "auditportal.api.authentication.SessionAuthentication",
         "auditportal.approvals.authentication.ApiTokenAuthentication",
