@@ -242,6 +242,12 @@ def test_a_trial_observed_while_its_process_is_still_starting_completes(
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(["sleep", "30"])
+    # Popen returns before the child's new command line is set up (it reads empty for a moment, which
+    # _alive counts as "cannot tell yet"): wait until /proc shows `sleep 30`, as a trial observed later.
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{process.pid}/cmdline").read_bytes() != b"sleep\x0030\x00":
+        assert time.monotonic() < deadline, "sleep 30 did not show its command line within 10 s"
+        time.sleep(0.001)
     yield process
     process.kill()
     process.wait()
