@@ -12,7 +12,9 @@
    in the production image. ``--pairs`` pairs run one after the other, the
    order alternating, after one untimed run of each; the target, <= 1.5x, is checked on the median
    of the per-pair ratios: the two halves of a pair run a second apart, so the swings of this shared
-   machine (a factor of two between minutes) mostly cancel.
+   machine (a factor of two between minutes) mostly cancel. Each process's CPU time (user + system,
+   all threads) is printed beside it, for information: where the read keeps every core busy, the
+   wall-clock ratio cannot stay below the CPU ratio, whatever runs side by side.
 2. For information, the same in-process: Django set up, the database migrated, and a 2,000-row
    file of the same shape and then the big file itself audited and read once before the clock
    starts, as in a running portal worker. Each of ``--repeat`` fresh children times ``--runs``
@@ -217,29 +219,34 @@ def process_command(kind: str, path: Path) -> list[str]:
     return [sys.executable, "-c", f"import pyarrow.csv as c; c.read_csv({str(path)!r})"]
 
 
-def measure_process(kind: str, path: Path, env: dict[str, str]) -> float:
-    """Wall seconds of one whole process; the audit exits with 3 when the verdict is FAIL (--fail-on)."""
+def measure_process(kind: str, path: Path, env: dict[str, str]) -> Timing:
+    """Wall and CPU (user + system, all threads) seconds of one whole process; the audit exits with 3
+    when the verdict is FAIL (--fail-on)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         process_command(kind, path), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, FAIL_ON_EXIT_STATUS if kind == "audit" else 0):
         raise SystemExit(f"the {kind} process failed with exit code {done.returncode}:\n{done.stderr}")
-    return seconds
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu
 
 
-def measure_process_pairs(path: Path, env: dict[str, str], pairs: int) -> list[tuple[float, float]]:
-    """(read, audit) wall seconds of whole processes, pair by pair in alternating order."""
+def measure_process_pairs(path: Path, env: dict[str, str], pairs: int) -> list[tuple[Timing, Timing]]:
+    """(read, audit) (wall, CPU) seconds of whole processes, pair by pair in alternating order."""
     for kind in ("read", "audit"):  # untimed: the page cache and the database file, alike for both
         measure_process(kind, path, env)
     timed = []
     for pair in range(pairs):
         seconds = {kind: measure_process(kind, path, env) for kind in ("read", "audit")[:: 1 if pair % 2 == 0 else -1]}
+        (read, read_cpu), (audit, audit_cpu) = seconds["read"], seconds["audit"]
         timed.append((seconds["read"], seconds["audit"]))
         print(
-            f"  process  read {seconds['read']:5.2f} s   audit {seconds['audit']:5.2f} s   "
-            f"ratio {seconds['audit'] / seconds['read']:.2f}x"
+            f"  process  read {read:5.2f} s ({read_cpu:4.2f} s CPU)   audit {audit:5.2f} s ({audit_cpu:4.2f} s CPU)   "
+            f"ratio {audit / read:.2f}x"
         )
     return timed
 
@@ -347,14 +354,15 @@ def main() -> None:
             in_process(path, var_dir, args.repeat, args.runs)
 
         process_pairs = measure_process_pairs(path, env, args.pairs)
-        ratios = [audit / read for read, audit in process_pairs]
+        ratios = [audit / read for (read, _), (audit, _) in process_pairs]
         process_ratio = statistics.median(ratios)
         print(
             f"audit/pyarrow-read ratio, whole processes: median of {len(ratios)} pairs {process_ratio:.2f}x "
             f"(range {min(ratios):.2f}-{max(ratios):.2f}x; medians: manage.py audit_predictions "
-            f"{statistics.median(audit for _, audit in process_pairs):.2f} s, python -c read "
-            f"{statistics.median(read for read, _ in process_pairs):.2f} s)"
+            f"{statistics.median(audit for _, (audit, _) in process_pairs):.2f} s, python -c read "
+            f"{statistics.median(read for (read, _), _ in process_pairs):.2f} s)"
         )
+        print_cpu(process_pairs)
         print(
             f"target <= {READ_TARGET:.1f}x (whole processes, median of pairs): "
             f"{'PASS' if process_ratio <= READ_TARGET else 'MISSED'}"
@@ -368,6 +376,20 @@ def main() -> None:
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)
         remove_generated(path, directory, keep=args.keep, directory_given=args.dir is not None)
+
+
+def print_cpu(process_pairs: list[tuple[Timing, Timing]]) -> None:
+    """For information: the CPU time of the same whole processes. Where the read keeps every core busy,
+    the wall-clock ratio cannot stay below the CPU ratio for long, whatever the audit runs side by side."""
+    read_cpu = statistics.median(cpu for (_, cpu), _ in process_pairs)
+    audit_cpu = statistics.median(cpu for _, (_, cpu) in process_pairs)
+    cores = len(os.sched_getaffinity(0))
+    busy = statistics.median(cpu / wall for (wall, cpu), _ in process_pairs)
+    print(
+        f"for information, CPU time (user + system, all threads), medians: audit {audit_cpu:.2f} s, read "
+        f"{read_cpu:.2f} s ({audit_cpu / read_cpu:.2f}x); the read keeps {busy:.1f} of this machine's {cores} "
+        "cores busy"
+    )
 
 
 def in_process(path: Path, var_dir: str, repeat: int, runs: int) -> None:
