@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections
 
 from tests.factories import PASSWORD
 
@@ -59,6 +60,10 @@ def page(live_server: object) -> Iterator[object]:
         finally:
             context.close()
             browser.close()
+            # While Playwright's event loop runs in this thread, Django gives the test's ORM calls a
+            # connection of their own (asgiref's per-context storage, which nothing cleans up): close
+            # it here, or it outlives the test and PostgreSQL refuses to drop the test database.
+            connections.close_all()
 
 
 def log_in(page: Any, base_url: str, username: str) -> None:
