@@ -13,8 +13,8 @@
    order alternating, after one untimed run of each; the target, <= 1.5x, is checked on the median
    of the per-pair ratios: the two halves of a pair run a second apart, so the swings of this shared
    machine (a factor of two between minutes) mostly cancel. Each process's CPU time (user + system,
-   all threads) is printed beside it, for information: where the read keeps every core busy, the
-   wall-clock ratio cannot stay below the CPU ratio, whatever runs side by side.
+   all threads) is printed beside it, for information: the wall-clock ratio cannot go below the CPU
+   ratio times the cores the read keeps busy over the machine's cores, whatever runs side by side.
 2. For information, the same in-process: Django set up, the database migrated, and a 2,000-row
    file of the same shape and then the big file itself audited and read once before the clock
    starts, as in a running portal worker. Each of ``--repeat`` fresh children times ``--runs``
@@ -379,8 +379,9 @@ def main() -> None:
 
 
 def print_cpu(process_pairs: list[tuple[Timing, Timing]]) -> None:
-    """For information: the CPU time of the same whole processes. Where the read keeps every core busy,
-    the wall-clock ratio cannot stay below the CPU ratio for long, whatever the audit runs side by side."""
+    """For information: the CPU time of the same whole processes. The audit's wall time is at least its
+    CPU time over the machine's cores, so the wall-clock ratio cannot go below the CPU ratio times the
+    cores the read keeps busy over the machine's cores, whatever the audit runs side by side."""
     read_cpu = statistics.median(cpu for (_, cpu), _ in process_pairs)
     audit_cpu = statistics.median(cpu for _, (_, cpu) in process_pairs)
     cores = len(os.sched_getaffinity(0))
