@@ -70,8 +70,8 @@ datasets:stewards                  POST steward   login  404    403    403    40
 experiments:index                  GET  -         login  200    200    200    200    200    200    200    200    200
 experiments:new                    GET  -         login  403    403    403    200    200    403    403    403    403
 experiments:new                    POST -         login  403    403    403    200    200    403    403    403    403
-# 200!: the page shows a trial's log tail, checkpoint path or full config, which only ML engineers
-# and administrators may see.
+# Every member reads these; each 200 is also read for a trial's log tail, checkpoint path and full
+# config, which only ML engineers and administrators may see (the leak check above).
 experiments:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:progress               GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:figures                GET  -         login  404    200    200    200    200    200    200    200    404
