@@ -5,7 +5,7 @@
 The report of an approved trial of a ``--trials``-trial experiment: the reviewed trial's frozen verdict
 document (one attribute of ``--groups`` groups, judged by the fairness core under the default policy),
 the table of every trial of the experiment and their eod over ``--steps`` validations each (thinned for
-the timeline as reports.builders.experiment_trials does for a real decision), two approving votes. With
+the timeline as approvals.context.experiment_trials does for a real decision), two approving votes. With
 figures, the worker draws the 4 the report carries (reports.figures.context_with_figures): the
 document's forest plot and recall per group, the experiment's EOD timeline and accuracy against eod.
 
@@ -98,13 +98,13 @@ def _document(groups: int, number: int) -> Any:
 
 
 def _trials(trials: int, steps: int, reviewed: int) -> Any:
-    """Every trial of the experiment as reports.builders.experiment_trials gives it to a trial report,
+    """Every trial of the experiment as approvals.context.experiment_trials gives it to a trial report,
     from ``steps`` validations per trial (eod falling with noise, verdicts changing on the way)."""
     import numpy as np
 
+    from auditportal.approvals import context as decision_context
     from auditportal.experiments.selectors import ExperimentOverview
     from auditportal.fairness.figures import experiment as figures
-    from auditportal.reports import builders
 
     rng = np.random.default_rng(7)
     timelines, summaries = [], []
@@ -140,11 +140,12 @@ def _trials(trials: int, steps: int, reviewed: int) -> Any:
     overview = ExperimentOverview(
         trials=[], timelines=timelines, summaries=summaries, tolerance=0.05, noise_floor=0.036
     )
-    return builders.experiment_trials(overview, reviewed_trial_id=reviewed, label="experiment 1 (bench)")
+    return decision_context.experiment_trials(overview, reviewed_trial_id=reviewed, label="experiment 1 (bench)")
 
 
 def _context(document: Any, trials: Any, members: list[Any], title: str) -> Any:
     from auditportal.accounts.models import Role
+    from auditportal.approvals import context as decision_context
     from auditportal.fairness.report_context import (
         AttributeGroups,
         DatasetProvenance,
@@ -156,9 +157,8 @@ def _context(document: Any, trials: Any, members: list[Any], title: str) -> Any:
         Vote,
     )
     from auditportal.policies.selectors import policy_active
-    from auditportal.reports import builders
 
-    people = [builders.person(member, Role.ETHICS_COMMITTEE) for member in members]
+    people = [decision_context.person(member, Role.ETHICS_COMMITTEE) for member in members]
     groups = [(group, int(entry["n"])) for group, entry in document.document["attributes"]["group"]["groups"].items()]
     reviewed = trials.reviewed.number
     return ReportContext(
@@ -170,7 +170,7 @@ def _context(document: Any, trials: Any, members: list[Any], title: str) -> Any:
             model="bench-model:1",
             details=(("Review request", "#1 bench"), ("Checkpoint", "0f1e2d3c")),
         ),
-        policy=builders.policy_provenance(policy_active()),
+        policy=decision_context.policy_provenance(policy_active()),
         documents=(document,),
         decision=Decision(
             outcome="approved",
@@ -196,7 +196,7 @@ def _context(document: Any, trials: Any, members: list[Any], title: str) -> Any:
             hparams=trials.reviewed.hparams,
         ),
         trials=trials,
-        chain_head=builders.current_chain_head(),
+        chain_head=decision_context.current_chain_head(),
     )
 
 

@@ -1,20 +1,28 @@
-"""Who may do what to a review request, in which state (docs/approvals.md).
+"""Who may do what to a review request, in which state, and how the committee's votes decide it
+(docs/approvals.md).
 
 One source for the services, which raise the refusal, and for the selectors, which tell a page which
 actions to offer and why the others are not offered. Checks run in this order: the role (403), the
-separation of duties (403), the request's state (400).
+separation of duties (403), the request's state (400). The decision rule (``decide``, ``quorum``,
+``current_votes``, ``tally_votes``) is read by the services as they decide, by the selectors for the
+tally a page shows, and by the decision's report context (approvals/context.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from django.core.exceptions import PermissionDenied
 
 from auditportal.accounts.models import Role, User
-from auditportal.approvals.models import RequestState, ReviewRequest
+from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, VoteChoice, WaiverVote
 from auditportal.fairness.errors import UserError
+from auditportal.policies.selectors import policy_active
+
+V = TypeVar("V", ReviewVote, WaiverVote)
 
 
 class IllegalTransition(UserError):
@@ -171,6 +179,50 @@ def can_create(user: User) -> bool:
 def check_create(user: User) -> None:
     if not can_create(user):
         raise ActionForbidden("Only an ML engineer or a reviewer can request a review.")
+
+
+# -- the decision rule ---------------------------------------------------------------------------
+
+
+def decide(*, approvals: int, rejections: int, quorum: int) -> VoteChoice | None:
+    """The rule (docs/approvals.md), over the current votes of distinct committee members: rejected
+    once ``quorum`` members reject; approved once ``quorum`` members approve and none rejects;
+    otherwise undecided (an outstanding reject blocks approval until it is changed)."""
+    if rejections >= quorum:
+        return VoteChoice.REJECT
+    if approvals >= quorum and rejections == 0:
+        return VoteChoice.APPROVE
+    return None
+
+
+def quorum(request: ReviewRequest) -> int:
+    """The larger of the request's policy version's quorum and the active version's: raising the quorum
+    applies to requests under review at once, lowering it does not loosen them."""
+    return max(request.policy.approval_quorum, policy_active().approval_quorum)
+
+
+def current_votes(votes: Iterable[V]) -> dict[int, V]:
+    """Each voter's latest vote among ``votes``."""
+    latest: dict[int, V] = {}
+    for vote in sorted(votes, key=lambda v: (v.cast_at, v.pk)):
+        latest[vote.voter_id] = vote
+    return latest
+
+
+def tally_votes(votes: Iterable[V], request: ReviewRequest) -> tuple[list[str], list[str]]:
+    """Usernames of the current approving and rejecting votes of people who are committee members and
+    eligible now (a member who lost the role, or a vote that should not have been, does not count)."""
+    ineligible = ineligible_voters(request)
+    members = set(
+        User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).values_list("pk", flat=True)
+    )
+    approvals: list[str] = []
+    rejections: list[str] = []
+    for voter_id, vote in current_votes(votes).items():
+        if voter_id not in members or voter_id in ineligible:
+            continue
+        (approvals if vote.choice == VoteChoice.APPROVE else rejections).append(vote.voter.username)
+    return approvals, rejections
 
 
 def _past(name: str) -> str:

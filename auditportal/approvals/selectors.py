@@ -141,7 +141,7 @@ class Tally:
 
     @property
     def outcome(self) -> str | None:
-        decided = services.decide(approvals=len(self.approve), rejections=len(self.reject), quorum=self.quorum)
+        decided = rules.decide(approvals=len(self.approve), rejections=len(self.reject), quorum=self.quorum)
         return decided.value if decided else None
 
     def as_json(self) -> dict[str, Any]:
@@ -160,11 +160,11 @@ def review_request_tally(*, request: ReviewRequest) -> Tally:
     members = list(
         User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).order_by("username").distinct()
     )
-    approve, reject = services.tally_votes(
+    approve, reject = rules.tally_votes(
         list(request.votes.filter(round=request.round).select_related("voter")), request
     )
     return Tally(
-        quorum=services.quorum(request),
+        quorum=rules.quorum(request),
         approve=sorted(approve),
         reject=sorted(reject),
         eligible=[member.username for member in members if member.pk not in ineligible],
@@ -177,7 +177,7 @@ def review_request_tally(*, request: ReviewRequest) -> Tally:
 def waiver_tally(*, waiver: Waiver) -> Tally:
     request = waiver.request
     base = review_request_tally(request=request)
-    approve, reject = services.tally_votes(list(waiver.votes.select_related("voter")), request)
+    approve, reject = rules.tally_votes(list(waiver.votes.select_related("voter")), request)
     return Tally(
         quorum=base.quorum,
         approve=sorted(approve),
@@ -420,7 +420,7 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
 
 def _current(request: ReviewRequest) -> dict[int, ReviewVote]:
     votes = request.votes.filter(round=request.round).select_related("voter").prefetch_related("acknowledgements")
-    return services.current_votes(list(votes))
+    return rules.current_votes(list(votes))
 
 
 def _message(problem: Exception | None) -> str | None:

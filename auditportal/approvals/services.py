@@ -9,10 +9,10 @@ has committed (``transaction.on_commit``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -25,6 +25,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
 from auditportal.activity.services import event_record
 from auditportal.approvals import notifications, rules
+from auditportal.approvals.context import review_request_context
 from auditportal.approvals.models import (
     OPEN_STATES,
     Acknowledgement,
@@ -41,19 +42,18 @@ from auditportal.approvals.models import (
     WaiverState,
     WaiverVote,
 )
-from auditportal.approvals.rules import IllegalTransition, check
+from auditportal.approvals.rules import IllegalTransition, check, current_votes, decide, quorum, tally_votes
 from auditportal.audits.models import PredictionAudit
+from auditportal.celery import app
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.models import Trial
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE, Finding, document_findings
+from auditportal.fairness.report_context import ReportContext
 from auditportal.lib.lengths import fit_column
 from auditportal.lib.transactions import inside_atomic_block
 from auditportal.policies.models import FairnessPolicy
-from auditportal.policies.selectors import policy_active
-from auditportal.reports import builders as report_builders
-from auditportal.reports import services as report_services
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,9 @@ PASSWORD_FAILURE_WINDOW: Final = timedelta(minutes=15)
 
 CHECKPOINT_METADATA_KEY: Final = "bias_audit"
 
-V = TypeVar("V", ReviewVote, WaiverVote)
+# The registered name of reports.tasks.report_generate_task: the reports app sits above approvals, so
+# the decision names the task that renders its report instead of importing it.
+REPORT_GENERATE_TASK: Final = "reports.generate"
 
 
 class ApprovalError(UserError):
@@ -511,48 +513,7 @@ def waiver_vote_cast(
     return vote
 
 
-# -- the decision rule ---------------------------------------------------------------------------
-
-
-def decide(*, approvals: int, rejections: int, quorum: int) -> VoteChoice | None:
-    """The rule (docs/approvals.md), over the current votes of distinct committee members: rejected
-    once ``quorum`` members reject; approved once ``quorum`` members approve and none rejects;
-    otherwise undecided (an outstanding reject blocks approval until it is changed)."""
-    if rejections >= quorum:
-        return VoteChoice.REJECT
-    if approvals >= quorum and rejections == 0:
-        return VoteChoice.APPROVE
-    return None
-
-
-def quorum(request: ReviewRequest) -> int:
-    """The larger of the request's policy version's quorum and the active version's: raising the quorum
-    applies to requests under review at once, lowering it does not loosen them."""
-    return max(request.policy.approval_quorum, policy_active().approval_quorum)
-
-
-def current_votes(votes: Iterable[V]) -> dict[int, V]:
-    """Each voter's latest vote among ``votes``."""
-    latest: dict[int, V] = {}
-    for vote in sorted(votes, key=lambda v: (v.cast_at, v.pk)):
-        latest[vote.voter_id] = vote
-    return latest
-
-
-def tally_votes(votes: Iterable[V], request: ReviewRequest) -> tuple[list[str], list[str]]:
-    """Usernames of the current approving and rejecting votes of people who are committee members and
-    eligible now (a member who lost the role, or a vote that should not have been, does not count)."""
-    ineligible = rules.ineligible_voters(request)
-    members = set(
-        User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).values_list("pk", flat=True)
-    )
-    approvals: list[str] = []
-    rejections: list[str] = []
-    for voter_id, vote in current_votes(votes).items():
-        if voter_id not in members or voter_id in ineligible:
-            continue
-        (approvals if vote.choice == VoteChoice.APPROVE else rejections).append(vote.voter.username)
-    return approvals, rejections
+# -- the decision ---------------------------------------------------------------------------------
 
 
 def _decide(request: ReviewRequest, documents: list[VerdictDocument], findings: list[Finding]) -> None:
@@ -907,14 +868,18 @@ def _after_decision(request: ReviewRequest, verb: Verb, *, revoked_by: User | No
     # The decision's report (docs/reports.md): its context is read now, inside the deciding transaction
     # (the chain head includes the decision's event); the worker draws its figures, renders and certifies
     # it once this transaction commits. A revocation adds a new report; the approval's report stays.
-    report_services.report_generate_queue(
-        context=report_builders.review_request_context(request=request, revoked_by=revoked_by),
-        review_request_id=pk,
-        with_figures=True,
-    )
+    _report_generate_queue(review_request_context(request=request, revoked_by=revoked_by), request_id=pk)
     transaction.on_commit(lambda: notifications.request_decided(request_id=pk, verb=verb))
     if request.trial_id is not None:
         transaction.on_commit(lambda: _tag_checkpoint_queue(pk))
+
+
+def _report_generate_queue(context: ReportContext, *, request_id: int) -> None:
+    # The task's arguments: the context as JSON, no actor (the system), the request, and the figures to
+    # draw in the worker. Queued by name: sent to the broker, or run here in Celery's eager mode when
+    # this process has the task registered (the tests).
+    args = (context.as_json(), None, request_id, True)
+    transaction.on_commit(lambda: app.signature(REPORT_GENERATE_TASK, args=args).apply_async())
 
 
 def _tag_checkpoint_queue(request_id: int) -> None:

@@ -40,7 +40,6 @@ from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.params import as_id
-from auditportal.reports import selectors as report_selectors
 
 REQUESTS_PER_PAGE = 25
 NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
@@ -227,10 +226,6 @@ def _page(
             ),
         ),
         "reply_to": reply_to,
-        "reports": [
-            (report, report_selectors.report_may_sign(user=user, report=report))
-            for report in report_selectors.review_request_reports(request=review_request)
-        ],
         "waivable": [status for status in fails if status.waiver is None],
     }
     failed = error is not None or any(form.errors for form in bound.values())

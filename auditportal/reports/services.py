@@ -295,8 +295,9 @@ def report_generate(
     figures of the context's documents first (``figures.context_with_figures``: a Chromium export,
     which only the worker has warm).
 
-    Runs outside a transaction (rendering takes seconds); callers queue it with
-    ``reports.tasks.report_generate_task`` after their own transaction commits.
+    Runs outside a transaction (rendering takes seconds); callers queue ``reports.tasks.report_generate_task``
+    by its name, ``reports.generate``, once their own transaction commits (a decision's report:
+    approvals.services).
     """
     outcome = ""
     if review_request_id is not None:
@@ -375,32 +376,6 @@ def report_generate(
         _discard(file_name)
         raise
     return report
-
-
-def report_generate_queue(
-    *,
-    context: ReportContext,
-    actor: User | None = None,
-    review_request_id: int | None = None,
-    with_figures: bool = False,
-) -> None:
-    """Queue ``report_generate`` for a worker once the caller's transaction commits (a decision's
-    report is rendered in the Celery worker, never in a web process; so are its figures)."""
-    value = context.as_json()
-    actor_id = actor.pk if actor is not None else None
-    transaction.on_commit(lambda: _generate_queue(value, actor_id, review_request_id, with_figures))
-
-
-def _generate_queue(
-    value: dict[str, object], actor_id: int | None, review_request_id: int | None, with_figures: bool
-) -> None:
-    # tasks.py imports this module; importing it here keeps the dependency one-way at import time.
-    from auditportal.reports.tasks import report_generate_task
-
-    if review_request_id is None and not with_figures:
-        report_generate_task.delay(value, actor_id)
-    else:
-        report_generate_task.delay(value, actor_id, review_request_id, with_figures)
 
 
 def report_sign_member(*, report: Report, member: User) -> ReportRevision:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditportal.accounts.models import Role, User
+from auditportal.approvals import context as decision_context
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.fairness.report_context import Decision, Person, ReportContext, Vote
-from auditportal.reports import builders
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
 from tests.browser.conftest import require_system_tool
 
@@ -24,9 +24,9 @@ def decided_context(
     audit: PredictionAudit, dataset_version: DatasetVersion | None, signatories: list[User], **extra: object
 ) -> ReportContext:
     """A report context as the approvals wiring will fill it, with a made-up decision and votes."""
-    people = [builders.person(user, Role.ETHICS_COMMITTEE) for user in signatories]
+    people = [decision_context.person(user, Role.ETHICS_COMMITTEE) for user in signatories]
     requester = Person(key="bob", name="Bob Engineer", role=Role.ML_ENGINEER.label)
-    return builders.prediction_audit_context(
+    return decision_context.prediction_audit_context(
         audit=audit,
         document=verdict_document_of_audit(audit=audit),
         model="credit-scorer v3.2",

@@ -74,6 +74,31 @@ def _decision_event(request: ReviewRequest, verb: Verb) -> Event:
     return Event.objects.filter(verb=verb, target_id=request.pk).order_by("-seq").get()
 
 
+def test_the_deciding_vote_queues_the_report_by_the_task_name_once_its_transaction_commits(
+    audit_request: ReviewRequest,
+    carol: User,
+    dave: User,
+    frank: User,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Callable[..., Any],
+) -> None:
+    assert report_generate_task.name == approval_services.REPORT_GENERATE_TASK
+    queued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(report_generate_task, "apply_async", lambda args=(), kwargs=None, **_: queued.append(args))
+    request = in_review(audit_request, carol)
+    vote(request, dave)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        vote(request, frank)
+    assert queued == []  # nothing before the commit
+    for callback in callbacks:
+        callback()
+    [(context, actor_id, request_id, with_figures)] = queued
+    assert (actor_id, request_id, with_figures) == (None, request.pk, True)
+    decided = ReportContext.from_json(context)
+    assert decided.decision is not None
+    assert (decided.decision.outcome, decided.decision.request_label) == ("approved", f"Review request #{request.pk}")
+
+
 def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocation_adds_another(
     worker: None,
     audit_request: ReviewRequest,
@@ -234,12 +259,15 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
             for index, eod in enumerate(eods)
         ],
     )
-    queued: list[dict[str, Any]] = []
-    monkeypatch.setattr(services, "report_generate_queue", lambda **kwargs: queued.append(kwargs))
+    queued: list[tuple[ReportContext, int]] = []
+    monkeypatch.setattr(
+        approval_services,
+        "_report_generate_queue",
+        lambda context, *, request_id: queued.append((context, request_id)),
+    )
     request = approved(unfair_trial_request, carol, [dave, frank])
-    [call] = queued
-    assert (call["review_request_id"], call["with_figures"]) == (request.pk, True)
-    context: ReportContext = call["context"]
+    [(context, request_id)] = queued
+    assert request_id == request.pk
     assert context.figures == ()  # the worker draws them
     trial = request.trial
     assert trial is not None

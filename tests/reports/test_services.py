@@ -3,7 +3,6 @@ from __future__ import annotations
 import hashlib
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -192,20 +191,6 @@ def test_a_report_file_is_never_written_over(signed_report: SignedReport, settin
     with pytest.raises(FileExistsError):
         services._store(data)
     assert Path(settings.REPORT_STORAGE_DIR, signed_report.revisions[0].file_name).read_bytes() == data
-
-
-def test_the_decision_queues_generation_once_its_transaction_commits(
-    audit: PredictionAudit, member_dave: User, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
-) -> None:
-    queued: list[tuple[object, ...]] = []
-    monkeypatch.setattr(report_generate_task, "delay", lambda *args: queued.append(args))
-    context = decided_context(audit, None, [member_dave])
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        services.report_generate_queue(context=context, actor=member_dave)
-    assert queued == []  # nothing before the commit
-    for callback in callbacks:
-        callback()
-    assert queued == [(context.as_json(), member_dave.pk)]
 
 
 def test_a_key_that_does_not_belong_to_its_certificate_is_refused() -> None:

@@ -1,7 +1,10 @@
-"""Report contexts from the portal's records: the pieces a decision's report is made of.
+"""Report contexts from the portal's records: what a decision fills for its signed report.
 
-The approvals app fills the decision, the votes, waivers and acknowledgements from its own records
-and calls these for the rest; ``prediction_audit_context`` puts them together for a prediction audit.
+``review_request_context`` reads a review request's decision, votes, waivers and acknowledgements and
+the provenance of what was judged (documents, policy, dataset, experiment, the activity log's head);
+the pieces it is made of are public for tests and benchmarks (``prediction_audit_context`` puts them
+together for a prediction audit). It lives with the decision, below the reports app: the reports app
+renders and signs a context as plain data (fairness/report_context.py) and imports nothing from here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from django.conf import settings
 from auditportal.accounts.models import Role, User
 from auditportal.activity.selectors import chain_head
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState
+from auditportal.approvals.rules import current_votes
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
@@ -205,9 +209,6 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
     deciding round is that decision; for a revocation, ``revoked_by`` when they are a committee
     member (none when an administrator outside the committee revoked).
     """
-    # Imported here: the approvals services import this module.
-    from auditportal.approvals.services import current_votes
-
     outcome = {
         RequestState.APPROVED: "approved",
         RequestState.REJECTED: "rejected",

@@ -1,0 +1,29 @@
+"""The signed reports of a review request's decisions, on the request's page.
+
+The reports app sits above approvals: the request page (approvals/views.py) names this tag in its
+template instead of its view importing the reports' selectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from auditportal.accounts.models import User
+from auditportal.approvals.models import ReviewRequest
+from auditportal.reports import selectors
+
+register = template.Library()
+
+
+@register.inclusion_tag("reports/_review_request_reports.html", takes_context=True)
+def review_request_reports(context: template.Context, request: ReviewRequest) -> dict[str, Any]:
+    """Each report of ``request``'s decisions, and whether the page's user may sign it now."""
+    user = context["request"].user
+    return {
+        "reports": [
+            (report, isinstance(user, User) and selectors.report_may_sign(user=user, report=report))
+            for report in selectors.review_request_reports(request=request)
+        ]
+    }
