@@ -6,11 +6,14 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from auditportal.accounts.models import Role, RoleGrant, User
-from auditportal.accounts.services import role_grant, role_revoke
+from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
+from auditportal.accounts.permissions import request_user
+from auditportal.accounts.services import api_token_revoke, role_grant, role_revoke
+from auditportal.fairness.errors import UserError
 
 
 class RoleGrantInline(admin.TabularInline[RoleGrant, User]):
@@ -82,3 +85,36 @@ class PortalUserAdmin(UserAdmin):  # type: ignore[type-arg]
     # Deleting an account would drop its role grants without a revocation event; deactivate it instead.
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    """Lists tokens (never their secret: only the hash is stored; they are made with `manage.py api_token
+    create`); no add, change or delete; the one action revokes them through accounts.services."""
+
+    list_display = ["id", "name", "user", "scope", "token_key", "created", "expiry", "revoked_at", "revoked_by"]
+    list_filter = ["scope"]
+    exclude = ["digest"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected API tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        user = request_user(request)
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True):
+            try:
+                api_token_revoke(user=user, token=token)
+            except (UserError, PermissionDenied) as exc:
+                self.message_user(request, f"Token #{token.pk}: {exc}", messages.ERROR)
+                continue
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

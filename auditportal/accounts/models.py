@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from knox.settings import CONSTANTS
 
 
 class Role(models.TextChoices):
@@ -66,3 +67,45 @@ class RoleGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} is {self.get_role_display()}"
+
+
+class TokenScope(models.TextChoices):
+    GATE = "gate", "Read the approval gate"
+    # The rest of /api/v1/ as the token's account, with that account's roles (a CI pipeline that
+    # audits predictions or launches experiments): the browser logs in, a machine sends a token.
+    API = "api", "Use the API as its account"
+
+
+class ApiToken(models.Model):
+    """A machine account's API token, in django-rest-knox's form (knox makes and hashes it; the portal's
+    settings name this model as knox's token model): only the SHA-512 ``digest`` of the token and its
+    first characters (``token_key``, for lookup) are stored; the token itself is shown once, when it is
+    made. A revoked or expired token is kept, and refused.
+    """
+
+    digest = models.CharField(max_length=CONSTANTS.DIGEST_LENGTH, unique=True)
+    token_key = models.CharField(
+        max_length=CONSTANTS.MAXIMUM_TOKEN_PREFIX_LENGTH + CONSTANTS.TOKEN_KEY_LENGTH, db_index=True
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens")
+    created = models.DateTimeField(auto_now_add=True)
+    expiry = models.DateTimeField()
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.GATE)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        # The table (and its constraint's name) from when tokens lived in the approvals app: migration
+        # accounts/0002 moved the model without touching the rows, so every token issued before works.
+        db_table = "approvals_apitoken"
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(scope__in=TokenScope.values), name="approvals_token_scope_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"API token #{self.pk} {self.name!r} of {self.user}"

@@ -12,7 +12,7 @@ class SessionAuthentication(authentication.SessionAuthentication):
     DRF answers an unauthenticated request 401 only when its first authentication class names a
     scheme for the WWW-Authenticate header, 403 otherwise: this one names the session. No password
     is taken over the API (Basic authentication is not offered): log in at /login/ in a browser;
-    machine accounts send a token (``Authorization: Token``, approvals.authentication): an API token
+    machine accounts send a token (``Authorization: Token``, accounts.authentication): an API token
     here, a gate token on the gate API.
     """
 

@@ -92,9 +92,9 @@ def _token_scheme(description: str) -> dict[str, Any]:
 
 
 class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    """approvals.authentication.GateTokenAuthentication: ``Authorization: Token <token>``."""
+    """accounts.authentication.GateTokenAuthentication: ``Authorization: Token <token>``."""
 
-    target_class = "auditportal.approvals.authentication.GateTokenAuthentication"
+    target_class = "auditportal.accounts.authentication.GateTokenAuthentication"
     name = "gateToken"
     priority = 1
 
@@ -103,9 +103,9 @@ class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untype
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    """approvals.authentication.ApiTokenAuthentication: ``Authorization: Token <token>``."""
+    """accounts.authentication.ApiTokenAuthentication: ``Authorization: Token <token>``."""
 
-    target_class = "auditportal.approvals.authentication.ApiTokenAuthentication"
+    target_class = "auditportal.accounts.authentication.ApiTokenAuthentication"
     name = "apiToken"
     priority = 1
 

@@ -14,13 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from auditportal.accounts.models import User
+from auditportal.accounts.authentication import GateTokenAuthentication
+from auditportal.accounts.models import ApiToken, User
 from auditportal.accounts.permissions import request_user
 from auditportal.api.authentication import SessionAuthentication
 from auditportal.approvals import selectors, services
-from auditportal.approvals.authentication import GateTokenAuthentication
 from auditportal.approvals.models import (
-    ApiToken,
     RequestState,
     ReviewRequest,
     ReviewVote,

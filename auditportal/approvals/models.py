@@ -1,5 +1,5 @@
-"""Review requests, the committee's votes, waivers and comments, and the gate's API tokens
-(docs/approvals.md).
+"""Review requests, the committee's votes, waivers and comments (docs/approvals.md). The gate's API
+tokens are accounts.ApiToken.
 
 Evidence here is append-only: votes, waiver votes, acknowledgements, recommendations and comments are
 written once by approvals.services and never updated or deleted; a changed vote is a new row (the
@@ -13,7 +13,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
-from knox.settings import CONSTANTS
 
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
@@ -282,42 +281,3 @@ class WaiverVote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.voter} votes {self.choice} on waiver #{self.waiver_id}"
-
-
-class TokenScope(models.TextChoices):
-    GATE = "gate", "Read the approval gate"
-    # The rest of /api/v1/ as the token's account, with that account's roles (a CI pipeline that
-    # audits predictions or launches experiments): the browser logs in, a machine sends a token.
-    API = "api", "Use the API as its account"
-
-
-class ApiToken(models.Model):
-    """A machine account's API token, in django-rest-knox's form (knox makes and hashes it; the portal's
-    settings name this model as knox's token model): only the SHA-512 ``digest`` of the token and its
-    first characters (``token_key``, for lookup) are stored; the token itself is shown once, when it is
-    made. A revoked or expired token is kept, and refused.
-    """
-
-    digest = models.CharField(max_length=CONSTANTS.DIGEST_LENGTH, unique=True)
-    token_key = models.CharField(
-        max_length=CONSTANTS.MAXIMUM_TOKEN_PREFIX_LENGTH + CONSTANTS.TOKEN_KEY_LENGTH, db_index=True
-    )
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="api_tokens")
-    created = models.DateTimeField(auto_now_add=True)
-    expiry = models.DateTimeField()
-    name = models.CharField(max_length=100)
-    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.GATE)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+")
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-
-    class Meta:
-        ordering = ["-created", "-id"]
-        constraints = [
-            models.CheckConstraint(condition=models.Q(scope__in=TokenScope.values), name="approvals_token_scope_valid"),
-        ]
-
-    def __str__(self) -> str:
-        return f"API token #{self.pk} {self.name!r} of {self.user}"

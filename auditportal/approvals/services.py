@@ -1,5 +1,5 @@
-"""Review requests through their states, the committee's signed votes, waivers, comments, and the gate's
-API tokens (docs/approvals.md).
+"""Review requests through their states, the committee's signed votes, waivers and comments
+(docs/approvals.md).
 
 Every write is one transaction with its activity event. A request's events all target the request, so
 its timeline is one query. Notifications go out and the checkpoint is tagged only once the transaction
@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
-from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from knox.models import get_digest_token
-from knox.settings import CONSTANTS
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.activity.services import event_record
 from auditportal.approvals import notifications, rules
@@ -29,14 +24,12 @@ from auditportal.approvals.context import review_request_context
 from auditportal.approvals.models import (
     OPEN_STATES,
     Acknowledgement,
-    ApiToken,
     Comment,
     Recommendation,
     RequestState,
     ReviewRequest,
     ReviewVote,
     SubjectKind,
-    TokenScope,
     VoteChoice,
     Waiver,
     WaiverState,
@@ -642,106 +635,6 @@ def review_request_tag_checkpoint(*, request_id: int) -> bool:
             data={"checkpoint": request.checkpoint, CHECKPOINT_METADATA_KEY: metadata},
         )
     return True
-
-
-# -- API tokens ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IssuedToken:
-    token: ApiToken
-    # Shown once; only its hash is stored.
-    secret: str
-
-
-def api_token_create(
-    *, user: User, account: str, name: str, days: int, scope: TokenScope | str = TokenScope.GATE
-) -> IssuedToken:
-    """A token of ``scope`` for the machine account ``account`` (made if it does not exist, with no
-    password, so it cannot log in), valid for ``days`` days. Administrators only.
-
-    A gate token's account holds no role, so the token opens the gate and nothing else. An API token
-    acts on /api/v1/ with its account's roles, which an administrator grants (``manage.py grant_role``)
-    like a person's; the account still has no password, so it never has a browser session.
-    """
-    _require_admin(user)
-    if scope not in TokenScope.values:
-        raise ApprovalError(
-            f"Unknown token scope {scope!r}; choose one of {', '.join(TokenScope.values)}.", field="scope"
-        )
-    scope = TokenScope(scope)
-    name = fit_column(ApiToken, "name", _required(name, "name"))
-    account = fit_column(User, "username", _required(account, "account"), field="account")
-    if not 1 <= days <= settings.API_TOKEN_MAX_DAYS:
-        raise ApprovalError(f"A token is valid for 1 to {settings.API_TOKEN_MAX_DAYS} days, not {days}.", field="days")
-    with transaction.atomic():
-        machine = User.objects.filter(username=account).first()
-        if machine is None:
-            machine = User.objects.create_user(username=account, first_name="Machine account")
-            machine.set_unusable_password()
-            machine.save(update_fields=["password"])
-            event_record(
-                actor=user, verb=Verb.USER_CREATED, target=machine, data={"username": account, "machine": True}
-            )
-        elif machine.has_usable_password() or machine.is_staff:
-            raise ApprovalError(
-                f"{account!r} is a person's account (it has a password or staff access): tokens are for "
-                "machine accounts. Choose another name.",
-                field="account",
-            )
-        elif scope == TokenScope.GATE and machine.is_member:
-            raise ApprovalError(
-                f"{account!r} holds a role: a gate token's account must hold none, so that the token opens "
-                "the gate and nothing else. Choose another name, or make an API token (scope 'api').",
-                field="account",
-            )
-        digest, secret = get_digest_token()
-        token = ApiToken.objects.create(
-            digest=digest,
-            token_key=secret[: CONSTANTS.TOKEN_KEY_LENGTH],
-            user=machine,
-            expiry=timezone.now() + timedelta(days=days),
-            name=name,
-            scope=scope,
-            created_by=user,
-        )
-        event_record(
-            actor=user,
-            verb=Verb.API_TOKEN_CREATED,
-            target=token,
-            data={
-                "account": account,
-                "name": name,
-                "scope": token.scope,
-                "token_key": token.token_key,
-                "expiry": token.expiry.isoformat(),
-            },
-        )
-    return IssuedToken(token=token, secret=secret)
-
-
-def api_token_revoke(*, user: User, token: ApiToken) -> ApiToken:
-    """Refuse ``token`` from now on (administrators only); the row stays, with who revoked it and when."""
-    _require_admin(user)
-    with transaction.atomic():
-        token = ApiToken.objects.select_for_update().get(pk=token.pk)
-        if token.revoked_at is not None:
-            raise ApprovalError(f"API token #{token.pk} was already revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC.")
-        token.revoked_at = timezone.now()
-        token.revoked_by = user
-        token.save(update_fields=["revoked_at", "revoked_by"])
-        event_record(
-            actor=user,
-            verb=Verb.API_TOKEN_REVOKED,
-            target=token,
-            data={"account": token.user.username, "name": token.name, "token_key": token.token_key},
-        )
-    return token
-
-
-def _require_admin(user: User) -> None:
-    if not user.is_authenticated or not user.has_role(Role.ADMIN):
-        raise PermissionDenied("Only an administrator can create or revoke API tokens.")
 
 
 # -- helpers -------------------------------------------------------------------------------------

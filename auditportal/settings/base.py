@@ -226,11 +226,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
 REST_FRAMEWORK = {
     # No passwords over the API: the browser's session first (its scheme names the WWW-Authenticate
-    # header of a 401), then a machine account's API token (approvals.authentication; the gate API
+    # header of a 401), then a machine account's API token (accounts.authentication; the gate API
     # lists its own class).
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "auditportal.api.authentication.SessionAuthentication",
-        "auditportal.approvals.authentication.ApiTokenAuthentication",
+        "auditportal.accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON bodies through the depth-limited parser (lib/jsonlimits): a deep body is a 400, not a 500.
@@ -272,10 +272,10 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# API tokens for machine accounts: django-rest-knox's hashed tokens, in the approvals app's model,
+# API tokens for machine accounts: django-rest-knox's hashed tokens, in the accounts app's model,
 # which adds the scope (the gate, or the rest of the API with the account's roles), a name and
 # revocation.
-KNOX_TOKEN_MODEL = "approvals.ApiToken"
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
 # knox's own migrations would create its (swapped-out) token table, which nothing uses and whose
 # foreign key to the users stops the test database's flush: the app is left unmigrated.
 MIGRATION_MODULES = {"knox": None}

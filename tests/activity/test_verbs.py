@@ -311,8 +311,8 @@ def _approved_by_second_vote(choice: str) -> Scenario:
 
 def _api_token_revoked(request: pytest.FixtureRequest) -> Callable[[], object]:
     erin = _user(request, "erin")
-    issued = approval_services.api_token_create(user=erin, account="bot", name="ci", days=1)
-    return lambda: approval_services.api_token_revoke(user=erin, token=issued.token)
+    issued = account_services.api_token_create(user=erin, account="bot", name="ci", days=1)
+    return lambda: account_services.api_token_revoke(user=erin, token=issued.token)
 
 
 def _reports(request: pytest.FixtureRequest) -> None:
@@ -410,7 +410,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.WAIVER_APPROVED: _waiver_decided("approve"),
     Verb.WAIVER_REJECTED: _waiver_decided("reject"),
     Verb.API_TOKEN_CREATED: lambda request: (
-        lambda: approval_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
+        lambda: account_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
     ),
     Verb.API_TOKEN_REVOKED: _api_token_revoked,
     Verb.CERTIFICATE_AUTHORITY_CREATED: _certificate_authority_created,

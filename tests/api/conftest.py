@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice
@@ -74,7 +75,7 @@ def portal(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Pa
     fair_request = approval_services.review_request_create(
         user=bob, title="Credit model v3", intended_use="Pre-screening", documents=[fair]
     )
-    token = approval_services.api_token_create(user=erin, account="deploy-bot", name="pipeline", days=30).secret
+    token = account_services.api_token_create(user=erin, account="deploy-bot", name="pipeline", days=30).secret
 
     requests = [audit_request, unfair_request, unwaived, fair_request]
     return Portal(

@@ -15,10 +15,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from auditportal.accounts.models import User
+from auditportal.accounts import services as account_services
+from auditportal.accounts.models import ApiToken, User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services
-from auditportal.approvals.models import ApiToken, ReviewRequest
+from auditportal.approvals.models import ReviewRequest
 from auditportal.fairness.findings import FAIL
 from tests.approvals.conftest import approved, hashes, in_review, keys, waive_all
 from tests.factories import client_for
@@ -28,7 +29,7 @@ GATE = "/api/v1/gate/"
 
 @pytest.fixture
 def token(erin: User) -> str:
-    return services.api_token_create(user=erin, account="deploy-bot", name="release pipeline", days=30).secret
+    return account_services.api_token_create(user=erin, account="deploy-bot", name="release pipeline", days=30).secret
 
 
 def _ask(token: str, model: str) -> tuple[int, dict[str, object]]:
@@ -55,12 +56,12 @@ def test_only_administrators_make_tokens_and_never_for_a_persons_account(erin: U
     from django.core.exceptions import PermissionDenied
 
     with pytest.raises(PermissionDenied, match="Only an administrator"):
-        services.api_token_create(user=dave, account="bot", name="x", days=1)
-    with pytest.raises(services.ApprovalError, match="is a person's account") as refused:
-        services.api_token_create(user=erin, account=bob.username, name="x", days=1)
+        account_services.api_token_create(user=dave, account="bot", name="x", days=1)
+    with pytest.raises(account_services.TokenError, match="is a person's account") as refused:
+        account_services.api_token_create(user=erin, account=bob.username, name="x", days=1)
     assert refused.value.field == "account"
-    with pytest.raises(services.ApprovalError, match="valid for 1 to 365 days"):
-        services.api_token_create(user=erin, account="bot", name="x", days=0)
+    with pytest.raises(account_services.TokenError, match="valid for 1 to 365 days"):
+        account_services.api_token_create(user=erin, account="bot", name="x", days=0)
 
 
 def test_the_gate_answers_404_for_unknown_models_false_before_approval_true_after_and_false_after_revocation(
@@ -123,12 +124,12 @@ def test_an_expired_token_is_refused_and_kept(fair_trial_request: ReviewRequest,
 def test_a_revoked_token_is_refused(fair_trial_request: ReviewRequest, token: str, erin: User) -> None:
     model = fair_trial_request.model_identifier
     assert _ask(token, model)[0] == 200
-    services.api_token_revoke(user=erin, token=ApiToken.objects.get())
+    account_services.api_token_revoke(user=erin, token=ApiToken.objects.get())
     status, body = _ask(token, model)
     assert (status, body["detail"]) == (401, "This token was revoked.")
     assert Event.objects.filter(verb=Verb.API_TOKEN_REVOKED).count() == 1
-    with pytest.raises(services.ApprovalError, match="already revoked"):
-        services.api_token_revoke(user=erin, token=ApiToken.objects.get())
+    with pytest.raises(account_services.TokenError, match="already revoked"):
+        account_services.api_token_revoke(user=erin, token=ApiToken.objects.get())
 
 
 def test_a_wrong_or_missing_token_is_refused(fair_trial_request: ReviewRequest, token: str) -> None:

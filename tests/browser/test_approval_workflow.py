@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
+from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role
-from auditportal.approvals import services
 from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.browser.test_dashboard_audits import drawn_figures, page_width, watch_console
@@ -135,7 +135,7 @@ def test_a_request_goes_from_the_audit_page_to_an_approval_the_gate_reports(
     request.refresh_from_db()
     assert request.state == RequestState.APPROVED
     assert sorted(ReviewVote.objects.values_list("voter__username", flat=True)) == ["dave", "frank"]
-    issued = services.api_token_create(user=erin, account="deploy-bot", name="release pipeline", days=30)
+    issued = account_services.api_token_create(user=erin, account="deploy-bot", name="release pipeline", days=30)
     answer = _gate(base, issued.secret)
     assert answer["approved"] is True
     assert answer["request"] == request.pk

@@ -212,10 +212,10 @@ admin:auth_user_password_change    POST -         alogin alogin alogin alogin al
 # model's admin: evidence (and the activity log, and policy versions) is view-only.
 ADMIN_MODELS = """
 # model                          kind
+accounts.apitoken                view-only
 accounts.user                    users
 activity.event                   view-only
 approvals.acknowledgement        view-only
-approvals.apitoken               view-only
 approvals.comment                view-only
 approvals.recommendation         view-only
 approvals.reviewrequest          view-only

@@ -280,7 +280,7 @@ def test_the_world_stays_the_same_for_every_request(world: World, clients: dict[
 
 
 def test_the_gate_token_opens_the_gate_and_nothing_else(world: World) -> None:
-    """A pipeline's gate token (approvals.authentication) answers the gate's question and is refused
+    """A pipeline's gate token (accounts.authentication) answers the gate's question and is refused
     by every other route of the API, and is no session for the pages."""
     token = Client(HTTP_AUTHORIZATION=f"Token {world.gate_token}")
     gate = token.get("/api/v1/gate/", {"model": MODEL})

@@ -17,9 +17,9 @@ from django.db.models import CharField, Model
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import ApiToken, Role, User
 from auditportal.approvals import services as approval_services
-from auditportal.approvals.models import ApiToken, ReviewRequest
+from auditportal.approvals.models import ReviewRequest
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit

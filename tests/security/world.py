@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.contrib.auth.models import Group
 
+from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver
@@ -184,7 +185,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         context=decided_context(audit, version, [users["committee"], frank]),
         review_request_id=None,
     )
-    gate_token = approval_services.api_token_create(
+    gate_token = account_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret
     world = World(

@@ -4,10 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from auditportal.accounts import services
 from auditportal.accounts.cli import cli_user
-from auditportal.accounts.models import Role
-from auditportal.approvals import services
-from auditportal.approvals.models import ApiToken, TokenScope
+from auditportal.accounts.models import ApiToken, Role, TokenScope
 from auditportal.fairness.errors import UserError
 
 

@@ -1,5 +1,5 @@
 """Token authentication for machine accounts: django-rest-knox's scheme (``Authorization: Token
-<token>``, the token's SHA-512 compared in constant time) over approvals.ApiToken, refusing revoked and
+<token>``, the token's SHA-512 compared in constant time) over accounts.ApiToken, refusing revoked and
 expired tokens (knox would delete an expired one; the portal keeps it) and tokens of another scope.
 
 Two scopes, one class each: the gate API lists GateTokenAuthentication (beside the session), the rest
@@ -19,8 +19,7 @@ from knox.crypto import hash_token
 from knox.settings import CONSTANTS
 from rest_framework import exceptions
 
-from auditportal.accounts.models import User
-from auditportal.approvals.models import ApiToken, TokenScope
+from auditportal.accounts.models import ApiToken, TokenScope, User
 
 
 class ScopedTokenAuthentication(TokenAuthentication):  # type: ignore[misc]

@@ -16,11 +16,10 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts import services
+from auditportal.accounts.models import ApiToken, Role, TokenScope, User
 from auditportal.accounts.services import role_grant
 from auditportal.activity.models import Event, Verb
-from auditportal.approvals import services
-from auditportal.approvals.models import ApiToken, TokenScope
 from auditportal.audits.models import PredictionAudit
 from tests.realworld import recidivism_csv
 
@@ -120,12 +119,12 @@ def test_an_api_token_may_go_to_a_machine_account_with_roles_a_gate_token_may_no
     machine = User.objects.get(username="ci-bot")
     role_grant(user=machine, role=Role.ML_ENGINEER, granted_by=erin)
     _token(erin, TokenScope.API)  # a second token for the same account, now with a role
-    with pytest.raises(services.ApprovalError, match="holds a role") as refused:
+    with pytest.raises(services.TokenError, match="holds a role") as refused:
         _token(erin, TokenScope.GATE)
     assert refused.value.field == "account"
-    with pytest.raises(services.ApprovalError, match="is a person's account"):
+    with pytest.raises(services.TokenError, match="is a person's account"):
         _token(erin, TokenScope.API, account=bob.username)
-    with pytest.raises(services.ApprovalError, match="Unknown token scope 'admin'") as unknown:
+    with pytest.raises(services.TokenError, match="Unknown token scope 'admin'") as unknown:
         services.api_token_create(user=erin, account="x-bot", name="x", days=1, scope="admin")
     assert unknown.value.field == "scope"
     assert list(ApiToken.objects.values_list("scope", flat=True)) == [TokenScope.API, TokenScope.API]
