@@ -18,7 +18,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
-from auditportal.approvals.services import lifecycle as approval_lifecycle
+from auditportal.approvals.services import decision as approval_decision
 from auditportal.celery import app
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
@@ -262,7 +262,7 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
     )
     queued: list[tuple[ReportContext, int]] = []
     monkeypatch.setattr(
-        approval_lifecycle,
+        approval_decision,
         "_report_generate_queue",
         lambda context, *, request_id: queued.append((context, request_id)),
     )

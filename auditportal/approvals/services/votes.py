@@ -1,0 +1,182 @@
+"""The committee's signed votes on a request: the voter's password checked again at each vote, a wrong
+one recorded (committed although the vote is refused) and five within 15 minutes locking their votes;
+the vote that meets the rule decides the request (decision.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import timedelta
+from typing import Final
+
+from django.db import transaction
+from django.utils import timezone
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Event, Verb
+from auditportal.activity.services import event_record
+from auditportal.approvals.models import Acknowledgement, ReviewRequest, ReviewVote, VoteChoice
+from auditportal.approvals.rules import check
+from auditportal.approvals.services.common import (
+    ApprovalError,
+    _choice,
+    _document_hashes,
+    _findings,
+    _fresh,
+    _locked,
+    _required,
+)
+from auditportal.approvals.services.decision import _check_approvable, _decide
+from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.findings import INCONCLUSIVE
+from auditportal.lib.transactions import inside_atomic_block
+
+# A wrong password at a vote is recorded; this many within the window lock the voter's votes until
+# the oldest of them leaves the window (a guessed password must not sign a vote).
+PASSWORD_FAILURES_ALLOWED: Final = 5
+PASSWORD_FAILURE_WINDOW: Final = timedelta(minutes=15)
+
+
+class ReauthenticationFailed(UserError):
+    """The password given with a vote is not the voter's."""
+
+
+def review_vote_cast(
+    *,
+    user: User,
+    request: ReviewRequest,
+    choice: str,
+    reason: str,
+    password: str,
+    document_sha256: Collection[str],
+    acknowledged: Collection[str] = (),
+) -> ReviewVote:
+    """A committee member's signed vote (approve or reject, with a written reason) on a request in review.
+
+    ``password`` must be the voter's own, checked now: a wrong one is refused and recorded
+    (REVIEW_VOTE_REAUTH_FAILED, committed although the vote is refused; five within 15 minutes lock the
+    voter's votes for the rest of that window). ``document_sha256`` are the documents the voter saw,
+    and must be the request's. An approving vote needs every judged FAIL comparison covered by an
+    approved, unexpired waiver, and must acknowledge (``acknowledged``: finding keys) every judged
+    INCONCLUSIVE one. A member's later vote supersedes their earlier one until the request is decided;
+    the vote that meets the rule decides it (docs/approvals.md).
+
+    Must not run inside an open transaction (the failure record must commit).
+    """
+    choice, reason = _choice(choice), _required(reason, "reason")
+    request = _fresh(request)
+    check(user, request, "vote")
+    _reauthenticate(user=user, password=password, request=request)
+    with transaction.atomic():
+        request = _locked(request)
+        check(user, request, "vote")
+        documents = list(request.documents.order_by("id"))
+        hashes = _confirmed_hashes(request, documents, document_sha256)
+        findings = _findings(documents)
+        keys = {finding.key: finding for finding in findings}
+        unknown = sorted(set(acknowledged) - set(keys))
+        if unknown:
+            raise ApprovalError(
+                f"No comparison of review request #{request.pk} has the key {unknown[0]}.", field="acknowledged"
+            )
+        acknowledged_inconclusive = [keys[key] for key in acknowledged if keys[key].verdict == INCONCLUSIVE]
+        if choice == VoteChoice.APPROVE:
+            _check_approvable(request, findings, set(acknowledged))
+        previous = _current_vote(request, user)
+        vote = ReviewVote.objects.create(
+            request=request,
+            round=request.round,
+            voter=user,
+            choice=choice,
+            reason=reason,
+            document_sha256=hashes,
+            supersedes=previous,
+        )
+        by_hash = {document.sha256: document for document in documents}
+        Acknowledgement.objects.bulk_create(
+            Acknowledgement(
+                vote=vote,
+                finding_key=finding.key,
+                document=by_hash[finding.document_sha256],
+                attribute=finding.attribute,
+                metric=finding.metric,
+                group=finding.group,
+                positives_needed=finding.positives_needed,
+                needed_reason=finding.needed_reason or "",
+            )
+            for finding in acknowledged_inconclusive
+        )
+        event_record(
+            actor=user,
+            verb=Verb.REVIEW_VOTE_CAST,
+            target=request,
+            data={
+                "vote": vote.pk,
+                "round": request.round,
+                "choice": choice,
+                "reason": reason,
+                "document_sha256": hashes,
+                "acknowledged": [
+                    {"key": f.key, "comparison": f.label, "positives_needed": f.positives_needed}
+                    for f in acknowledged_inconclusive
+                ],
+                "supersedes": previous.pk if previous else None,
+            },
+        )
+        _decide(request, documents, findings)
+    return vote
+
+
+def _reauthenticate(*, user: User, password: str, request: ReviewRequest) -> None:
+    """Check the voter's password now; a failure commits its event and raises."""
+    if inside_atomic_block():
+        raise RuntimeError(
+            "a vote must not be cast inside an atomic block: a wrong password's record must commit although "
+            "the vote is refused"
+        )
+    since = timezone.now() - PASSWORD_FAILURE_WINDOW
+    failures = list(
+        Event.objects.filter(verb=Verb.REVIEW_VOTE_REAUTH_FAILED, actor=user, at__gte=since)
+        .order_by("at")
+        .values_list("at", flat=True)
+    )
+    if len(failures) >= PASSWORD_FAILURES_ALLOWED:
+        until = failures[-PASSWORD_FAILURES_ALLOWED] + PASSWORD_FAILURE_WINDOW
+        raise ReauthenticationFailed(
+            f"{len(failures)} wrong passwords in {PASSWORD_FAILURE_WINDOW.seconds // 60} minutes: your votes are "
+            f"locked until {until:%H:%M} UTC.",
+            field="password",
+        )
+    if password and user.check_password(password):
+        return
+    with transaction.atomic(durable=True):
+        event_record(
+            actor=user,
+            verb=Verb.REVIEW_VOTE_REAUTH_FAILED,
+            target=request,
+            data={"round": request.round, "empty": not password},
+        )
+    raise ReauthenticationFailed(
+        "The password is not yours: a vote is signed by entering your password again."
+        if password
+        else "Enter your password: a vote is signed by entering it again.",
+        field="password",
+    )
+
+
+def _confirmed_hashes(
+    request: ReviewRequest, documents: Sequence[VerdictDocument], confirmed: Collection[str]
+) -> list[str]:
+    hashes = _document_hashes(documents)
+    given = sorted({str(value).strip().lower() for value in confirmed})
+    if given != hashes:
+        raise ApprovalError(
+            f"Review request #{request.pk} binds the documents {', '.join(h[:12] for h in hashes)}; the vote names "
+            f"{', '.join(h[:12] for h in given) or 'none'}. Reload the request and vote on what it shows.",
+            field="document_sha256",
+        )
+    return hashes
+
+
+def _current_vote(request: ReviewRequest, user: User) -> ReviewVote | None:
+    return request.votes.filter(round=request.round, voter=user).order_by("-cast_at", "-id").first()
