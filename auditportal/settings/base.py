@@ -236,7 +236,7 @@ REST_FRAMEWORK = {
     # header of a 401), then a machine account's API token (approvals.authentication; the gate API
     # lists its own class).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "auditportal.api.authentication.SessionAuthentication",
+        "auditportal.lib.rest.SessionAuthentication",
         "auditportal.approvals.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -246,7 +246,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
+    "DEFAULT_PAGINATION_CLASS": "auditportal.lib.rest.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "auditportal.api.schema.PortalAutoSchema",
