@@ -1,9 +1,10 @@
 """Mail about review requests, through Django's mail (settings/mail.py): committee members when a request
 is submitted, the requester on each decision (changes requested, approved, rejected, revoked).
 
-Sent by approvals.services with ``transaction.on_commit``: nobody hears of a change that rolled back. A
-mail server that fails is logged; the committed change stands (the request page and the activity log
-are the record, mail is a courtesy).
+Sent by approvals.tasks' mail tasks, which the services queue through the outbox with the change: nobody
+hears of a change that rolled back, and a committed one is told even if the broker was down when it
+committed. A mail server that fails is logged; the committed change stands (the request page and the
+activity log are the record, mail is a courtesy).
 """
 
 from __future__ import annotations

@@ -2,14 +2,16 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
-from auditportal.approvals import selectors, services
+from auditportal.approvals import selectors, services, tasks
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
+from auditportal.celery import app
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence import services as evidence_services
 from auditportal.evidence.models import VerdictDocument
@@ -18,11 +20,15 @@ from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE
 from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.outbox.models import OutboxMessage
 from tests.evidence.helpers import FAIR, UNFAIR, counts
 from tests.experiments.conftest import demo_version, fake_trainer
 from tests.factories import PASSWORD, PredictionAuditFactory, TrialFactory, make_user
 
 __all__ = ["demo_version", "fake_trainer"]
+
+# The approvals' tasks, registered as a worker has them (worker_runs runs them by name).
+TASKS = (tasks.request_submitted_mail_task, tasks.request_decided_mail_task, tasks.review_request_tag_checkpoint_task)
 
 # Few positives per group: every comparison's interval straddles the tolerance.
 SMALL = {"female": (30, 20, 10, 40), "male": (35, 15, 10, 40)}
@@ -160,6 +166,22 @@ def approved(request: ReviewRequest, reviewer: User, members: list[User]) -> Rev
         vote(request, member)
     assert request.state == RequestState.APPROVED, request.state
     return request
+
+
+def handed_over(name: str) -> list[list[Any]]:
+    """The arguments of each task named ``name`` that the outbox handed to the broker (its transaction
+    committed), oldest first."""
+    return [message.args for message in OutboxMessage.objects.filter(name=name, sent_at__isnull=False).order_by("pk")]
+
+
+def worker_runs(name: str) -> list[Any]:
+    """What a worker does with the tasks named ``name`` that the outbox handed to the broker: runs each
+    here, oldest first, and once (its row goes); their results."""
+    results = []
+    for message in OutboxMessage.objects.filter(name=name, sent_at__isnull=False).order_by("pk"):
+        results.append(app.tasks[name].apply(args=message.args, kwargs=message.kwargs).get())
+        message.delete()
+    return results
 
 
 def days_from_now(days: int) -> date:

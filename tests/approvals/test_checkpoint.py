@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -18,20 +19,23 @@ from auditportal.approvals.models import ReviewRequest
 from auditportal.experiments.backends import determined as determined_backend
 from auditportal.experiments.backends.local import checkpoint_metadata_path
 from auditportal.experiments.models import Backend
-from tests.approvals.conftest import hashes, in_review, vote
+from tests.approvals.conftest import handed_over, hashes, in_review, vote
 from tests.stubs.determined_master import DeterminedMasterStub
 
 
-def _approve_capturing_tasks(
-    request: ReviewRequest, reviewer: User, members: list[User], monkeypatch: pytest.MonkeyPatch, capture
-) -> list[int]:
-    queued: list[int] = []
-    monkeypatch.setattr(tasks.review_request_tag_checkpoint_task, "delay", queued.append)
+def _approve_committing(request: ReviewRequest, reviewer: User, members: list[User], capture) -> list[list[Any]]:
+    """Approve ``request``, the deciding vote committing; the tag tasks the outbox handed over."""
     in_review(request, reviewer)
     vote(request, members[0])
     with capture(execute=True):
         vote(request, members[1])
-    return queued
+    return handed_over(services.TAG_CHECKPOINT_TASK)
+
+
+def test_the_services_queue_the_approvals_tasks_by_their_registered_names() -> None:
+    assert tasks.review_request_tag_checkpoint_task.name == services.TAG_CHECKPOINT_TASK
+    assert tasks.request_submitted_mail_task.name == services.MAIL_SUBMITTED_TASK
+    assert tasks.request_decided_mail_task.name == services.MAIL_DECIDED_TASK
 
 
 def test_the_local_backend_writes_the_approval_beside_the_checkpoint_and_revocation_updates_it(
@@ -39,14 +43,12 @@ def test_the_local_backend_writes_the_approval_beside_the_checkpoint_and_revocat
     carol: User,
     dave: User,
     frank: User,
-    monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks,
 ) -> None:
     request = fair_trial_request
     path = checkpoint_metadata_path(request.checkpoint)
     path.write_text(json.dumps({"owner": "team-credit"}))  # other keys are kept
-    queued = _approve_capturing_tasks(request, carol, [dave, frank], monkeypatch, django_capture_on_commit_callbacks)
-    assert queued == [request.pk]
+    assert _approve_committing(request, carol, [dave, frank], django_capture_on_commit_callbacks) == [[request.pk]]
     assert tasks.review_request_tag_checkpoint_task(request.pk) is True
     expected = {"request": request.pk, "approved": True, "document_sha256": hashes(request)}
     assert json.loads(path.read_text()) == {"owner": "team-credit", "bias_audit": expected}
@@ -54,7 +56,7 @@ def test_the_local_backend_writes_the_approval_beside_the_checkpoint_and_revocat
     assert path.parent == Path(request.checkpoint).parent
     with django_capture_on_commit_callbacks(execute=True):
         services.review_request_revoke(user=dave, request=request, reason="recalled")
-    assert queued == [request.pk, request.pk]
+    assert handed_over(services.TAG_CHECKPOINT_TASK) == [[request.pk], [request.pk]]
     tasks.review_request_tag_checkpoint_task(request.pk)
     assert json.loads(path.read_text())["bias_audit"]["approved"] is False
     tagged = Event.objects.filter(verb=Verb.REVIEW_REQUEST_CHECKPOINT_TAGGED).order_by("seq")
@@ -100,11 +102,10 @@ def test_the_determined_backend_adds_the_approval_to_the_checkpoint_metadata_thr
     carol: User,
     dave: User,
     frank: User,
-    monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks,
 ) -> None:
     request = cluster_request
-    _approve_capturing_tasks(request, carol, [dave, frank], monkeypatch, django_capture_on_commit_callbacks)
+    _approve_committing(request, carol, [dave, frank], django_capture_on_commit_callbacks)
     tasks.review_request_tag_checkpoint_task(request.pk)
     stored = master.checkpoints[request.checkpoint]
     expected = {"request": request.pk, "approved": True, "document_sha256": hashes(request)}

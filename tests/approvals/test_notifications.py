@@ -1,5 +1,6 @@
 """Mail through a real SMTP server on loopback (aiosmtpd): committee members on submission, the
-requester on each decision; nothing before the transaction commits."""
+requester on each decision; sent by the approvals' mail tasks, which the outbox hands to the broker
+only once the transaction commits (worker_runs plays the worker)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import notifications, services
 from auditportal.approvals.models import ReviewRequest
-from tests.approvals.conftest import in_review, vote
+from tests.approvals.conftest import in_review, vote, worker_runs
 from tests.factories import make_user
 
 
@@ -68,9 +69,11 @@ def test_submission_mails_each_committee_member_who_may_vote_and_only_after_comm
     role_grant(user=requester_on_committee, role=Role.ETHICS_COMMITTEE, granted_by=None)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         services.review_request_submit(user=audit_request.requested_by, request=audit_request)
-    assert inbox.messages == []  # nothing before the commit
+    assert worker_runs(services.MAIL_SUBMITTED_TASK) == []  # nothing before the commit
+    assert inbox.messages == []
     for callback in callbacks:
         callback()
+    assert worker_runs(services.MAIL_SUBMITTED_TASK) == [2]
     assert sorted(address for recipients, _ in inbox.messages for address in recipients) == [
         "dave@example.org",
         "frank@example.org",
@@ -98,6 +101,7 @@ def test_the_requester_hears_of_changes_requested_and_of_the_decision(
     vote(request, dave)
     with django_capture_on_commit_callbacks(execute=True):
         vote(request, frank)
+    assert worker_runs(services.MAIL_DECIDED_TASK) == [1, 1]
     subjects = [message["Subject"] for message in inbox.to("bob@example.org")]
     assert subjects == [
         f"[Bias audit] Review request #{request.pk} changes requested: Vendor scoring model",
@@ -118,4 +122,5 @@ def test_a_mail_server_that_is_down_does_not_undo_the_decision(
         services.review_request_submit(user=audit_request.requested_by, request=audit_request)
     audit_request.refresh_from_db()
     assert audit_request.state == "submitted"
+    assert worker_runs(services.MAIL_SUBMITTED_TASK) == [0]  # logged; the task does not fail
     assert notifications.request_submitted(request_id=audit_request.pk) == 0

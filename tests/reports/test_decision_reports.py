@@ -18,12 +18,12 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
-from auditportal.approvals.services import decision as approval_decision
 from auditportal.celery import app
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
 from auditportal.fairness.metricsfile import MetricRecord
 from auditportal.fairness.report_context import ReportContext
+from auditportal.outbox.models import OutboxMessage
 from auditportal.reports import figures, services
 from auditportal.reports.models import Report, ReportRevision
 from auditportal.reports.selectors import report_verify, review_request_reports
@@ -75,29 +75,31 @@ def _decision_event(request: ReviewRequest, verb: Verb) -> Event:
     return Event.objects.filter(verb=verb, target_id=request.pk).order_by("-seq").get()
 
 
-def test_the_deciding_vote_queues_the_report_by_the_task_name_once_its_transaction_commits(
+def test_the_deciding_vote_queues_the_report_by_the_task_name_with_its_context(
     audit_request: ReviewRequest,
     carol: User,
     dave: User,
     frank: User,
-    monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Callable[..., Any],
 ) -> None:
     assert report_generate_task.name == approval_services.REPORT_GENERATE_TASK
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(report_generate_task, "apply_async", lambda args=(), kwargs=None, **_: queued.append(args))
     request = in_review(audit_request, carol)
     vote(request, dave)
+    assert not OutboxMessage.objects.filter(name=approval_services.REPORT_GENERATE_TASK).exists()  # undecided
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         vote(request, frank)
-    assert queued == []  # nothing before the commit
-    for callback in callbacks:
-        callback()
-    [(context, actor_id, request_id, with_figures)] = queued
+    # Written in the deciding transaction; handed to the broker only once it commits.
+    [message] = OutboxMessage.objects.filter(name=approval_services.REPORT_GENERATE_TASK)
+    assert message.sent_at is None
+    context, actor_id, request_id, with_figures = message.args
     assert (actor_id, request_id, with_figures) == (None, request.pk, True)
     decided = ReportContext.from_json(context)
     assert decided.decision is not None
     assert (decided.decision.outcome, decided.decision.request_label) == ("approved", f"Review request #{request.pk}")
+    for callback in callbacks:
+        callback()
+    message.refresh_from_db()
+    assert message.sent_at is not None
 
 
 def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocation_adds_another(
@@ -240,7 +242,6 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
     carol: User,
     dave: User,
     frank: User,
-    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
     reviewed = unfair_trial_request.trial
@@ -260,15 +261,10 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
             for index, eod in enumerate(eods)
         ],
     )
-    queued: list[tuple[ReportContext, int]] = []
-    monkeypatch.setattr(
-        approval_decision,
-        "_report_generate_queue",
-        lambda context, *, request_id: queued.append((context, request_id)),
-    )
     request = approved(unfair_trial_request, carol, [dave, frank])
-    [(context, request_id)] = queued
-    assert request_id == request.pk
+    [message] = OutboxMessage.objects.filter(name=approval_services.REPORT_GENERATE_TASK)
+    assert message.args[1:] == [None, request.pk, True]
+    context = ReportContext.from_json(message.args[0])
     assert context.figures == ()  # the worker draws them
     trial = request.trial
     assert trial is not None

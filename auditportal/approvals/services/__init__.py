@@ -9,8 +9,10 @@ and the checkpoint's tag (docs/approvals.md), one module per job:
 - ``common``: the error users get, and reading, locking and moving a request.
 
 Every write is one transaction with its activity event. A request's events all target the request, so
-its timeline is one query. Notifications go out, the report is generated and the checkpoint is tagged
-only once the transaction has committed. Callers import this package (``services.review_vote_cast``);
+its timeline is one query. The work that follows a change (mail, the decision's report, the
+checkpoint's tag) is queued by task name through the outbox (``auditportal.outbox.services
+.task_enqueue``) in the same transaction: it runs only once the change has committed, and still runs
+if the broker was down then. Callers import this package (``services.review_vote_cast``);
 the names below are its public ones.
 """
 
@@ -22,7 +24,12 @@ from auditportal.approvals.services.checkpoint import (
     checkpoint_metadata,
     review_request_tag_checkpoint,
 )
-from auditportal.approvals.services.common import ApprovalError
+from auditportal.approvals.services.common import (
+    MAIL_DECIDED_TASK,
+    MAIL_SUBMITTED_TASK,
+    TAG_CHECKPOINT_TASK,
+    ApprovalError,
+)
 from auditportal.approvals.services.decision import REPORT_GENERATE_TASK
 from auditportal.approvals.services.lifecycle import (
     review_comment_add,
@@ -45,9 +52,12 @@ from auditportal.approvals.services.waivers import waiver_propose, waiver_vote_c
 
 __all__ = [
     "CHECKPOINT_METADATA_KEY",
+    "MAIL_DECIDED_TASK",
+    "MAIL_SUBMITTED_TASK",
     "PASSWORD_FAILURES_ALLOWED",
     "PASSWORD_FAILURE_WINDOW",
     "REPORT_GENERATE_TASK",
+    "TAG_CHECKPOINT_TASK",
     "ApprovalError",
     "ReauthenticationFailed",
     "checkpoint_metadata",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from django.utils import timezone
 
@@ -14,6 +14,12 @@ from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.findings import Finding, document_findings
+
+# The approvals' own tasks, as approvals/tasks.py registers them. The services queue them by name
+# through the outbox (tasks.py imports the services, so the services do not import it).
+MAIL_SUBMITTED_TASK: Final = "approvals.mail_request_submitted"
+MAIL_DECIDED_TASK: Final = "approvals.mail_request_decided"
+TAG_CHECKPOINT_TASK: Final = "approvals.tag_checkpoint"
 
 
 class ApprovalError(UserError):

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 from typing import Final
 
-from django.db import transaction
 from django.utils import timezone
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
-from auditportal.approvals import notifications
 from auditportal.approvals.context import review_request_context
 from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, VoteChoice, Waiver, WaiverState
 from auditportal.approvals.rules import current_votes, decide, quorum, tally_votes
-from auditportal.approvals.services.common import ApprovalError, _document_hashes, _move
-from auditportal.celery import app
+from auditportal.approvals.services.common import (
+    MAIL_DECIDED_TASK,
+    TAG_CHECKPOINT_TASK,
+    ApprovalError,
+    _document_hashes,
+    _move,
+)
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE, Finding
-from auditportal.fairness.report_context import ReportContext
+from auditportal.outbox.services import task_enqueue
 
 # The registered name of reports.tasks.report_generate_task: the reports app sits above approvals, so
 # the decision names the task that renders its report instead of importing it.
@@ -107,26 +110,15 @@ def _valid_waivers(request: ReviewRequest) -> list[Waiver]:
 
 
 def _after_decision(request: ReviewRequest, verb: Verb, *, revoked_by: User | None = None) -> None:
+    """Queue, in the deciding transaction, what follows a decision or a revocation (the outbox hands
+    each task to the broker once the transaction commits, or later if the broker is down)."""
     pk = request.pk
     # The decision's report (docs/reports.md): its context is read now, inside the deciding transaction
     # (the chain head includes the decision's event); the worker draws its figures, renders and certifies
-    # it once this transaction commits. A revocation adds a new report; the approval's report stays.
-    _report_generate_queue(review_request_context(request=request, revoked_by=revoked_by), request_id=pk)
-    transaction.on_commit(lambda: notifications.request_decided(request_id=pk, verb=verb))
+    # it. The arguments: the context as JSON, no actor (the system), the request, and draw the figures.
+    # A revocation adds a new report; the approval's report stays.
+    context = review_request_context(request=request, revoked_by=revoked_by)
+    task_enqueue(name=REPORT_GENERATE_TASK, args=[context.as_json(), None, pk, True])
+    task_enqueue(name=MAIL_DECIDED_TASK, args=[pk, verb.value])
     if request.trial_id is not None:
-        transaction.on_commit(lambda: _tag_checkpoint_queue(pk))
-
-
-def _report_generate_queue(context: ReportContext, *, request_id: int) -> None:
-    # The task's arguments: the context as JSON, no actor (the system), the request, and the figures to
-    # draw in the worker. Queued by name: sent to the broker, or run here in Celery's eager mode when
-    # this process has the task registered (the tests).
-    args = (context.as_json(), None, request_id, True)
-    transaction.on_commit(lambda: app.signature(REPORT_GENERATE_TASK, args=args).apply_async())
-
-
-def _tag_checkpoint_queue(request_id: int) -> None:
-    # tasks.py imports this module; importing it when the task is queued keeps the import one-way.
-    from auditportal.approvals.tasks import review_request_tag_checkpoint_task
-
-    review_request_tag_checkpoint_task.delay(request_id)
+        task_enqueue(name=TAG_CHECKPOINT_TASK, args=[pk])

@@ -13,15 +13,24 @@ from django.utils import timezone
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.approvals import notifications
 from auditportal.approvals.models import OPEN_STATES, Comment, Recommendation, RequestState, ReviewRequest, SubjectKind
 from auditportal.approvals.rules import check, check_create
-from auditportal.approvals.services.common import ApprovalError, _choice, _document_hashes, _locked, _move, _required
+from auditportal.approvals.services.common import (
+    MAIL_DECIDED_TASK,
+    MAIL_SUBMITTED_TASK,
+    ApprovalError,
+    _choice,
+    _document_hashes,
+    _locked,
+    _move,
+    _required,
+)
 from auditportal.approvals.services.decision import _after_decision
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
 from auditportal.lib.lengths import fit_column
+from auditportal.outbox.services import task_enqueue
 from auditportal.policies.models import FairnessPolicy
 
 
@@ -143,8 +152,7 @@ def review_request_submit(*, user: User, request: ReviewRequest) -> ReviewReques
         check(user, request, "submit")
         request.round += 1
         _move(request, user, RequestState.SUBMITTED, Verb.REVIEW_REQUEST_SUBMITTED, {"round": request.round})
-        pk = request.pk
-        transaction.on_commit(lambda: notifications.request_submitted(request_id=pk))
+        task_enqueue(name=MAIL_SUBMITTED_TASK, args=[request.pk])
     return request
 
 
@@ -170,10 +178,7 @@ def review_request_request_changes(*, user: User, request: ReviewRequest, reason
             Verb.REVIEW_REQUEST_CHANGES_REQUESTED,
             {"round": request.round, "reason": reason},
         )
-        pk = request.pk
-        transaction.on_commit(
-            lambda: notifications.request_decided(request_id=pk, verb=Verb.REVIEW_REQUEST_CHANGES_REQUESTED)
-        )
+        task_enqueue(name=MAIL_DECIDED_TASK, args=[request.pk, Verb.REVIEW_REQUEST_CHANGES_REQUESTED.value])
     return request
 
 
