@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
 from auditportal.accounts.permissions import request_user
+from auditportal.accounts.rules import can_manage_roles
 from auditportal.accounts.services import api_token_revoke, role_grant, role_revoke
 from auditportal.fairness.errors import UserError
 
@@ -44,7 +45,7 @@ def _role_action(role: Role, *, grant: bool) -> RoleAction:
 
     def action(modeladmin: admin.ModelAdmin[User], request: HttpRequest, queryset: QuerySet[User]) -> None:
         acting = request.user
-        if not isinstance(acting, User) or not acting.has_role(Role.ADMIN):
+        if not isinstance(acting, User) or not can_manage_roles(acting):
             modeladmin.message_user(
                 request, "Only an administrator can grant or revoke roles; nothing changed.", messages.ERROR
             )

@@ -1,7 +1,7 @@
-"""Authorization rules shared by services and selectors.
+"""The portal user behind a request, typed for services and selectors.
 
-Outsiders (accounts without any role) must not learn that an object exists: selectors return
-nothing for them, so detail routes answer 404. Members without the needed role get 403.
+The role checks live in accounts.rules; ``require_role`` and ``RoleRequired`` stay importable from here
+for the apps that still import them from this module (accounts.rules.check_role is the same function).
 """
 
 from __future__ import annotations
@@ -10,19 +10,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from rest_framework.request import Request
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
+from auditportal.accounts.rules import RoleRequired, check_role
 
+__all__ = ["RoleRequired", "request_user", "require_role"]
 
-class RoleRequired(PermissionDenied):
-    def __init__(self, role: Role, action: str) -> None:
-        self.role = role
-        self.action = action
-        super().__init__(f"Only a {role.label.lower()} can {action}.")
-
-
-def require_role(user: User, role: Role, *, action: str) -> None:
-    if not user.is_authenticated or not user.has_role(role):
-        raise RoleRequired(role, action)
+require_role = check_role
 
 
 def request_user(request: HttpRequest | Request) -> User:

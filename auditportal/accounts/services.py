@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 from knox.models import get_digest_token
 from knox.settings import CONSTANTS
 
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, TokenScope, User
+from auditportal.accounts.rules import check_manage_tokens
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
@@ -76,7 +76,7 @@ def api_token_create(
     acts on /api/v1/ with its account's roles, which an administrator grants (``manage.py grant_role``)
     like a person's; the account still has no password, so it never has a browser session.
     """
-    _require_admin(user)
+    check_manage_tokens(user)
     if scope not in TokenScope.values:
         raise TokenError(f"Unknown token scope {scope!r}; choose one of {', '.join(TokenScope.values)}.", field="scope")
     scope = TokenScope(scope)
@@ -132,7 +132,7 @@ def api_token_create(
 
 def api_token_revoke(*, user: User, token: ApiToken) -> ApiToken:
     """Refuse ``token`` from now on (administrators only); the row stays, with who revoked it and when."""
-    _require_admin(user)
+    check_manage_tokens(user)
     with transaction.atomic():
         token = ApiToken.objects.select_for_update().get(pk=token.pk)
         if token.revoked_at is not None:
@@ -147,11 +147,6 @@ def api_token_revoke(*, user: User, token: ApiToken) -> ApiToken:
             data={"account": token.user.username, "name": token.name, "token_key": token.token_key},
         )
     return token
-
-
-def _require_admin(user: User) -> None:
-    if not user.is_authenticated or not user.has_role(Role.ADMIN):
-        raise PermissionDenied("Only an administrator can create or revoke API tokens.")
 
 
 def _required(value: str, field: str) -> str:

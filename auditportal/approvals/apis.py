@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
@@ -14,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from auditportal.accounts import rules as account_rules
 from auditportal.accounts.authentication import GateTokenAuthentication
 from auditportal.accounts.models import ApiToken, User
 from auditportal.accounts.permissions import request_user
@@ -330,8 +330,7 @@ class ReviewRequestListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         user = request_user(request)
-        if not user.is_member:
-            raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+        account_rules.check_view(user)
         requests = selectors.review_request_list(user=user, state=request.query_params.get("state") or None)
         return Response({"results": [request_as_json(r, viewer=user) for r in requests[:200]]})
 
@@ -580,8 +579,7 @@ class GateApi(APIView):
             user = request.user
             if not user.is_authenticated:
                 raise exceptions.NotAuthenticated("Send a gate token: Authorization: Token <token>.")
-            if not request_user(request).is_member:
-                raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+            account_rules.check_view(request_user(request))
         model = (request.query_params.get("model") or "").strip()
         if not model:
             return Response({"detail": "Name the model: ?model=<identifier>.", "field": "model"}, status=400)

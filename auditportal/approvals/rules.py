@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from django.core.exceptions import PermissionDenied
 
+from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import Role, User
 from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, VoteChoice, WaiverVote
 from auditportal.fairness.errors import UserError
@@ -108,8 +109,6 @@ ACTIONS: dict[str, Action] = {
 # The requester may also propose a waiver and comment, whatever their roles.
 _REQUESTER_MAY = frozenset({"propose_waiver", "comment"})
 
-CREATOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
-
 
 def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
     """Who may never vote on ``request`` or its waivers, by user id, with why (separation of duties):
@@ -139,8 +138,8 @@ def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
     action = ACTIONS[name]
     is_requester = user.pk == request.requested_by_id
     label = f"review request #{request.pk}"
-    if not user.is_authenticated or not user.is_member:
-        return ActionForbidden("Your account has no role yet. Ask an administrator to grant you one.")
+    if not account_rules.can_view(user):
+        return ActionForbidden(account_rules.NO_ROLE)
     if action.who is Who.REQUESTER and not is_requester:
         return ActionForbidden(f"Only the requester ({request.requested_by.username}) can {action.phrase} {label}.")
     has_role = any(user.has_role(role) for role in action.roles)
@@ -173,7 +172,8 @@ def check(user: User, request: ReviewRequest, name: str) -> None:
 
 
 def can_create(user: User) -> bool:
-    return user.is_authenticated and any(user.has_role(role) for role in CREATOR_ROLES)
+    """Those who make evidence ask for its review: ML engineers and reviewers."""
+    return account_rules.can_author(user)
 
 
 def check_create(user: User) -> None:

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event
 from auditportal.approvals import rules, services
@@ -43,7 +44,7 @@ def review_request_list(*, user: User, state: str | None = None) -> QuerySet[Rev
         raise services.ApprovalError(
             f"The state is one of {', '.join(RequestState.values)}, not {state[:40]!r}.", field="state"
         )
-    if not user.is_authenticated or not user.is_member:
+    if not account_rules.can_view(user):
         return ReviewRequest.objects.none()
     requests = ReviewRequest.objects.select_related(
         "requested_by", "policy", "prediction_audit", "trial__experiment"
@@ -277,7 +278,7 @@ def review_queue(*, user: User) -> Queue:
     their recommendation; requesters: their drafts (new or sent back) and their open requests."""
     queue = Queue()
     requests = review_request_list(user=user)
-    if not user.is_member:
+    if not account_rules.can_view(user):
         return queue
     if user.has_role(Role.ETHICS_COMMITTEE):
         for request in requests.filter(state=RequestState.IN_REVIEW):

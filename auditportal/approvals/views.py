@@ -12,12 +12,12 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.activity.models import Event, Verb
@@ -42,13 +42,11 @@ from auditportal.lib.forms import add_user_error
 from auditportal.lib.params import as_id
 
 REQUESTS_PER_PAGE = 25
-NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
 
 
 def _member(request: HttpRequest) -> User:
     user = request_user(request)
-    if not user.is_member:
-        raise PermissionDenied(NO_ROLE)
+    account_rules.check_view(user)
     return user
 
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -10,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.policies import selectors, services
+from auditportal.policies import rules, selectors, services
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.services import KEEP
 
@@ -58,8 +57,7 @@ class PolicyApi(APIView):
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request) -> Response:
         user = request_user(request)
-        if not user.is_member:
-            raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
+        rules.check_view(user)
         active = selectors.policy_active()
         return Response(
             {
@@ -71,8 +69,7 @@ class PolicyApi(APIView):
     @extend_schema(request=InputSerializer, responses={201: _PolicyVersionSerializer})
     def post(self, request: Request) -> Response:
         user = request_user(request)
-        if not services.can_change_policy(user):
-            raise services.AdministratorRequired
+        rules.check_change(user)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

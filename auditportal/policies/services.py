@@ -5,14 +5,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness import stats
 from auditportal.fairness.errors import UserError
+from auditportal.policies import rules
 from auditportal.policies.models import (
     DEFAULT_METRICS,
     MAX_APPROVAL_QUORUM,
@@ -30,11 +30,6 @@ _ATTEMPTS: Final = 5
 
 class PolicyError(UserError):
     """An impossible policy; ``field`` names the value to fix."""
-
-
-class AdministratorRequired(PermissionDenied):
-    def __init__(self) -> None:
-        super().__init__("Only an administrator can change the fairness policy.")
 
 
 class Keep:
@@ -66,10 +61,6 @@ def policy_seed(*, using: str = "default") -> FairnessPolicy | None:
         return policy
 
 
-def can_change_policy(user: User) -> bool:
-    return user.is_authenticated and user.has_role(Role.ADMIN)
-
-
 def policy_create(
     *,
     user: User,
@@ -87,8 +78,7 @@ def policy_create(
     Two administrators at once both get a version: the loser of the race for a version number
     re-reads the active policy and tries the next one.
     """
-    if not can_change_policy(user):
-        raise AdministratorRequired
+    rules.check_change(user)
     reason = reason.strip()
     if not reason:
         raise PolicyError("give a reason for the new version: it is shown in the policy's history", field="reason")

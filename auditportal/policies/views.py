@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -10,7 +9,7 @@ from django.views.decorators.http import require_http_methods
 from auditportal.accounts.permissions import request_user
 from auditportal.fairness.errors import UserError
 from auditportal.lib.forms import add_user_error
-from auditportal.policies import selectors, services
+from auditportal.policies import rules, selectors, services
 from auditportal.policies.forms import PolicyForm
 
 
@@ -18,11 +17,10 @@ from auditportal.policies.forms import PolicyForm
 @require_http_methods(["GET", "POST"])
 def policy_page(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    if not user.is_member:
-        raise PermissionDenied("Your account has no role yet. Ask an administrator to grant you one.")
-    can_change = services.can_change_policy(user)
-    if request.method == "POST" and not can_change:
-        raise services.AdministratorRequired
+    rules.check_view(user)
+    can_change = rules.can_change(user)
+    if request.method == "POST":
+        rules.check_change(user)
     active = selectors.policy_active()
     form = PolicyForm.starting_from(active, request.POST or None) if can_change else None
     if form is not None and request.method == "POST" and form.is_valid():

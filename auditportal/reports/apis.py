@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
 from auditportal.lib.uploads import accepts_uploads
-from auditportal.reports import selectors
+from auditportal.reports import rules, selectors
 from auditportal.reports.forms import too_large
 from auditportal.reports.presentation import verification_json
 
@@ -52,7 +52,7 @@ class _ReportMatchSerializer(serializers.Serializer[Any]):
     decision = serializers.CharField(allow_null=True)
 
 
-@accepts_uploads(lambda user: user.is_member, who="a member of the portal")
+@accepts_uploads(rules.can_verify, who="a member of the portal")
 class ReportVerifyApi(APIView):
     """POST a PDF as ``file``: the same checks as the verify page and ``manage.py verify_report``.
 
@@ -75,8 +75,8 @@ class ReportVerifyApi(APIView):
     @extend_schema(request={"multipart/form-data": InputSerializer}, responses=OutputSerializer)
     def post(self, request: Request) -> Response:
         user = request_user(request)
-        if not user.is_member:
-            raise exceptions.PermissionDenied("Only members of the portal can verify reports here.")
+        if not rules.can_verify(user):
+            raise exceptions.PermissionDenied(f"{rules.VERIFY_REFUSED}.")
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         uploaded = serializer.validated_data["file"]

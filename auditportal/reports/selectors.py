@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 from django.db.models import QuerySet
 from django.http import Http404
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
-from auditportal.reports import signing
+from auditportal.reports import rules, signing
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
 from auditportal.reports.verification import PdfVerification, verify_pdf
 
@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 
 def report_list(*, user: User) -> QuerySet[Report]:
-    # Every member may read every report, as every audit; an account without a role sees none.
-    if not user.is_authenticated or not user.is_member:
+    if not rules.can_view(user):
         return Report.objects.none()
     return Report.objects.prefetch_related("revisions__signer").order_by("-created_at", "-id")
 
@@ -51,14 +50,6 @@ def report_latest_revision(*, report: Report) -> ReportRevision:
     revision = report.revisions.order_by("-number").first()
     assert revision is not None, "a report is stored with its certified revision"
     return revision
-
-
-def report_may_sign(*, user: User, report: Report) -> bool:
-    """Whether ``user`` is an ethics-committee member listed among ``report``'s signatories."""
-    if not user.is_authenticated or not user.has_role(Role.ETHICS_COMMITTEE):
-        return False
-    signatories = report.context.get("signatories") or []
-    return any(person.get("key") == user.get_username() for person in signatories)
 
 
 def certificate_authority_list() -> QuerySet[CertificateAuthority]:

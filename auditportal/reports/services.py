@@ -17,13 +17,12 @@ from django.contrib.staticfiles import finders
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.report_context import ReportContext
-from auditportal.reports import figures, rendering, signing
+from auditportal.reports import figures, rendering, rules, signing
 from auditportal.reports.models import (
     CertificateAuthority,
     CertificateKind,
@@ -73,7 +72,7 @@ def certificate_authority_create(*, actor: User | None, reason: str) -> Certific
     their certificates are still served. Administrators only (``actor`` None: the system).
     """
     if actor is not None:
-        require_role(actor, Role.ADMIN, action="rotate the report signing keys")
+        rules.check_rotate_keys(actor)
     if not reason.strip():
         raise UserError("Say why the certificate authority is created (kept in the activity log).", field="reason")
     with transaction.atomic():
@@ -87,7 +86,7 @@ def organisation_certificate_create(*, actor: User | None, reason: str) -> Signi
     """A new organisation key and certificate under the current root: new reports are certified with
     it; those certified before keep verifying with theirs. Administrators only."""
     if actor is not None:
-        require_role(actor, Role.ADMIN, action="rotate the report signing keys")
+        rules.check_rotate_keys(actor)
     if not reason.strip():
         raise UserError("Say why the organisation key is replaced (kept in the activity log).", field="reason")
     with transaction.atomic():
@@ -384,7 +383,7 @@ def report_sign_member(*, report: Report, member: User) -> ReportRevision:
     Only an ethics-committee member listed among the report's signatories may sign, once. The newest
     file is checked against its recorded SHA-256 before anything is added to it.
     """
-    require_role(member, Role.ETHICS_COMMITTEE, action="sign a report")
+    rules.check_sign(member)
     context = ReportContext.from_json(report.context)
     index = next(
         (number for number, person in enumerate(context.signatories, start=1) if person.key == member.get_username()),

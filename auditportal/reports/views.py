@@ -12,7 +12,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.report_context import ReportContext
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads
-from auditportal.reports import selectors, services
+from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
 from auditportal.reports.models import Report
 from auditportal.reports.presentation import verification_json
@@ -22,7 +22,7 @@ from auditportal.reports.presentation import verification_json
 def report_list(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
     return render(
-        request, "reports/list.html", {"reports": selectors.report_list(user=user), "is_member": user.is_member}
+        request, "reports/list.html", {"reports": selectors.report_list(user=user), "is_member": rules.can_view(user)}
     )
 
 
@@ -32,7 +32,7 @@ def _detail(request: HttpRequest, report: Report, form: SignForm | None = None) 
     revisions = list(report.revisions.select_related("signer", "certificate").order_by("number"))
     signed_by = {revision.signer.get_username(): revision for revision in revisions if revision.signer is not None}
     signatories = [{"person": person, "revision": signed_by.get(person.key)} for person in context.signatories]
-    may_sign = selectors.report_may_sign(user=user, report=report) and user.get_username() not in signed_by
+    may_sign = rules.can_sign(user, report) and user.get_username() not in signed_by
     return render(
         request,
         "reports/detail.html",
@@ -89,15 +89,13 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
     return _detail(request, report, form)
 
 
-@accepts_uploads(lambda user: user.is_member, who="a member of the portal")
+@accepts_uploads(rules.can_verify, who="a member of the portal")
 @login_required
 @require_http_methods(["GET", "POST"])
 def report_verify(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    if not user.is_member:
-        raise PermissionDenied(
-            "Only members of the portal can verify reports here; anyone can with the CA certificate."
-        )
+    if not rules.can_verify(user):
+        raise PermissionDenied(f"{rules.VERIFY_REFUSED}; anyone can with the CA certificate.")
     form = VerifyForm(request.POST, request.FILES) if request.method == "POST" else VerifyForm()
     result = None
     if request.method == "POST" and form.is_valid():

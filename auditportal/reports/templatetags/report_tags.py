@@ -12,7 +12,7 @@ from django import template
 
 from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
-from auditportal.reports import selectors
+from auditportal.reports import rules, selectors
 
 register = template.Library()
 
@@ -23,7 +23,7 @@ def review_request_reports(context: template.Context, request: ReviewRequest) ->
     user = context["request"].user
     return {
         "reports": [
-            (report, isinstance(user, User) and selectors.report_may_sign(user=user, report=report))
+            (report, isinstance(user, User) and rules.can_sign(user, report))
             for report in selectors.review_request_reports(request=request)
         ]
     }

@@ -1,0 +1,69 @@
+"""Who may do what by the roles they hold: the predicates every app's rules.py builds on.
+
+The naming of every app's rules (approvals/rules.py is the model): ``can_<action>(user, ...)`` answers
+yes or no, for pages deciding what to offer and selectors deciding what to show; ``check_<action>(user,
+...)`` raises the refusal the user sees (a PermissionDenied: 403, its message shown as it is).
+
+Outsiders (accounts without any role) must not learn that an object exists: selectors return nothing
+for them, so detail routes answer 404. Members without the needed role get 403.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+
+from auditportal.accounts.models import Role, User
+
+# What an account without a role is told wherever it is refused.
+NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
+
+# Who make evidence and ask for its review: run prediction audits, freeze verdict documents, request
+# reviews. One list for the apps that check it (approvals.rules; audits and evidence).
+AUTHOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+
+
+class RoleRequired(PermissionDenied):
+    def __init__(self, role: Role, action: str) -> None:
+        self.role = role
+        self.action = action
+        super().__init__(f"Only a {role.label.lower()} can {action}.")
+
+
+def has_any_role(user: User, *roles: Role) -> bool:
+    """Whether ``user`` is logged in and holds one of ``roles`` (an anonymous user holds none)."""
+    return user.is_authenticated and any(user.has_role(role) for role in roles)
+
+
+def can_view(user: User) -> bool:
+    """Every member (an account with at least one role) reads the portal's records; others read none."""
+    return user.is_authenticated and user.is_member
+
+
+def check_view(user: User) -> None:
+    if not can_view(user):
+        raise PermissionDenied(NO_ROLE)
+
+
+def check_role(user: User, role: Role, *, action: str) -> None:
+    """Refuse ``action`` (worded to follow "can") to anyone who does not hold ``role``."""
+    if not has_any_role(user, role):
+        raise RoleRequired(role, action)
+
+
+def can_author(user: User) -> bool:
+    return has_any_role(user, *AUTHOR_ROLES)
+
+
+def can_manage_roles(user: User) -> bool:
+    """Administrators grant and revoke roles (the user admin's actions, ``manage.py grant_role``)."""
+    return has_any_role(user, Role.ADMIN)
+
+
+def can_manage_tokens(user: User) -> bool:
+    """Administrators make and revoke machine accounts' API tokens."""
+    return has_any_role(user, Role.ADMIN)
+
+
+def check_manage_tokens(user: User) -> None:
+    if not can_manage_tokens(user):
+        raise PermissionDenied("Only an administrator can create or revoke API tokens.")

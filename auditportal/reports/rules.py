@@ -1,0 +1,43 @@
+"""Who may read, verify, sign reports and rotate the keys that certify them (docs/reports.md).
+
+Named as every app's rules (accounts/rules.py): ``can_<action>`` answers, ``check_<action>`` raises the
+refusal (403). The certificate authorities are public (a third party checks a report with them); the
+rest is for members.
+"""
+
+from __future__ import annotations
+
+from auditportal.accounts import rules as account_rules
+from auditportal.accounts.models import Role, User
+from auditportal.reports.models import Report
+
+# The page's refusal; the API answers the first sentence only.
+VERIFY_REFUSED = "Only members of the portal can verify reports here"
+
+
+def can_view(user: User) -> bool:
+    """Every member reads every report, as every audit; an account without a role reads none (404)."""
+    return account_rules.can_view(user)
+
+
+def can_verify(user: User) -> bool:
+    """Members check an uploaded PDF here; anyone can with the CA certificates and their own tools."""
+    return account_rules.can_view(user)
+
+
+def can_sign(user: User, report: Report) -> bool:
+    """Whether ``user`` is an ethics-committee member listed among ``report``'s signatories (whether they
+    signed it already is the revisions' to say)."""
+    if not account_rules.has_any_role(user, Role.ETHICS_COMMITTEE):
+        return False
+    signatories = report.context.get("signatories") or []
+    return any(person.get("key") == user.get_username() for person in signatories)
+
+
+def check_sign(user: User) -> None:
+    account_rules.check_role(user, Role.ETHICS_COMMITTEE, action="sign a report")
+
+
+def check_rotate_keys(user: User) -> None:
+    """Administrators make a new certificate authority or organisation key."""
+    account_rules.check_role(user, Role.ADMIN, action="rotate the report signing keys")
