@@ -5,7 +5,10 @@ registration    a checked file becomes the next version of a dataset (dataset_ve
 staged_uploads  the browser's flow: upload, profile (worker), declare, register (worker)
 integrity       the stored file hashed again against its registered SHA-256, each check recorded
 retirement      a version taken out of use for new experiments
-stewards        who owns a dataset; administrators change its stewards
+stewards        administrators change a dataset's stewards
+
+Who may do what (registering, owning a dataset, retiring, checking, managing stewards) is
+datasets/rules.py, which these modules and the pages share.
 shards          a version written as stratified shards for training
 """
 
@@ -23,11 +26,7 @@ from auditportal.datasets.services.registration import (
     dataset_name_check,
     dataset_version_register,
 )
-from auditportal.datasets.services.retirement import (
-    dataset_version_can_check,
-    dataset_version_can_retire,
-    dataset_version_retire,
-)
+from auditportal.datasets.services.retirement import dataset_version_retire
 from auditportal.datasets.services.shards import (
     dataset_spec_for,
     dataset_version_shard,
@@ -50,15 +49,7 @@ from auditportal.datasets.services.staged_uploads import (
     staged_upload_register_queued,
     staged_uploads_expire,
 )
-from auditportal.datasets.services.stewards import (
-    DatasetOwnerRequired,
-    dataset_can_manage_stewards,
-    dataset_is_owner,
-    dataset_name_check_owner,
-    dataset_steward_add,
-    dataset_steward_names,
-    dataset_steward_remove,
-)
+from auditportal.datasets.services.stewards import dataset_steward_add, dataset_steward_remove
 
 __all__ = [
     "PROFILE_STEP",
@@ -68,19 +59,12 @@ __all__ = [
     "STAGED_WORK_STALE",
     "WAITING_FOR_WORKER",
     "DatasetIntegrityError",
-    "DatasetOwnerRequired",
     "StagedUploadBusy",
-    "dataset_can_manage_stewards",
-    "dataset_is_owner",
     "dataset_name_check",
-    "dataset_name_check_owner",
     "dataset_read_limits",
     "dataset_spec_for",
     "dataset_steward_add",
-    "dataset_steward_names",
     "dataset_steward_remove",
-    "dataset_version_can_check",
-    "dataset_version_can_retire",
     "dataset_version_check_integrity",
     "dataset_version_register",
     "dataset_version_retire",

@@ -14,13 +14,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.datasets import rules
 from auditportal.datasets.models import Dataset, DatasetSteward, DatasetVersion, GroupSummary, SensitiveAttribute
 from auditportal.datasets.services.files import check_size, dataset_read_limits, place, remove_tree, storage_root
-from auditportal.datasets.services.stewards import _require_dataset_owner, dataset_name_check_owner
 from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, Inspection
@@ -64,9 +63,9 @@ def dataset_version_register(
     creates the version (so what it writes commits with the version, or not at all).
     """
     say = progress or (lambda step: None)
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    rules.check_register(user)
     clean_name = dataset_name_check(name)
-    dataset_name_check_owner(user=user, name=clean_name)
+    rules.check_register_name(user, clean_name)
     tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
@@ -138,7 +137,7 @@ def _version_create(
     if not created:
         # Checked again under the lock: the dataset may have been created by another steward since
         # the request's early check, or this user removed from its stewards.
-        _require_dataset_owner(user=user, dataset=dataset, action="add a version to it")
+        rules.check_add_version(user, dataset)
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
     version = DatasetVersion.objects.create(
         dataset=dataset,

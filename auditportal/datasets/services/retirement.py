@@ -6,17 +6,17 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.datasets.models import Dataset, DatasetVersion
-from auditportal.datasets.services.stewards import _require_dataset_owner, dataset_is_owner
+from auditportal.datasets import rules
+from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
 
 
 def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) -> DatasetVersion:
     """Take a version out of use for new experiments; it stays, with everything that cites it."""
-    _require_dataset_owner(user=user, dataset=version.dataset, action="retire its versions")
+    rules.check_retire(user, version.dataset)
     cleaned = reason.strip()
     if not cleaned:
         raise UserError("Say why this version is retired.", field="reason")
@@ -40,13 +40,3 @@ def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) 
             data={"dataset": locked.dataset.name, "number": locked.number, "reason": cleaned},
         )
     return locked
-
-
-def dataset_version_can_retire(*, user: User, dataset: Dataset) -> bool:
-    """The dataset's stewards and administrators retire its versions."""
-    return dataset_is_owner(user=user, dataset=dataset)
-
-
-def dataset_version_can_check(*, user: User) -> bool:
-    """Data stewards and administrators ask for integrity checks (a re-hash changes nothing)."""
-    return user.has_role(Role.DATA_STEWARD) or user.has_role(Role.ADMIN)

@@ -14,8 +14,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import User
+from auditportal.datasets import rules
 from auditportal.datasets.models import DatasetVersion, StagedStatus, StagedUpload
 from auditportal.datasets.services.files import check_size, dataset_read_limits, place, remove_tree, storage_root
 from auditportal.datasets.services.registration import (
@@ -23,7 +23,6 @@ from auditportal.datasets.services.registration import (
     dataset_name_check,
     dataset_version_register,
 )
-from auditportal.datasets.services.stewards import dataset_name_check_owner
 from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetSpec
@@ -72,11 +71,11 @@ def staged_upload_create(*, user: User, source: Path, original_name: str, datase
 
     Nothing of the file's data is read here (see above); a file refused by these checks is not kept.
     """
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    rules.check_register(user)
     staged_uploads_expire()
     clean_name = dataset_name_check(dataset_name)
     # Before the file is kept or read: a name someone else owns is refused at once.
-    dataset_name_check_owner(user=user, name=clean_name)
+    rules.check_register_name(user, clean_name)
     tabular.check_file_name(original_name)
     size = check_size(source, original_name)
     tabular.check_file(
@@ -207,10 +206,9 @@ def staged_upload_declare(*, user: User, staged: StagedUpload, spec: DatasetSpec
     Only an upload that waits for its declaration takes one: a second submission of the form (a
     double click, the back button) raises StagedUploadBusy and queues nothing.
     """
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
-    if staged.owner_id != user.pk:
-        raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
-    dataset_name_check_owner(user=user, name=staged.dataset_name)
+    rules.check_register(user)
+    rules.check_staged_owner(user, staged)
+    rules.check_register_name(user, staged.dataset_name)
     with transaction.atomic():
         claimed = StagedUpload.objects.filter(pk=staged.pk, owner=user, status=StagedStatus.READY).update(
             status=StagedStatus.REGISTERING,
@@ -266,10 +264,7 @@ def staged_upload_register(
 ) -> DatasetVersion:
     """Register the staged file with the declared label and attributes; the upload then names the
     version (``registered``), in the same transaction that creates it."""
-    if staged.owner_id != user.pk:
-        # Callers fetch the upload with selectors.staged_upload_get, which already answers 404 to
-        # everyone but its owner; this guards a caller that skipped it.
-        raise PermissionDenied("A staged upload can only be registered by the steward who uploaded it.")
+    rules.check_staged_owner(user, staged)
 
     def mark_registered(version: DatasetVersion) -> None:
         StagedUpload.objects.filter(pk=staged.pk).update(
