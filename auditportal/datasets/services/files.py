@@ -10,7 +10,7 @@ from django.conf import settings
 
 from auditportal.fairness import tabular
 from auditportal.fairness.tabular import DatasetError
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 from auditportal.lib.files import FILE_MODE, private_dir
 
 
