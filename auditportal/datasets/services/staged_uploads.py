@@ -27,6 +27,7 @@ from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetSpec
 from auditportal.lib import uploads
+from auditportal.outbox.services import task_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +100,7 @@ def staged_upload_create(*, user: User, source: Path, original_name: str, datase
                 progress=WAITING_FOR_WORKER,
                 progress_at=timezone.now(),
             )
-            pk = staged.pk
-            transaction.on_commit(lambda: _queue("datasets.profile_staged_upload", pk))
+            task_enqueue(name="datasets.profile_staged_upload", args=[str(staged.pk)])
         return staged
     except BaseException:
         remove_tree(directory)
@@ -222,8 +222,7 @@ def staged_upload_declare(*, user: User, staged: StagedUpload, spec: DatasetSpec
             current = StagedUpload.objects.filter(pk=staged.pk).values_list("status", flat=True).first()
             label = StagedStatus(current).label.lower() if current else "discarded"
             raise StagedUploadBusy(f"{staged.original_name} is not waiting for a declaration ({label}).")
-        pk = staged.pk
-        transaction.on_commit(lambda: _queue("datasets.register_staged_upload", pk))
+        task_enqueue(name="datasets.register_staged_upload", args=[str(staged.pk)])
     staged.refresh_from_db()
     return staged
 
@@ -306,14 +305,3 @@ def _staged_delete(staged: StagedUpload) -> None:
     if staged.status != StagedStatus.REGISTERED:
         remove_tree(staged.path.parent)
     staged.delete()
-
-
-def _queue(task_name: str, staged_id: uuid.UUID) -> None:
-    # tasks.py imports this module; importing it here keeps the dependency one-way at import time.
-    from auditportal.datasets import tasks
-
-    task = {
-        "datasets.profile_staged_upload": tasks.staged_upload_profile_task,
-        "datasets.register_staged_upload": tasks.staged_upload_register_task,
-    }[task_name]
-    task.delay(str(staged_id))
