@@ -14,8 +14,9 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.services import dataset_read_limits
-from auditportal.evidence.services import verdict_document_freeze_prediction_audit
-from auditportal.fairness import tabular
+from auditportal.evidence.models import FreezeTrigger, VerdictDocument
+from auditportal.evidence.services import verdict_document_store
+from auditportal.fairness import documents, tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError
@@ -123,6 +124,25 @@ def prediction_audit_run(
         verdict_document_freeze_prediction_audit(audit=audit)
     logger.info("%s: %d rows, verdict %s", audit, audit.num_rows, audit.verdict or "none")
     return audit
+
+
+def verdict_document_freeze_prediction_audit(*, audit: PredictionAudit) -> VerdictDocument:
+    """Freeze a prediction audit's document; call inside the transaction that stores the audit."""
+    policy = audit.policy or policy_active()
+    document = documents.prediction_audit_document(
+        result=audit.result,
+        file_name=audit.original_name,
+        sha256=audit.sha256,
+        rows=audit.num_rows,
+        parameters=audit.parameters,
+        policy=policy.as_document(),
+    )
+    return verdict_document_store(
+        frozen=documents.freeze(document),
+        policy=policy,
+        trigger=FreezeTrigger.CREATED,
+        prediction_audit_id=audit.pk,
+    )
 
 
 class RetireForbidden(PermissionDenied):

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from auditportal.accounts.models import Role
 from auditportal.accounts.permissions import request_user, require_role
 from auditportal.datasets.selectors import dataset_version_launch_choices
-from auditportal.evidence import services as evidence_services
+from auditportal.evidence.rules import can_freeze as can_freeze_documents
 from auditportal.evidence.selectors import verdict_documents_of_trials
 from auditportal.experiments import configs, selectors, services
 from auditportal.experiments.forms import LaunchForm
@@ -70,7 +70,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     trials = list(selectors.trial_list(experiment=experiment))
     documents = verdict_documents_of_trials(trials=trials)
-    can_freeze = evidence_services.can_freeze(user)
+    can_freeze = can_freeze_documents(user)
     return render(
         request,
         "experiments/detail.html",
@@ -154,3 +154,22 @@ def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Cancelled {experiment.name}.")
     return redirect("experiments:detail", experiment_id=experiment.pk)
+
+
+@login_required
+@require_POST
+def trial_validation_freeze(request: HttpRequest, trial_id: int) -> HttpResponse:
+    user = request_user(request)
+    trial = selectors.trial_get(user=user, trial_id=trial_id)
+    try:
+        step = int(request.POST.get("step", ""))
+    except ValueError:
+        messages.error(request, "Choose a validation step to freeze.")
+        return redirect("experiments:detail", experiment_id=trial.experiment_id)
+    try:
+        document = services.verdict_document_freeze_trial(user=user, trial=trial, step=step)
+    except UserError as exc:
+        messages.error(request, exc.message)
+        return redirect("experiments:detail", experiment_id=trial.experiment_id)
+    messages.success(request, f"Froze trial {trial.number}'s validation at step {step}: SHA-256 {document.sha256}.")
+    return redirect("evidence:document", document_id=document.pk)
