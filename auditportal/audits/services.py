@@ -5,13 +5,13 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.audits import rules
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.models import FreezeTrigger, VerdictDocument
@@ -25,13 +25,7 @@ from auditportal.policies.selectors import policy_active
 
 logger = logging.getLogger(__name__)
 
-AUDITOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
 RETIRE_REASON_MAX_LENGTH = 2000
-
-
-class AuditorRequired(PermissionDenied):
-    def __init__(self) -> None:
-        super().__init__("Only an ML engineer or a reviewer can run prediction audits.")
 
 
 # What the fairness policy decides, not the person running an audit.
@@ -53,15 +47,6 @@ def refuse_policy_parameters(given: list[str]) -> None:
             raise SetByPolicy(field, policy_active())
 
 
-def can_run_audits(user: User) -> bool:
-    return user.is_authenticated and any(user.has_role(role) for role in AUDITOR_ROLES)
-
-
-def require_auditor(user: User) -> None:
-    if not can_run_audits(user):
-        raise AuditorRequired
-
-
 def prediction_audit_run(
     *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
 ) -> PredictionAudit:
@@ -74,7 +59,7 @@ def prediction_audit_run(
     otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
     AuditSpecError for impossible parameters (both UserErrors).
     """
-    require_auditor(user)
+    rules.check_run(user)
     policy = policy_active()
     spec = dataclasses.replace(
         spec,
@@ -145,26 +130,13 @@ def verdict_document_freeze_prediction_audit(*, audit: PredictionAudit) -> Verdi
     )
 
 
-class RetireForbidden(PermissionDenied):
-    def __init__(self) -> None:
-        super().__init__("Only the audit's author, a reviewer or an administrator can retire a prediction audit.")
-
-
-def may_retire(user: User, audit: PredictionAudit) -> bool:
-    """Whether ``user`` is one of those who may retire ``audit`` (retired already or not)."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    return audit.created_by_id == user.pk or user.has_role(Role.REVIEWER) or user.has_role(Role.ADMIN)
-
-
 def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) -> PredictionAudit:
     """Mark ``audit`` as no longer to be relied on. It stays, with its document; nothing is deleted.
 
     Allowed for the audit's author, a reviewer or an administrator (PermissionDenied otherwise).
     A reason is required and an audit is retired once (UserError).
     """
-    if not may_retire(user, audit):
-        raise RetireForbidden
+    rules.check_retire(user, audit)
     reason = reason.strip()
     if not reason:
         raise UserError("Say why this audit is retired.", field="reason")

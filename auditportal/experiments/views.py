@@ -7,12 +7,11 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from auditportal.accounts.models import Role
-from auditportal.accounts.permissions import request_user, require_role
+from auditportal.accounts.permissions import request_user
 from auditportal.datasets.selectors import dataset_version_launch_choices
 from auditportal.evidence.rules import can_freeze as can_freeze_documents
 from auditportal.evidence.selectors import verdict_documents_of_trials
-from auditportal.experiments import configs, selectors, services
+from auditportal.experiments import configs, rules, selectors, services
 from auditportal.experiments.forms import LaunchForm
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.errors import UserError
@@ -30,7 +29,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
         {
             "experiments": selectors.experiment_list(user=user)[:200],
             "launch_backend": selectors.launch_backend(),
-            "can_launch": user.has_role(Role.ML_ENGINEER),
+            "can_launch": rules.can_launch(user),
             "is_member": user.is_member,
         },
     )
@@ -40,7 +39,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def experiment_new(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    rules.check_launch(user)
     initial = {"dataset_version": request.GET.get("dataset_version")}
     form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_launch_choices(user=user))
     if request.method == "POST" and form.is_valid():
@@ -81,10 +80,10 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
                 (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
                 for trial in trials
             ],
-            "can_cancel": services.experiment_can_cancel(user=user, experiment=experiment)
+            "can_cancel": rules.can_cancel(user, experiment)
             and experiment.is_active
             and experiment.status != ExperimentStatus.CANCELLING,
-            "show_internals": selectors.run_internals_visible(user=user),
+            "show_internals": rules.can_see_run_internals(user),
             "cancel_note": selectors.experiment_cancel_note(experiment),
             "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
             "searcher_metric": configs.SEARCHER_METRIC,

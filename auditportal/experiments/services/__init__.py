@@ -13,7 +13,7 @@ documents  verdict_document_freeze_trial(_completed): a trial's validation froze
 
 from __future__ import annotations
 
-from auditportal.experiments.services.cancel import experiment_can_cancel, experiment_cancel
+from auditportal.experiments.services.cancel import experiment_cancel
 from auditportal.experiments.services.create import experiment_config_preview, experiment_create
 from auditportal.experiments.services.documents import (
     NoValidation,
@@ -30,7 +30,6 @@ __all__ = [
     "CheckpointMetadataError",
     "NoValidation",
     "checkpoint_metadata_set",
-    "experiment_can_cancel",
     "experiment_cancel",
     "experiment_config_preview",
     "experiment_create",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.experiments import rules
 from auditportal.experiments.models import TERMINAL_TRIAL_STATES, Experiment, ExperimentStatus, TrialState
 from auditportal.experiments.services.queueing import _stop_queue
 from auditportal.fairness.errors import UserError
@@ -19,11 +19,7 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     machine than the trials): one that has not started is cancelled at once; a running one becomes
     CANCELLING, and a worker stops its trials (the task queued after commit, else the periodic poll)
     and marks it CANCELLED once the last has ended, keeping when each actually did."""
-    if not experiment_can_cancel(user=user, experiment=experiment):
-        raise PermissionDenied(
-            f"Only the engineer who launched experiment {experiment.pk} ({experiment.launched_by.username}) "
-            "or an administrator can cancel it."
-        )
+    rules.check_cancel(user, experiment)
     now = timezone.now()
     with transaction.atomic():
         # Not started (or being launched: the launching worker stops what it submitted).
@@ -51,12 +47,3 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
         status = experiment.get_status_display().lower()
         raise UserError(f"Experiment {experiment.pk} is {status}; nothing to cancel.")
     return experiment
-
-
-def experiment_can_cancel(*, user: User, experiment: Experiment) -> bool:
-    """Its launcher (still an ML engineer) or an administrator cancels an experiment."""
-    if not user.is_authenticated:
-        return False
-    if user.has_role(Role.ADMIN):
-        return True
-    return experiment.launched_by_id == user.pk and user.has_role(Role.ML_ENGINEER)

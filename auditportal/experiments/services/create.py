@@ -11,13 +11,12 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
 from auditportal.datasets.services import DatasetIntegrityError, dataset_version_check_integrity
-from auditportal.experiments import configs
+from auditportal.experiments import configs, rules
 from auditportal.experiments.models import Experiment
 from auditportal.experiments.services.queueing import _launch_queue
 from auditportal.fairness.errors import UserError
@@ -42,7 +41,7 @@ def experiment_create(
     integrity check, is refused. Runs outside any transaction: the integrity check commits its own
     record.
     """
-    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    rules.check_launch(user)
     plan = _launch_plan(
         dataset_version=dataset_version,
         template=template,
