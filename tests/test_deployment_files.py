@@ -213,7 +213,7 @@ def test_the_collector_finds_every_way_of_reading_and_refuses_computed_names(tmp
         'I = ENV.setdefault("I_SETDEFAULT", "x")\n'
         'J = getenv("J_GETENV")\n'
         'os.environ["NOT_A_READ"] = "set, not read"\n'
-        "K = env.human_size(1024)\n"
+        'K = env.EnvError("a call that reads nothing")\n'
         'L = env_str(f"L_{A}")\n',
         encoding="utf-8",
     )

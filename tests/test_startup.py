@@ -43,6 +43,7 @@ HEAVY = {
     "fairlearn": "bench/, as the statistics' baseline",
     "torch": "trainer/, on Determined's agents",
     "determined": "experiments.backends, to launch on a cluster",
+    "celery": "the tasks modules and outbox.broker, which hands a committed task to the broker",
 }
 # On SQLite nothing needs PostgreSQL's driver (on PostgreSQL, Django's backend imports it first).
 SQLITE_ONLY = {"psycopg": "Django's PostgreSQL backend, experiments.ingest and experiments.selectors"}

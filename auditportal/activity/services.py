@@ -1,13 +1,17 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import User
 from auditportal.activity.chain import GENESIS, event_hash, normalise_data
 from auditportal.activity.models import Event, Verb
+
+if TYPE_CHECKING:
+    # settings.AUTH_USER_MODEL, as django-stubs resolves it: accounts sits above activity (its services
+    # write events, docs/architecture.md), so activity names no accounts module.
+    from django.contrib.auth.models import _User as User
 
 # pg_advisory_xact_lock key that serialises writers of the chain (any fixed 64-bit number).
 CHAIN_LOCK_KEY = 0x61637469766974  # "activit"

@@ -18,32 +18,10 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 
 from auditportal.fairness.stats import Verdict
+from auditportal.lib.rest import OPEN_COMPONENTS, component_name
 
 # One enum component for every verdict field (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]).
 VERDICT_CHOICES = Verdict.choices()
-
-# Schemas of objects that may gain keys within their schema version (the frozen documents): the
-# schema says so with ``additionalProperties: true``, which the response tests leave open.
-OPEN_COMPONENTS: set[str] = set()
-
-
-def open_component(serializer: type[Any]) -> type[Any]:
-    """Mark a serializer's object as open to keys added later (see OPEN_COMPONENTS)."""
-    OPEN_COMPONENTS.add(_component_name(serializer))
-    return serializer
-
-
-def _component_name(serializer: type[Any]) -> str:
-    # The styleguide's nested ``InputSerializer``/``OutputSerializer`` would all be called "Input" and
-    # "Output": name them after their API class (``DatasetListApi.OutputSerializer`` -> ``DatasetList``,
-    # ``ExperimentListApi.InputSerializer`` -> ``ExperimentListInput``); module-level helpers lose their
-    # leading underscore.
-    parts = serializer.__qualname__.split(".")
-    name = parts[-1].removesuffix("Serializer").lstrip("_")
-    if len(parts) == 1:
-        return name
-    outer = parts[-2].removesuffix("Api")
-    return outer if name == "Output" else outer + name
 
 
 class PortalAutoSchema(AutoSchema):
@@ -61,7 +39,7 @@ class PortalAutoSchema(AutoSchema):
 
     def get_serializer_name(self, serializer: Any, direction: str) -> str:
         cls = serializer if inspect.isclass(serializer) else type(serializer)
-        return _component_name(cls)
+        return component_name(cls)
 
 
 class SessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

@@ -16,7 +16,6 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
-from auditportal.api.authentication import SessionAuthentication
 from auditportal.approvals import selectors, services
 from auditportal.approvals.authentication import GateTokenAuthentication
 from auditportal.approvals.models import (
@@ -34,6 +33,7 @@ from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.stats import Verdict
+from auditportal.lib.rest import SessionAuthentication
 
 
 def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = False) -> dict[str, Any]:

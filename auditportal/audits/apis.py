@@ -12,14 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.api.pagination import DefaultPagination
-from auditportal.api.schema import open_component
 from auditportal.audits import rules, selectors, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.stats import Verdict
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
+from auditportal.lib.rest import DefaultPagination, open_component
 from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
 
 # The stored audit document, docs/audit-json.md (schema version 2; version 1 documents lack the keys

@@ -7,7 +7,7 @@ from django.conf import settings
 
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 
 class PredictionAuditForm(forms.Form):

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.models import User
-from auditportal.api.pagination import DefaultPagination
 from auditportal.datasets import selectors
+from auditportal.lib.rest import DefaultPagination
 
 
 class DatasetListApi(APIView):

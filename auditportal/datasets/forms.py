@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec, parse_unknown_tokens
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 
 class UploadForm(forms.Form):

@@ -35,8 +35,8 @@ from auditportal.datasets.models import (
 from auditportal.fairness import sharding, tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec, FeatureInfo, Inspection
+from auditportal.fairness.text.sizes import human_size
 from auditportal.lib import uploads
-from auditportal.lib.env import human_size
 from auditportal.lib.files import FILE_MODE, private_dir
 from auditportal.lib.transactions import inside_atomic_block
 

@@ -12,11 +12,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.api.schema import open_component
 from auditportal.evidence import selectors
 from auditportal.evidence.models import DocumentKind, FreezeTrigger, VerdictDocument
 from auditportal.evidence.views import canonical_response
 from auditportal.fairness.stats import Verdict
+from auditportal.lib.rest import open_component
 
 
 def document_as_json(document: VerdictDocument) -> dict[str, Any]:

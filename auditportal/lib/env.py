@@ -136,14 +136,3 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def human_size(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    value = float(size)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"

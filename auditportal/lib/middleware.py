@@ -9,7 +9,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 # Pages' own automatic requests (a progress poll) send this header: they do not keep a session alive.
 POLL_HEADER = "HTTP_X_PORTAL_POLL"

@@ -24,7 +24,7 @@ from django.core.files.uploadedfile import TemporaryUploadedFile, UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, TemporaryFileUploadHandler
 from django.http import HttpRequest
 
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 
 class VerifyForm(forms.Form):

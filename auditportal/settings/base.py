@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     # Login throttling (settings/security.py): failed logins per username, in its own tables.
     "axes",
+    "auditportal.outbox",
     "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
@@ -223,13 +224,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Tasks queued after a commit go through the outbox (auditportal/outbox, docs/architecture.md): beat
+# delivers what the broker did not take at commit time this often; a deliverer holds a row for the
+# claim time (a killed one's rows are delivered again after it); sent rows are kept for the days.
+OUTBOX_DELIVER_SECONDS = env_int("OUTBOX_DELIVER_SECONDS", 5, minimum=1)
+OUTBOX_CLAIM_SECONDS = env_int("OUTBOX_CLAIM_SECONDS", 60, minimum=10)
+OUTBOX_KEEP_DAYS = env_int("OUTBOX_KEEP_DAYS", 7, minimum=1)
 
 REST_FRAMEWORK = {
     # No passwords over the API: the browser's session first (its scheme names the WWW-Authenticate
     # header of a 401), then a machine account's API token (approvals.authentication; the gate API
     # lists its own class).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "auditportal.api.authentication.SessionAuthentication",
+        "auditportal.lib.rest.SessionAuthentication",
         "auditportal.approvals.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -239,7 +246,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "auditportal.api.pagination.DefaultPagination",
+    "DEFAULT_PAGINATION_CLASS": "auditportal.lib.rest.DefaultPagination",
     "EXCEPTION_HANDLER": "auditportal.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "auditportal.api.schema.PortalAutoSchema",
@@ -317,5 +324,18 @@ from auditportal.settings.security import *  # noqa: E402,F403
 CELERY_BEAT_SCHEDULE["datasets-expire-staged-uploads"] = {  # noqa: F405
     "task": "datasets.expire_staged_uploads",
     "schedule": timedelta(hours=1),
+    "options": {"expires": 3000},
+}
+
+# Tasks the broker did not take when their transaction committed (auditportal/outbox): delivered by
+# beat once it is back. A run that could not start in time is superseded by the next one.
+CELERY_BEAT_SCHEDULE["outbox-deliver"] = {  # noqa: F405
+    "task": "outbox.deliver",
+    "schedule": timedelta(seconds=OUTBOX_DELIVER_SECONDS),
+    "options": {"expires": max(OUTBOX_DELIVER_SECONDS * 2, 5)},
+}
+CELERY_BEAT_SCHEDULE["outbox-purge"] = {  # noqa: F405
+    "task": "outbox.purge",
+    "schedule": timedelta(hours=6),
     "options": {"expires": 3000},
 }

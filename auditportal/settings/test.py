@@ -29,3 +29,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
 # private var directory (PostgreSQL needs nothing: the worker connects to test_<name>).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
+
+# A task only the tests queue (tests/outbox/tasks.py), registered in the real worker the end-to-end
+# tests start with these settings.
+CELERY_IMPORTS = ("tests.outbox.tasks",)

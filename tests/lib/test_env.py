@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from auditportal.lib.env import EnvError, env_bool, env_float, env_int, env_list, env_size, env_str, human_size
+from auditportal.lib.env import EnvError, env_bool, env_float, env_int, env_list, env_size, env_str
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("1", True), ("TRUE", True), ("on", True), ("0", False), ("No", False)])
@@ -67,12 +67,6 @@ def test_env_size_rejects_what_is_not_a_size(raw: str) -> None:
 def test_env_list_splits_on_commas_and_drops_blanks() -> None:
     assert env_list("HOSTS", ["x"], environ={"HOSTS": "a.example, b.example,,"}) == ["a.example", "b.example"]
     assert env_list("HOSTS", ["x"], environ={}) == ["x"]
-
-
-def test_human_size_picks_a_readable_unit() -> None:
-    assert human_size(512) == "512 bytes"
-    assert human_size(3 * 1024**2) == "3.0 MiB"
-    assert human_size(2 * 1024**3) == "2.0 GiB"
 
 
 def test_env_float_reads_numbers_within_bounds_and_names_the_variable_otherwise() -> None:

@@ -226,6 +226,7 @@ audits.predictionaudit           view-only
 evidence.verdictdocument         view-only
 experiments.experiment           view-only
 experiments.trial                view-only
+outbox.outboxmessage             view-only
 policies.fairnesspolicy          view-only
 reports.certificateauthority     view-only
 reports.report                   view-only

@@ -22,6 +22,7 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.findings import FAIL
+from auditportal.outbox.models import OutboxMessage
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
 from tests.approvals.conftest import in_review, keys, trial_document, vote
@@ -184,6 +185,8 @@ def build_world(runs: Path, scratch: Path) -> World:
         context=decided_context(audit, version, [users["committee"], frank]),
         review_request_id=None,
     )
+    # A task the broker has not taken yet, for the admin's outbox pages.
+    OutboxMessage.objects.create(name="approvals.tag_checkpoint", args=[request.pk], last_error="broker down")
     gate_token = approval_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret

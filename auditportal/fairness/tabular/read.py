@@ -23,7 +23,7 @@ import pyarrow.csv as pacsv
 
 from auditportal.fairness.tabular.errors import DatasetError, quote
 from auditportal.fairness.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
-from auditportal.lib.env import human_size
+from auditportal.fairness.text.sizes import human_size
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq

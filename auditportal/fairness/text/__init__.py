@@ -1,0 +1,1 @@
+"""Text for people: sizes in bytes, and the audit document as rows of formatted text."""

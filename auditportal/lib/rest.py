@@ -1,0 +1,60 @@
+"""The DRF pieces the apps' API classes build on: the page size of lists, the session authentication
+that answers 401, and the mark of an open schema component.
+
+They sit here, below the apps, because api/ wires the apps together (its URLs, the schema's
+hooks) and so imports them: an app that imported api/ would go up the dependency rule
+(docs/architecture.md). settings.REST_FRAMEWORK names the first two by their dotted paths here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import authentication
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+
+
+class DefaultPagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """DRF's session authentication (with its CSRF check on unsafe methods).
+
+    DRF answers an unauthenticated request 401 only when its first authentication class names a
+    scheme for the WWW-Authenticate header, 403 otherwise: this one names the session. No password
+    is taken over the API (Basic authentication is not offered): log in at /login/ in a browser;
+    machine accounts send a token (``Authorization: Token``, approvals.authentication): an API token
+    here, a gate token on the gate API.
+    """
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Session realm="api", login="/login/"'
+
+
+# Schemas of objects that may gain keys within their schema version (the frozen documents): the
+# schema says so with ``additionalProperties: true`` (api.schema.add_error_responses writes it),
+# which the response tests leave open.
+OPEN_COMPONENTS: set[str] = set()
+
+
+def open_component(serializer: type[Any]) -> type[Any]:
+    """Mark a serializer's object as open to keys added later (see OPEN_COMPONENTS)."""
+    OPEN_COMPONENTS.add(component_name(serializer))
+    return serializer
+
+
+def component_name(serializer: type[Any]) -> str:
+    """A serializer's component in the OpenAPI schema (api.schema.PortalAutoSchema names them so)."""
+    # The styleguide's nested ``InputSerializer``/``OutputSerializer`` would all be called "Input" and
+    # "Output": name them after their API class (``DatasetListApi.OutputSerializer`` -> ``DatasetList``,
+    # ``ExperimentListApi.InputSerializer`` -> ``ExperimentListInput``); module-level helpers lose their
+    # leading underscore.
+    parts = serializer.__qualname__.split(".")
+    name = parts[-1].removesuffix("Serializer").lstrip("_")
+    if len(parts) == 1:
+        return name
+    outer = parts[-2].removesuffix("Api")
+    return outer if name == "Output" else outer + name
