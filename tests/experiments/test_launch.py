@@ -14,6 +14,7 @@ from auditportal.activity.models import Event
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services, tasks
 from auditportal.experiments.models import Experiment, ExperimentStatus
+from auditportal.experiments.services import launch
 from tests.experiments.conftest import poll_until_done
 
 
@@ -71,7 +72,7 @@ def test_a_launch_claimed_long_after_creation_survives_the_periodic_poll_while_i
     # The task waited an hour in the queue; the periodic poll runs while the launch shards the data.
     experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
     _created_long_ago(experiment)
-    shard = services._shard
+    shard = launch._shard
     seen: list[str] = []
 
     def slow_shard(launching: Experiment) -> Path:
@@ -79,7 +80,7 @@ def test_a_launch_claimed_long_after_creation_survives_the_periodic_poll_while_i
         seen.append(Experiment.objects.get(pk=launching.pk).status)
         return shard(launching)
 
-    monkeypatch.setattr(services, "_shard", slow_shard)
+    monkeypatch.setattr(launch, "_shard", slow_shard)
     tasks.experiment_launch_task(experiment.pk)
     assert seen == [ExperimentStatus.LAUNCHING]
     experiment = poll_until_done(experiment)
@@ -111,7 +112,7 @@ def test_a_launching_worker_stamps_its_heartbeat_while_it_works(
 ) -> None:
     settings.EXPERIMENT_LAUNCH_HEARTBEAT_SECONDS = 1
     experiment = services.experiment_create(user=bob, dataset_version=demo_version, template="single", batches=4)
-    shard = services._shard
+    shard = launch._shard
     beats: list[Any] = []
 
     def slow_shard(launching: Experiment) -> Path:
@@ -121,7 +122,7 @@ def test_a_launching_worker_stamps_its_heartbeat_while_it_works(
             time.sleep(0.2)
         return shard(launching)
 
-    monkeypatch.setattr(services, "_shard", slow_shard)
+    monkeypatch.setattr(launch, "_shard", slow_shard)
     tasks.experiment_launch_task(experiment.pk)
     assert len(set(beats)) == 3, "the heartbeat moved twice while the launch worked"
     experiment.refresh_from_db()
