@@ -6,7 +6,7 @@ poll       experiment_poll: apply the backend's snapshot, pass a cancel on, fini
 search     the local ASHA search's rung entries and early stops (called by poll)
 periodic   experiments_poll_active: the periodic task's work
 cancel     experiment_cancel
-queueing   the launch and stop tasks handed to the broker after commit
+queueing   the launch and stop tasks, queued through the outbox
 metadata   checkpoint_metadata_set: a checkpoint's metadata (approvals)
 documents  verdict_document_freeze_trial(_completed): a trial's validation frozen (evidence stores it)
 """
@@ -22,11 +22,10 @@ from auditportal.experiments.services.documents import (
 )
 from auditportal.experiments.services.launch import experiment_launch
 from auditportal.experiments.services.metadata import CheckpointMetadataError, checkpoint_metadata_set
-from auditportal.experiments.services.periodic import LAUNCH_QUEUE_GRACE, experiments_poll_active
+from auditportal.experiments.services.periodic import experiments_poll_active
 from auditportal.experiments.services.poll import experiment_poll
 
 __all__ = [
-    "LAUNCH_QUEUE_GRACE",
     "CheckpointMetadataError",
     "NoValidation",
     "checkpoint_metadata_set",

@@ -17,7 +17,7 @@ from auditportal.fairness.errors import UserError
 def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
     """Cancel an experiment. Nothing is signalled from here (the web process may be on another
     machine than the trials): one that has not started is cancelled at once; a running one becomes
-    CANCELLING, and a worker stops its trials (the task queued after commit, else the periodic poll)
+    CANCELLING, and a worker stops its trials (the task queued with the cancel, else the periodic poll)
     and marks it CANCELLED once the last has ended, keeping when each actually did."""
     rules.check_cancel(user, experiment)
     now = timezone.now()
@@ -38,8 +38,7 @@ def experiment_cancel(*, user: User, experiment: Experiment) -> Experiment:
                 actor=user, verb=Verb.EXPERIMENT_CANCELLED, target=experiment, data={"trials_to_stop": running}
             )
         if requested:
-            pk = experiment.pk
-            transaction.on_commit(lambda: _stop_queue(pk))
+            _stop_queue(experiment.pk)
     experiment.refresh_from_db()
     if not (cancelled or requested):
         if experiment.status == ExperimentStatus.CANCELLING:

@@ -34,7 +34,8 @@ def experiment_create(
     backend: str | None = None,
     name: str = "",
 ) -> Experiment:
-    """Check the launch parameters, store the experiment and queue its launch after commit.
+    """Check the launch parameters, store the experiment and queue its launch (through the outbox: it
+    reaches the broker once the experiment is committed).
 
     Wrong parameters raise a UserError naming the field (dataset_version, template, hparams,
     max_trials, batches, slots_per_trial). A retired version, or one whose stored file fails its
@@ -89,8 +90,7 @@ def experiment_create(
                 "backend": chosen_backend,
             },
         )
-        pk = experiment.pk
-        transaction.on_commit(lambda: _launch_queue(pk))
+        _launch_queue(experiment.pk)
     return experiment
 
 

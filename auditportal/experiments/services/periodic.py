@@ -7,6 +7,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -18,13 +19,8 @@ from auditportal.experiments.services.queueing import _launch_queue
 logger = logging.getLogger(__name__)
 
 
-# An experiment still QUEUED this long after it was created with no launch task on the broker (the
-# broker was down at commit) gets its task queued by the periodic poll.
-LAUNCH_QUEUE_GRACE = timedelta(seconds=30)
-
-
 def experiments_poll_active() -> int:
-    """The periodic task's work: queue launches that never reached the broker, expire launches whose
+    """The periodic task's work: queue again launches that no worker claimed, expire launches whose
     worker stopped, poll every running or cancelling experiment."""
     now = timezone.now()
     _launches_requeue(now)
@@ -47,16 +43,18 @@ def experiments_poll_active() -> int:
 
 
 def _launches_requeue(now: datetime) -> None:
-    """Queue the launch of experiments stuck QUEUED: never handed to the broker (it was down when the
-    experiment was created), or handed over but not claimed for EXPERIMENT_LAUNCH_REQUEUE_SECONDS
-    (the message was lost). A duplicate task is harmless: only one claim launches."""
-    never = Experiment.objects.filter(
-        status=ExperimentStatus.QUEUED, launch_queued_at__isnull=True, created_at__lt=now - LAUNCH_QUEUE_GRACE
+    """Queue again the launch of experiments still QUEUED EXPERIMENT_LAUNCH_REQUEUE_SECONDS after it
+    was queued. The outbox hands every launch to the broker, however long the broker was down; but a
+    broker can lose a message it took (a restart without persistence). A duplicate task is harmless:
+    only one claim launches."""
+    # An experiment queued before launches went through the outbox may have no stamp (its task never
+    # reached the broker): its creation is when its launch was asked for.
+    stuck = (
+        Experiment.objects.filter(status=ExperimentStatus.QUEUED)
+        .alias(queued_at=Coalesce("launch_queued_at", "created_at"))
+        .filter(queued_at__lt=now - timedelta(seconds=settings.EXPERIMENT_LAUNCH_REQUEUE_SECONDS))
     )
-    lost = Experiment.objects.filter(
-        status=ExperimentStatus.QUEUED,
-        launch_queued_at__lt=now - timedelta(seconds=settings.EXPERIMENT_LAUNCH_REQUEUE_SECONDS),
-    )
-    for pk in list(never.values_list("pk", flat=True)) + list(lost.values_list("pk", flat=True)):
+    for pk in stuck.values_list("pk", flat=True):
         logger.warning("experiment %s: still queued without a launch under way; queueing its launch again", pk)
-        _launch_queue(pk)
+        with transaction.atomic():
+            _launch_queue(pk)
