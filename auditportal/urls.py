@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from auditportal.datasets import views as dataset_views
+from auditportal.experiments import views as experiment_views
 
 urlpatterns = [
     path("", dataset_views.home, name="home"),
@@ -15,6 +16,13 @@ urlpatterns = [
     path("audits/", include("auditportal.audits.urls")),
     path("policy/", include("auditportal.policies.urls")),
     path("documents/", include("auditportal.evidence.urls")),
+    # Freezing a trial's validation is the experiments app's (it reads the trial's metrics and builds the
+    # document; evidence, below it, stores it), at the path under the documents where it always was.
+    path(
+        "documents/trials/<int:trial_id>/freeze/",
+        experiment_views.trial_validation_freeze,
+        name="trial-validation-freeze",
+    ),
     path("approvals/", include("auditportal.approvals.urls")),
     path("reports/", include("auditportal.reports.urls")),
     path("api/v1/", include("auditportal.api.urls")),

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.audits import selectors, services
+from auditportal.audits import rules, selectors, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness import stats
 from auditportal.fairness.audit import AuditSpec
@@ -181,7 +181,7 @@ def _document(audit: PredictionAudit) -> dict[str, Any]:
     return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
 
 
-@accepts_uploads(services.can_run_audits, who="an ML engineer or a reviewer")
+@accepts_uploads(rules.can_run, who="an ML engineer or a reviewer")
 class PredictionAuditListCreateApi(APIView):
     """GET: the prediction audits this account may see. POST: audit an uploaded prediction file
     (``multipart/form-data``; ML engineers and reviewers); the policy sets tolerance and alpha."""
@@ -228,7 +228,7 @@ class PredictionAuditListCreateApi(APIView):
     @extend_schema(request={"multipart/form-data": InputSerializer}, responses={201: _AuditDocumentSerializer})
     def post(self, request: Request) -> Response:
         user = request_user(request)
-        services.require_auditor(user)
+        rules.check_run(user)
         # The fairness policy sets these; a client that sends them would believe it had.
         services.refuse_policy_parameters(list(request.data))
         serializer = self.InputSerializer(data=request.data)

@@ -4,12 +4,13 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
+from auditportal.audits import rules
 from auditportal.audits.models import PredictionAudit
 
 
 def prediction_audit_list(*, user: User) -> QuerySet[PredictionAudit]:
     # Every member may read every audit; an account without a role sees none.
-    if not user.is_authenticated or not user.is_member:
+    if not rules.can_read(user):
         return PredictionAudit.objects.none()
     return PredictionAudit.objects.select_related("created_by", "retired_by", "policy").order_by("-created_at", "-id")
 

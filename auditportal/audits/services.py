@@ -5,17 +5,18 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.audits import rules
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.services import dataset_read_limits
-from auditportal.evidence.services import verdict_document_freeze_prediction_audit
-from auditportal.fairness import tabular
+from auditportal.evidence.models import FreezeTrigger, VerdictDocument
+from auditportal.evidence.services import verdict_document_store
+from auditportal.fairness import documents, tabular
 from auditportal.fairness.audit import AuditSpec, audit_predictions
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError
@@ -24,13 +25,7 @@ from auditportal.policies.selectors import policy_active
 
 logger = logging.getLogger(__name__)
 
-AUDITOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
 RETIRE_REASON_MAX_LENGTH = 2000
-
-
-class AuditorRequired(PermissionDenied):
-    def __init__(self) -> None:
-        super().__init__("Only an ML engineer or a reviewer can run prediction audits.")
 
 
 # What the fairness policy decides, not the person running an audit.
@@ -52,15 +47,6 @@ def refuse_policy_parameters(given: list[str]) -> None:
             raise SetByPolicy(field, policy_active())
 
 
-def can_run_audits(user: User) -> bool:
-    return user.is_authenticated and any(user.has_role(role) for role in AUDITOR_ROLES)
-
-
-def require_auditor(user: User) -> None:
-    if not can_run_audits(user):
-        raise AuditorRequired
-
-
 def prediction_audit_run(
     *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
 ) -> PredictionAudit:
@@ -73,7 +59,7 @@ def prediction_audit_run(
     otherwise the file is hashed as it is read. Raises DatasetError for problems with the file and
     AuditSpecError for impossible parameters (both UserErrors).
     """
-    require_auditor(user)
+    rules.check_run(user)
     policy = policy_active()
     spec = dataclasses.replace(
         spec,
@@ -125,16 +111,23 @@ def prediction_audit_run(
     return audit
 
 
-class RetireForbidden(PermissionDenied):
-    def __init__(self) -> None:
-        super().__init__("Only the audit's author, a reviewer or an administrator can retire a prediction audit.")
-
-
-def may_retire(user: User, audit: PredictionAudit) -> bool:
-    """Whether ``user`` is one of those who may retire ``audit`` (retired already or not)."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    return audit.created_by_id == user.pk or user.has_role(Role.REVIEWER) or user.has_role(Role.ADMIN)
+def verdict_document_freeze_prediction_audit(*, audit: PredictionAudit) -> VerdictDocument:
+    """Freeze a prediction audit's document; call inside the transaction that stores the audit."""
+    policy = audit.policy or policy_active()
+    document = documents.prediction_audit_document(
+        result=audit.result,
+        file_name=audit.original_name,
+        sha256=audit.sha256,
+        rows=audit.num_rows,
+        parameters=audit.parameters,
+        policy=policy.as_document(),
+    )
+    return verdict_document_store(
+        frozen=documents.freeze(document),
+        policy=policy,
+        trigger=FreezeTrigger.CREATED,
+        prediction_audit_id=audit.pk,
+    )
 
 
 def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) -> PredictionAudit:
@@ -143,8 +136,7 @@ def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) 
     Allowed for the audit's author, a reviewer or an administrator (PermissionDenied otherwise).
     A reason is required and an audit is retired once (UserError).
     """
-    if not may_retire(user, audit):
-        raise RetireForbidden
+    rules.check_retire(user, audit)
     reason = reason.strip()
     if not reason:
         raise UserError("Say why this audit is retired.", field="reason")

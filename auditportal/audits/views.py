@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from auditportal.accounts.permissions import request_user
-from auditportal.audits import selectors, services
+from auditportal.audits import rules, selectors, services
 from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_documents_of_audit
@@ -38,18 +38,18 @@ def prediction_audit_list(request: HttpRequest) -> HttpResponse:
         {
             "audits": page,
             "page": page,
-            "can_run": services.can_run_audits(user),
+            "can_run": rules.can_run(user),
             "is_member": user.is_member,
         },
     )
 
 
-@accepts_uploads(services.can_run_audits, who="an ML engineer or a reviewer")
+@accepts_uploads(rules.can_run, who="an ML engineer or a reviewer")
 @login_required
 @require_http_methods(["GET", "POST"])
 def prediction_audit_new(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    services.require_auditor(user)
+    rules.check_run(user)
     form = PredictionAuditForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
         uploaded = form.cleaned_data["file"]
@@ -78,7 +78,7 @@ def _detail(
     request: HttpRequest, audit: PredictionAudit, retire_form: PredictionAuditRetireForm | None = None
 ) -> HttpResponse:
     user = request_user(request)
-    if retire_form is None and not audit.is_retired and services.may_retire(user, audit):
+    if retire_form is None and not audit.is_retired and rules.can_retire(user, audit):
         retire_form = PredictionAuditRetireForm()
     forest = audit_forest_plot(audit.result)
     return render(

@@ -20,6 +20,10 @@ class Dataset(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def steward_names(self) -> list[str]:
+        """Its stewards' usernames, the first steward first."""
+        return list(self.stewardships.order_by("added_at", "pk").values_list("user__username", flat=True))
+
 
 class DatasetSteward(models.Model):
     """A steward who owns a dataset: only its stewards (or an administrator) add versions to it and

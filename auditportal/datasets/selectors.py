@@ -7,6 +7,7 @@ from django.db.models import Count, Max, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
+from auditportal.datasets import rules
 from auditportal.datasets.models import (
     Dataset,
     DatasetVersion,
@@ -23,7 +24,7 @@ POSITIVE_RATE_ALPHA = stats.DEFAULT_ALPHA
 
 
 def dataset_list(*, user: User) -> QuerySet[Dataset]:
-    if not user.is_authenticated or not user.is_member:
+    if not rules.can_view(user):
         return Dataset.objects.none()
     return Dataset.objects.annotate(version_count=Count("versions"), latest_number=Max("versions__number")).order_by(
         "name"
@@ -31,7 +32,7 @@ def dataset_list(*, user: User) -> QuerySet[Dataset]:
 
 
 def dataset_version_list(*, user: User, dataset: Dataset | None = None) -> QuerySet[DatasetVersion]:
-    if not user.is_authenticated or not user.is_member:
+    if not rules.can_view(user):
         return DatasetVersion.objects.none()
     versions = DatasetVersion.objects.select_related("dataset", "created_by")
     if dataset is not None:

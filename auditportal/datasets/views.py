@@ -5,14 +5,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import request_user, require_role
-from auditportal.datasets import selectors, services
+from auditportal.accounts.models import User
+from auditportal.accounts.permissions import request_user
+from auditportal.datasets import rules, selectors, services
 from auditportal.datasets.forms import DeclarationForm, RetireForm, StewardForm, UploadForm
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose, StagedStatus
 from auditportal.fairness import tabular
@@ -31,19 +30,19 @@ def home(request: HttpRequest) -> HttpResponse:
         "datasets/home.html",
         {
             "datasets": selectors.dataset_list(user=user),
-            "can_register": user.has_role(Role.DATA_STEWARD),
+            "can_register": rules.can_register(user),
             "is_member": user.is_member,
             "staged_uploads": selectors.staged_upload_list(user=user),
         },
     )
 
 
-@accepts_uploads(lambda user: user.has_role(Role.DATA_STEWARD), who="a data steward")
+@accepts_uploads(rules.can_register, who="a data steward")
 @login_required
 @require_http_methods(["GET", "POST"])
 def dataset_upload(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    rules.check_register(user)
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
         uploaded = form.cleaned_data["file"]
@@ -54,7 +53,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
                 original_name=uploaded.name,
                 dataset_name=form.cleaned_data["name"],
             )
-        except services.DatasetOwnerRequired as exc:
+        except rules.DatasetOwnerRequired as exc:
             form.add_error("name", str(exc))
             return render(request, "datasets/upload.html", {"form": form}, status=403)
         except UserError as exc:
@@ -70,7 +69,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
     user = request_user(request)
     # Fetch first: an upload is private to its owner, so anyone else gets 404 whatever their roles.
     staged = selectors.staged_upload_get(user=user, staged_id=str(staged_id))
-    require_role(user, Role.DATA_STEWARD, action="register datasets")
+    rules.check_register(user)
     if staged.status == StagedStatus.REGISTERED:
         version = staged.version
         assert version is not None
@@ -95,7 +94,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
                 services.staged_upload_declare(user=user, staged=staged, spec=form.spec())
             except services.StagedUploadBusy:
                 pass
-            except services.DatasetOwnerRequired as exc:
+            except rules.DatasetOwnerRequired as exc:
                 form.add_error(None, str(exc))
                 status = 403
             except UserError as exc:
@@ -197,11 +196,11 @@ def _version_page(
             "group_tables": _group_tables(version),
             "versions": selectors.dataset_version_list(user=user, dataset=version.dataset),
             "integrity": selectors.dataset_version_integrity_latest(version=version),
-            "can_check": services.dataset_version_can_check(user=user),
-            "can_retire": services.dataset_version_can_retire(user=user, dataset=version.dataset),
-            "stewards": services.dataset_steward_names(dataset=version.dataset),
+            "can_check": rules.can_check_integrity(user),
+            "can_retire": rules.can_retire(user, version.dataset),
+            "stewards": version.dataset.steward_names(),
             "retire_form": retire_form or RetireForm(),
-            "can_manage_stewards": services.dataset_can_manage_stewards(user=user),
+            "can_manage_stewards": rules.can_manage_stewards(user),
             "steward_form": steward_form or StewardForm(initial={"action": "add"}),
         },
         status=status,
@@ -229,8 +228,7 @@ def _group_tables(version: DatasetVersion) -> list[tuple[selectors.GroupTable, s
 def dataset_version_check(request: HttpRequest, version_id: int) -> HttpResponse:
     user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
-    if not services.dataset_version_can_check(user=user):
-        raise PermissionDenied("Only a data steward or an administrator can check a version's integrity.")
+    rules.check_check_integrity(user)
     try:
         services.dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.MANUAL)
     except services.DatasetIntegrityError:
@@ -264,8 +262,7 @@ def dataset_stewards(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """An administrator adds (``action=add``) or removes (``action=remove``) one of a dataset's stewards."""
     user = request_user(request)
     dataset = selectors.dataset_get(user=user, dataset_id=dataset_id)
-    if not services.dataset_can_manage_stewards(user=user):
-        raise PermissionDenied("Only an administrator can change a dataset's stewards.")
+    rules.check_manage_stewards(user)
     form = StewardForm(request.POST)
     if form.is_valid():
         username, action = form.cleaned_data["username"].strip(), form.cleaned_data["action"]

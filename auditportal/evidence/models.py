@@ -6,8 +6,6 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from auditportal.audits.models import PredictionAudit
-from auditportal.experiments.models import Trial
 from auditportal.fairness.documents import PREDICTION_AUDIT, TRIAL_VALIDATION
 from auditportal.policies.models import FairnessPolicy
 
@@ -29,13 +27,18 @@ class VerdictDocument(models.Model):
     Written once by evidence.services and never changed: there is no update or delete path, and the
     admin is read-only. A subject may have several documents (a validation frozen again under a newer
     policy is a new document); the same bytes for the same subject are stored once.
+
+    The apps whose subjects are judged (audits, experiments) build their documents and store them here;
+    evidence sits below them, so it names their models by label rather than importing them.
     """
 
     kind = models.CharField(max_length=32, choices=DocumentKind.choices)
     prediction_audit = models.ForeignKey(
-        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents"
+        "audits.PredictionAudit", on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents"
     )
-    trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents")
+    trial = models.ForeignKey(
+        "experiments.Trial", on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents"
+    )
     # The validation step of a trial document; null for prediction audits.
     step = models.PositiveIntegerField(null=True, blank=True)
     schema_version = models.PositiveIntegerField()

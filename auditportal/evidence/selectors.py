@@ -1,27 +1,25 @@
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from collections.abc import Sequence
+
+from django.db.models import Model, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
-from auditportal.audits.models import PredictionAudit
-from auditportal.audits.selectors import prediction_audit_list
+from auditportal.evidence import rules
 from auditportal.evidence.models import VerdictDocument
-from auditportal.experiments.models import Trial
-from auditportal.experiments.selectors import experiment_list
+
+# The subjects (audits.PredictionAudit, experiments.Trial) are the apps' above this one: the functions
+# that take one read only its primary key.
 
 
 def verdict_document_list(*, user: User) -> QuerySet[VerdictDocument]:
-    """The documents of subjects ``user`` may see: whoever may see an audit or an experiment may see
-    its documents."""
-    visible = Q(prediction_audit__in=prediction_audit_list(user=user).values("pk")) | Q(
-        trial__experiment__in=experiment_list(user=user).values("pk")
-    )
-    return (
-        VerdictDocument.objects.filter(visible)
-        .select_related("prediction_audit", "trial__experiment", "policy", "frozen_by")
-        .order_by("-frozen_at", "-id")
-    )
+    """The documents of subjects ``user`` may see (evidence.rules.can_read)."""
+    if not rules.can_read(user):
+        return VerdictDocument.objects.none()
+    return VerdictDocument.objects.select_related(
+        "prediction_audit", "trial__experiment", "policy", "frozen_by"
+    ).order_by("-frozen_at", "-id")
 
 
 def verdict_document_get(*, user: User, document_id: int) -> VerdictDocument:
@@ -31,12 +29,17 @@ def verdict_document_get(*, user: User, document_id: int) -> VerdictDocument:
         raise Http404("No such verdict document.") from None
 
 
-def verdict_documents_of_audit(*, audit: PredictionAudit) -> QuerySet[VerdictDocument]:
-    """Call with an audit the user may see (prediction_audit_get)."""
-    return audit.verdict_documents.select_related("policy").order_by("-frozen_at", "-id")
+def verdict_documents_of_audit(*, audit: Model) -> QuerySet[VerdictDocument]:
+    """The documents of a prediction audit, newest first; call with an audit the user may see
+    (audits.selectors.prediction_audit_get)."""
+    return (
+        VerdictDocument.objects.filter(prediction_audit_id=audit.pk)
+        .select_related("policy")
+        .order_by("-frozen_at", "-id")
+    )
 
 
-def verdict_documents_of_trials(*, trials: list[Trial]) -> dict[int, list[VerdictDocument]]:
+def verdict_documents_of_trials(*, trials: Sequence[Model]) -> dict[int, list[VerdictDocument]]:
     """Per trial id, its documents, newest first; call with trials of an experiment the user may see."""
     found: dict[int, list[VerdictDocument]] = {trial.pk: [] for trial in trials}
     for document in (
@@ -49,6 +52,6 @@ def verdict_documents_of_trials(*, trials: list[Trial]) -> dict[int, list[Verdic
     return found
 
 
-def verdict_document_of_audit(*, audit: PredictionAudit) -> VerdictDocument:
+def verdict_document_of_audit(*, audit: Model) -> VerdictDocument:
     """The document frozen when ``audit`` was made (an audit is frozen exactly once)."""
     return verdict_documents_of_audit(audit=audit).earliest("frozen_at", "id")

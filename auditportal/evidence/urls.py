@@ -9,5 +9,4 @@ app_name = "evidence"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("<int:document_id>/", views.verdict_document_detail, name="document"),
     path("<int:document_id>/canonical.json", views.verdict_document_canonical, name="canonical"),
-    path("trials/<int:trial_id>/freeze/", views.trial_validation_freeze, name="freeze-trial"),
 ]

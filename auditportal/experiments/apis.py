@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
 from auditportal.datasets.selectors import dataset_version_get
-from auditportal.experiments import configs, selectors, services
+from auditportal.experiments import configs, rules, selectors, services
 from auditportal.experiments.models import Backend, ExperimentStatus, StopReason, Template, TrialState
 from auditportal.fairness.stats import Verdict
 from auditportal.lib.rest import DefaultPagination
@@ -217,7 +217,7 @@ class ExperimentDetailApi(APIView):
         user = request_user(request)
         experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
         data = selectors.experiment_as_json(experiment, user=user)
-        data["config_yaml"] = experiment.config_yaml if selectors.run_internals_visible(user=user) else None
+        data["config_yaml"] = experiment.config_yaml if rules.can_see_run_internals(user) else None
         data["hparam_space"] = experiment.hparam_space
         return Response(data)
 

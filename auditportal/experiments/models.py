@@ -83,8 +83,9 @@ class Experiment(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     # Claimed by one poller at a time (conditional UPDATE); expires so a killed worker's claim lapses.
     poll_lease_until = models.DateTimeField(null=True, blank=True)
-    # The launch: when its task reached the broker (null: never, e.g. the broker was down at commit),
-    # when a worker claimed it, and that worker's latest sign of life while launching.
+    # The launch: when its task was last queued (through the outbox, with the experiment; again by the
+    # periodic poll when no worker claimed it; null for experiments queued before the outbox whose task
+    # never reached the broker), when a worker claimed it, and that worker's latest sign of life.
     launch_queued_at = models.DateTimeField(null=True, blank=True)
     launch_claimed_at = models.DateTimeField(null=True, blank=True)
     launch_heartbeat_at = models.DateTimeField(null=True, blank=True)

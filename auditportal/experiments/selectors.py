@@ -12,10 +12,10 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 from django.utils import formats, timezone
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.selectors import events_about
-from auditportal.experiments import asha, configs
+from auditportal.experiments import asha, configs, rules
 from auditportal.experiments.models import (
     TERMINAL_TRIAL_STATES,
     Backend,
@@ -40,16 +40,14 @@ from auditportal.policies.selectors import policy_active
 
 
 def experiment_list(*, user: User) -> QuerySet[Experiment]:
-    if not user.is_authenticated or not user.is_member:
+    if not rules.can_read(user):
         return Experiment.objects.none()
     return Experiment.objects.select_related("dataset_version__dataset", "launched_by")
 
 
 def run_internals_visible(*, user: User) -> bool:
-    """Whether ``user`` sees how runs are made: trial log tails (absolute paths, tracebacks),
-    checkpoint paths and the full experiment config. ML engineers and administrators do; reviewers,
-    committee members and stewards see the metrics and verdicts without them (least privilege)."""
-    return user.is_authenticated and (user.has_role(Role.ML_ENGINEER) or user.has_role(Role.ADMIN))
+    """experiments.rules.can_see_run_internals, kept under this name for the approvals pages."""
+    return rules.can_see_run_internals(user)
 
 
 def launch_backend() -> str:
@@ -182,7 +180,7 @@ def trial_group_counts(*, trial: Trial, attribute: str, group: str | None = None
 
 
 def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
-    """``internals``: with the checkpoint and the log tail (run_internals_visible); else both null."""
+    """``internals``: with the checkpoint and the log tail (rules.can_see_run_internals); else both null."""
     return {
         "id": trial.pk,
         "number": trial.number,
@@ -217,7 +215,7 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
 
 def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
     """The experiment and its trials as the live page and the API show them to ``user``."""
-    internals = run_internals_visible(user=user)
+    internals = rules.can_see_run_internals(user)
     trials = list(trial_list(experiment=experiment))
     return {
         "experiment": experiment.pk,

@@ -7,12 +7,11 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from auditportal.accounts.models import Role
-from auditportal.accounts.permissions import request_user, require_role
+from auditportal.accounts.permissions import request_user
 from auditportal.datasets.selectors import dataset_version_launch_choices
-from auditportal.evidence import services as evidence_services
+from auditportal.evidence.rules import can_freeze as can_freeze_documents
 from auditportal.evidence.selectors import verdict_documents_of_trials
-from auditportal.experiments import configs, selectors, services
+from auditportal.experiments import configs, rules, selectors, services
 from auditportal.experiments.forms import LaunchForm
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.fairness.errors import UserError
@@ -30,7 +29,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
         {
             "experiments": selectors.experiment_list(user=user)[:200],
             "launch_backend": selectors.launch_backend(),
-            "can_launch": user.has_role(Role.ML_ENGINEER),
+            "can_launch": rules.can_launch(user),
             "is_member": user.is_member,
         },
     )
@@ -40,7 +39,7 @@ def experiment_index(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def experiment_new(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    rules.check_launch(user)
     initial = {"dataset_version": request.GET.get("dataset_version")}
     form = LaunchForm(request.POST or None, initial=initial, versions=dataset_version_launch_choices(user=user))
     if request.method == "POST" and form.is_valid():
@@ -70,7 +69,7 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     trials = list(selectors.trial_list(experiment=experiment))
     documents = verdict_documents_of_trials(trials=trials)
-    can_freeze = evidence_services.can_freeze(user)
+    can_freeze = can_freeze_documents(user)
     return render(
         request,
         "experiments/detail.html",
@@ -81,10 +80,10 @@ def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
                 (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
                 for trial in trials
             ],
-            "can_cancel": services.experiment_can_cancel(user=user, experiment=experiment)
+            "can_cancel": rules.can_cancel(user, experiment)
             and experiment.is_active
             and experiment.status != ExperimentStatus.CANCELLING,
-            "show_internals": selectors.run_internals_visible(user=user),
+            "show_internals": rules.can_see_run_internals(user),
             "cancel_note": selectors.experiment_cancel_note(experiment),
             "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
             "searcher_metric": configs.SEARCHER_METRIC,
@@ -154,3 +153,22 @@ def experiment_cancel(request: HttpRequest, experiment_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Cancelled {experiment.name}.")
     return redirect("experiments:detail", experiment_id=experiment.pk)
+
+
+@login_required
+@require_POST
+def trial_validation_freeze(request: HttpRequest, trial_id: int) -> HttpResponse:
+    user = request_user(request)
+    trial = selectors.trial_get(user=user, trial_id=trial_id)
+    try:
+        step = int(request.POST.get("step", ""))
+    except ValueError:
+        messages.error(request, "Choose a validation step to freeze.")
+        return redirect("experiments:detail", experiment_id=trial.experiment_id)
+    try:
+        document = services.verdict_document_freeze_trial(user=user, trial=trial, step=step)
+    except UserError as exc:
+        messages.error(request, exc.message)
+        return redirect("experiments:detail", experiment_id=trial.experiment_id)
+    messages.success(request, f"Froze trial {trial.number}'s validation at step {step}: SHA-256 {document.sha256}.")
+    return redirect("evidence:document", document_id=document.pk)

@@ -18,7 +18,6 @@ from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
-from auditportal.evidence import services as evidence_services
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
@@ -213,7 +212,7 @@ def _verdict_document_frozen(request: pytest.FixtureRequest) -> Callable[[], obj
         for cell, value in zip(("tp", "fn", "fp", "tn"), cells, strict=True):
             metrics[f"count/gender/{group}/{cell}"] = float(value)
     trial_metrics_ingest(trial=trial, records=[MetricRecord(kind="validation", step=4, metrics=metrics)])
-    return lambda: evidence_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    return lambda: experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
 
 
 def _review_request(request: pytest.FixtureRequest, *, state: str = "draft", unfair: bool = False) -> ReviewRequest:

@@ -13,9 +13,9 @@ from auditportal.approvals import selectors, services, tasks
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.celery import app
 from auditportal.datasets.models import DatasetVersion
-from auditportal.evidence import services as evidence_services
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
 from auditportal.fairness.findings import FAIL, INCONCLUSIVE
@@ -68,7 +68,7 @@ def trial_document(
     checkpoint.mkdir(parents=True)
     trial.checkpoint = str(checkpoint)
     trial.save(update_fields=["checkpoint"])
-    return evidence_services.verdict_document_freeze_trial(user=engineer, trial=trial, step=4)
+    return experiment_services.verdict_document_freeze_trial(user=engineer, trial=trial, step=4)
 
 
 @pytest.fixture

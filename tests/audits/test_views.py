@@ -11,7 +11,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
-from auditportal.audits import services
+from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.tabular import read
@@ -102,7 +102,7 @@ def test_only_ml_engineers_and_reviewers_may_run_an_audit(
     request: pytest.FixtureRequest, fixture_name: str, predictions_csv: Path
 ) -> None:
     user = request.getfixturevalue(fixture_name)
-    with pytest.raises(services.AuditorRequired, match="Only an ML engineer or a reviewer can run prediction audits"):
+    with pytest.raises(rules.AuditorRequired, match="Only an ML engineer or a reviewer can run prediction audits"):
         services.prediction_audit_run(
             user=user,
             source=predictions_csv,

@@ -13,6 +13,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets import services
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
+from auditportal.datasets.services import registration
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DatasetError, DatasetSpec
 
@@ -89,7 +90,7 @@ def test_a_database_failure_removes_the_stored_file(
     def explode(**kwargs: object) -> None:
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(services, "event_record", explode)
+    monkeypatch.setattr(registration, "event_record", explode)
     with pytest.raises(RuntimeError, match="database went away"):
         _register(alice, small_csv)
     assert _nothing_stored(dataset_storage)

@@ -11,8 +11,8 @@ from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
-from auditportal.evidence.services import verdict_document_freeze_trial
 from auditportal.experiments.models import Trial
+from auditportal.experiments.services import verdict_document_freeze_trial
 from tests.evidence.helpers import trial_with_validations
 from tests.factories import PredictionAuditFactory, client_for
 
@@ -96,7 +96,7 @@ def test_an_engineer_freezes_a_validation_from_the_experiment_page(trial: Trial,
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
     assert f'action="/documents/trials/{trial.pk}/freeze/"' in page
     assert '<option value="2">step 2</option><option value="4" selected>step 4</option>' in page
-    response = client.post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "2"})
+    response = client.post(reverse("trial-validation-freeze", args=[trial.pk]), {"step": "2"})
     document = trial.verdict_documents.get()
     assert response.status_code == 302
     assert response["Location"] == f"/documents/{document.pk}/"
@@ -117,15 +117,15 @@ def test_a_committee_member_sees_documents_but_no_freeze_action_and_may_not_post
     client = client_for(dave)
     page = client.get(reverse("experiments:detail", args=[trial.experiment_id])).content.decode()
     assert "Freeze validation" not in page
-    assert client.post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}).status_code == 403
-    assert client_for(oscar).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}).status_code == 404
+    assert client.post(reverse("trial-validation-freeze", args=[trial.pk]), {"step": "4"}).status_code == 403
+    assert client_for(oscar).post(reverse("trial-validation-freeze", args=[trial.pk]), {"step": "4"}).status_code == 404
     assert not VerdictDocument.objects.exists()
 
 
 def test_a_tampered_dataset_file_shows_its_message_and_freezes_nothing(trial: Trial, carol: User) -> None:
     path = trial.experiment.dataset_version.path
     path.write_bytes(path.read_bytes() + b"extra\n")
-    response = client_for(carol).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "4"}, follow=True)
+    response = client_for(carol).post(reverse("trial-validation-freeze", args=[trial.pk]), {"step": "4"}, follow=True)
     assert response.redirect_chain == [(f"/experiments/{trial.experiment_id}/", 302)]
     html = response.content.decode()
     assert "The file changed after registration" in html
@@ -133,7 +133,7 @@ def test_a_tampered_dataset_file_shows_its_message_and_freezes_nothing(trial: Tr
 
 
 def test_a_step_without_validation_is_reported_on_the_experiment_page(trial: Trial, bob: User) -> None:
-    response = client_for(bob).post(reverse("evidence:freeze-trial", args=[trial.pk]), {"step": "3"}, follow=True)
+    response = client_for(bob).post(reverse("trial-validation-freeze", args=[trial.pk]), {"step": "3"}, follow=True)
     assert (
         f"Trial {trial.number} of experiment {trial.experiment_id} has no validation counts at step 3."
         in response.content.decode()

@@ -7,17 +7,22 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.http import Http404
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.audits import services as audit_services
 from auditportal.audits.models import PredictionAudit
+from auditportal.audits.selectors import prediction_audit_list
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import DatasetIntegrityError
-from auditportal.evidence import services
 from auditportal.evidence.models import VerdictDocument
+from auditportal.evidence.rules import FreezerRequired
+from auditportal.evidence.selectors import verdict_document_list
+from auditportal.experiments import services as experiment_services
 from auditportal.experiments.models import Experiment, Trial
+from auditportal.experiments.selectors import experiment_list
 from auditportal.fairness.audit import AuditSpec
 from auditportal.policies.selectors import policy_active
 from tests.audits.conftest import PREDICTIONS_CSV
@@ -81,7 +86,7 @@ def test_the_same_audit_run_twice_gives_one_document_hash(bob: User, carol: User
 
 
 def test_an_engineer_freezes_any_validation_step_from_its_stored_counts(trial: Trial, bob: User) -> None:
-    document = services.verdict_document_freeze_trial(user=bob, trial=trial, step=2)
+    document = experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=2)
     assert (document.kind, document.trial, document.step, document.trigger, document.frozen_by) == (
         "trial_validation",
         trial,
@@ -103,19 +108,19 @@ def test_an_engineer_freezes_any_validation_step_from_its_stored_counts(trial: T
         "number": version.number,
         "sha256": version.sha256,
     }
-    later = services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    later = experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
     assert later.document["attributes"]["gender"]["unknown"] == 5
     assert later.sha256 != document.sha256
     assert [event["step"] for event in _frozen_events()] == [2, 4]
 
 
 def test_a_reviewer_may_freeze_too(trial: Trial, carol: User) -> None:
-    assert services.verdict_document_freeze_trial(user=carol, trial=trial, step=4).frozen_by == carol
+    assert experiment_services.verdict_document_freeze_trial(user=carol, trial=trial, step=4).frozen_by == carol
 
 
 def test_freezing_the_same_content_again_returns_the_stored_document(trial: Trial, bob: User, carol: User) -> None:
-    first = services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
-    again = services.verdict_document_freeze_trial(user=carol, trial=trial, step=4)
+    first = experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    again = experiment_services.verdict_document_freeze_trial(user=carol, trial=trial, step=4)
     assert again.pk == first.pk
     assert again.frozen_by == bob
     assert VerdictDocument.objects.count() == 1
@@ -123,10 +128,10 @@ def test_freezing_the_same_content_again_returns_the_stored_document(trial: Tria
 
 
 def test_a_newer_policy_makes_a_new_document_and_leaves_the_old_one_untouched(trial: Trial, bob: User) -> None:
-    old = services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    old = experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
     canonical, sha256 = old.canonical, old.sha256
     policy_v2()
-    new = services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    new = experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
     assert new.pk != old.pk
     assert (new.policy.version, new.document["policy"]["tolerance"]) == (2, 0.01)
     old.refresh_from_db()
@@ -137,16 +142,16 @@ def test_a_newer_policy_makes_a_new_document_and_leaves_the_old_one_untouched(tr
 def test_other_members_may_not_freeze_and_outsiders_do_not_learn_the_trial_exists(
     trial: Trial, dave: User, oscar: User
 ) -> None:
-    with pytest.raises(services.FreezerRequired, match="Only an ML engineer or a reviewer can freeze"):
-        services.verdict_document_freeze_trial(user=dave, trial=trial, step=4)
+    with pytest.raises(FreezerRequired, match="Only an ML engineer or a reviewer can freeze"):
+        experiment_services.verdict_document_freeze_trial(user=dave, trial=trial, step=4)
     with pytest.raises(Http404):
-        services.verdict_document_freeze_trial(user=oscar, trial=trial, step=4)
+        experiment_services.verdict_document_freeze_trial(user=oscar, trial=trial, step=4)
     assert not VerdictDocument.objects.exists()
 
 
 def test_a_step_without_a_validation_is_refused(trial: Trial, bob: User) -> None:
-    with pytest.raises(services.NoValidation) as caught:
-        services.verdict_document_freeze_trial(user=bob, trial=trial, step=3)
+    with pytest.raises(experiment_services.NoValidation) as caught:
+        experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=3)
     assert caught.value.message == (
         f"Trial {trial.number} of experiment {trial.experiment_id} has no validation counts at step 3."
     )
@@ -158,7 +163,7 @@ def test_a_tampered_dataset_file_is_not_frozen(trial: Trial, bob: User) -> None:
     path = version.path
     path.write_bytes(path.read_bytes().replace(b",1\n", b",0\n", 5))
     with pytest.raises(DatasetIntegrityError) as caught:
-        services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+        experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
     assert str(version) in caught.value.message
     assert "The file changed after registration" in caught.value.message
     assert not VerdictDocument.objects.exists()
@@ -200,7 +205,6 @@ def test_the_same_content_for_the_same_subject_is_stored_once(bob: User, tmp_pat
 def test_a_completed_trials_last_validation_is_frozen_automatically(
     demo_version: DatasetVersion, bob: User, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from auditportal.experiments import services as experiment_services
     from auditportal.fairness import metricsfile
 
     # The metrics file is read in small chunks, so the trial's exit is seen before its last lines
@@ -220,3 +224,20 @@ def test_a_completed_trials_last_validation_is_frozen_automatically(
     assert trial.latest_step == 6
     assert document.document["attributes"]["gender"]["groups"]["female"]["tp"] == 16
     assert [event["trigger"] for event in _frozen_events()] == ["trial_completed"]
+
+
+def test_each_user_sees_the_documents_of_exactly_the_subjects_they_may_see(
+    trial: Trial, alice: User, bob: User, carol: User, dave: User, erin: User, oscar: User, tmp_path: Path
+) -> None:
+    # evidence sits below audits and experiments and scopes by its own rule (evidence.rules.can_read):
+    # it must agree with theirs.
+    _run_audit(bob, tmp_path)
+    experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+    for user in (alice, bob, carol, dave, erin, oscar):
+        subjects = Q(prediction_audit__in=prediction_audit_list(user=user).values("pk")) | Q(
+            trial__experiment__in=experiment_list(user=user).values("pk")
+        )
+        expected = set(VerdictDocument.objects.filter(subjects).values_list("pk", flat=True))
+        assert set(verdict_document_list(user=user).values_list("pk", flat=True)) == expected, user.username
+    assert verdict_document_list(user=oscar).count() == 0
+    assert verdict_document_list(user=dave).count() == 2

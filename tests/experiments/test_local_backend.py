@@ -22,6 +22,7 @@ from auditportal.experiments.tasks import experiment_launch_task, experiment_sto
 from auditportal.fairness import metricsfile
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.outbox import broker
 from tests.experiments.conftest import metrics_in_file, poll_until_done, processes_of
 from tests.factories import TrialFactory
 
@@ -153,11 +154,11 @@ def test_a_cancel_is_recorded_by_the_web_and_carried_out_by_the_worker_which_sto
     assert experiment.trials.get(number=2).state == TrialState.CANCELED  # never started
     assert experiment.trials.get(number=1).state == TrialState.RUNNING
     assert processes_of(run_dir(running))
-    stops: list[int] = []
-    monkeypatch.setattr(experiment_stop_task, "delay", stops.append)
+    stops: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr(broker, "publish", lambda *, name, args, kwargs: stops.append((name, list(args))))
     for callback in callbacks:
         callback()
-    assert stops == [experiment.pk]
+    assert stops == [("experiments.stop", [experiment.pk])]
 
     experiment_stop_task(experiment.pk)  # the worker
     experiment = poll_until_done(experiment, timeout=30)

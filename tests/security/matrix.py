@@ -93,8 +93,8 @@ policies:page                      POST -         login  403    403    403    40
 evidence:document                  GET  -         login  404    200    200    200    200    200    200    200    404
 evidence:canonical                 GET  -         login  404    200    200    200    200    200    200    200    404
 # Freezing a trial's validation: ML engineers and reviewers.
-evidence:freeze-trial              GET  -         login  405    405    405    405    405    405    405    405    405
-evidence:freeze-trial              POST step      login  404    403    403    302    302    302    403    403    404
+trial-validation-freeze            GET  -         login  405    405    405    405    405    405    405    405    405
+trial-validation-freeze            POST step      login  404    403    403    302    302    302    403    403    404
 # Review requests: the roles and states of approvals/rules.py. An empty body is answered 400 before
 # the rule is asked (services check the input first), so the POSTs send minimal bodies.
 approvals:queue                    GET  -         login  403    200    200    200    200    200    200    200    403

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
 from auditportal.accounts.models import Role, User
-from auditportal.audits import services
+from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.fairness import presentation, stats
@@ -145,7 +145,7 @@ class Command(BaseCommand):
 def _actor(username: str | None) -> User:
     if username:
         user = User.objects.filter(username=username, is_active=True).first()
-        if user is not None and not services.can_run_audits(user):
+        if user is not None and not rules.can_run(user):
             raise CommandError(f"--user {username!r} holds neither the ML engineer nor the reviewer role")
         if user is not None and not user.has_role(Role.ML_ENGINEER):
             return cli_user(username, role=Role.REVIEWER)

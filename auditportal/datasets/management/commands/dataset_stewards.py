@@ -5,7 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
+from auditportal.datasets import rules
 from auditportal.datasets.models import Dataset, DatasetSteward
 from auditportal.datasets.services import dataset_steward_add, dataset_steward_remove
 from auditportal.fairness.errors import UserError
@@ -36,7 +37,7 @@ class Command(BaseCommand):
             user = User.objects.filter(username=username).first()
             if user is None:
                 raise CommandError(f"no user named {username!r}")
-            acting = cli_user(options["by"], role=Role.ADMIN, flag="--by")
+            acting = cli_user(options["by"], role=rules.STEWARD_MANAGER_ROLE, flag="--by")
             try:
                 if options["add"]:
                     dataset_steward_add(dataset=dataset, user=user, actor=acting)

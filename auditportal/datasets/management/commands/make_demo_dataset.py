@@ -7,8 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
-from auditportal.accounts.models import Role
-from auditportal.datasets import demo, services
+from auditportal.datasets import demo, rules, services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
@@ -48,7 +47,7 @@ class Command(BaseCommand):
             unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
             max_groups=settings.DATASET_MAX_GROUPS,
         )
-        user = cli_user(options["user"], role=Role.DATA_STEWARD)
+        user = cli_user(options["user"], role=rules.STEWARD_ROLE)
         try:
             version = services.dataset_version_register(
                 user=user, source=out, original_name=out.name, name=options["name"], spec=spec

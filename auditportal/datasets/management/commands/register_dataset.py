@@ -7,8 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.accounts.cli import cli_user
-from auditportal.accounts.models import Role
-from auditportal.datasets import services
+from auditportal.datasets import rules, services
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
@@ -47,7 +46,7 @@ class Command(BaseCommand):
             else None,
             max_groups=settings.DATASET_MAX_GROUPS,
         )
-        user = cli_user(options["user"], role=Role.DATA_STEWARD)
+        user = cli_user(options["user"], role=rules.STEWARD_ROLE)
         try:
             version = services.dataset_version_register(
                 user=user, source=source, original_name=source.name, name=options["name"], spec=spec
