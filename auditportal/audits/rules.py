@@ -9,9 +9,11 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 
 from auditportal.accounts.models import Role, User
+from auditportal.accounts.rules import AUTHOR_ROLES
 from auditportal.audits.models import PredictionAudit
 
-AUDITOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+# Those who make evidence (accounts.rules): they also freeze documents and request reviews.
+AUDITOR_ROLES = AUTHOR_ROLES
 
 
 class AuditorRequired(PermissionDenied):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
+from auditportal.accounts.rules import AUTHOR_ROLES
 
-FREEZER_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+# Those who make evidence (accounts.rules): they also run audits and request reviews.
+FREEZER_ROLES = AUTHOR_ROLES
 
 
 class FreezerRequired(PermissionDenied):
