@@ -7,6 +7,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
 from tests.factories import make_user
+from tests.time_limit import pytest_configure as pytest_configure  # the speed check's hooks
+from tests.time_limit import pytest_runtest_makereport as pytest_runtest_makereport
 
 
 @pytest.fixture

@@ -29,3 +29,10 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
 # private var directory (PostgreSQL needs nothing: the worker connects to test_<name>).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
+
+# Under pytest-xdist (`make test`) the worker processes share the broker (the var directory above is
+# made once and inherited; on Redis, one database): each queues its tasks on a queue of its own, which
+# the real Celery worker it starts (tests/worker.py, same environment) consumes, so one test process's
+# worker never takes another's tasks, whose rows are in another test database.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    CELERY_TASK_DEFAULT_QUEUE = f"celery-{os.environ['PYTEST_XDIST_WORKER']}"
