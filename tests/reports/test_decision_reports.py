@@ -74,6 +74,7 @@ def _decision_event(request: ReviewRequest, verb: Verb) -> Event:
     return Event.objects.filter(verb=verb, target_id=request.pk).order_by("-seq").get()
 
 
+@pytest.mark.slow  # about 9 s: renders and signs three reports
 def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocation_adds_another(
     worker: None,
     audit_request: ReviewRequest,
