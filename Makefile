@@ -18,12 +18,17 @@ $(VENV)/.installed: requirements.lock
 run: install
 	HOST=$(HOST) PORT=$(PORT) PY=$(PY) bin/run-portal
 
+# In parallel on every core (pytest-xdist). Tests that must not share the machine with their own kind
+# (one real Celery worker, one browser, one module-wide fixture) carry @pytest.mark.xdist_group and
+# run on one worker (--dist loadgroup). The 25 slowest tests are listed at the end; a test not marked
+# slow that takes more than a few seconds fails (tests/time_limit.py). PARALLEL= runs serially.
+PARALLEL ?= -n auto --dist loadgroup
 test: install
-	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider $(PARALLEL) --durations=25 $(PYTEST_ARGS)
 
-# The edit loop: the suite without the tests marked slow (a real Celery worker, the browser).
+# The edit loop: the suite without the tests marked slow (a real Celery worker, the browser, training).
 test-fast: install
-	$(PY) -m pytest -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider $(PARALLEL) --durations=25 -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,11 +1,16 @@
-"""The test database, as a DATABASE_URL for a subprocess (a command line, a Celery worker) to open.
-
-The subprocess sees only committed rows: tests that use it are transactional.
-"""
+"""The test database: as a DATABASE_URL for a subprocess (a command line, a Celery worker) to open
+(the subprocess sees only committed rows: tests that use it are transactional), and rows that many
+tests share, made once."""
 
 from __future__ import annotations
 
-from django.db import connection
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.db import connection, transaction
+from django.test import override_settings
+from pytest_django import DjangoDbBlocker
 
 
 def subprocess_database_url() -> str:
@@ -16,3 +21,34 @@ def subprocess_database_url() -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def rows_shared_by_tests(django_db_blocker: DjangoDbBlocker, directory: Path) -> Iterator[None]:
+    """For a fixture wider than one test (module, package): the rows it makes inside stay until its
+    end and are rolled back then; each test's own transaction (pytest-django's ``db``) nests inside,
+    so what a test changes is gone for the next. Files go under ``directory`` (stores, shards,
+    uploads, runs, reports), as ``dataset_storage`` does for one test.
+
+    Only for tests that run in a transaction (``django_db`` without ``transaction=True``): nothing is
+    committed while it is open, so no subprocess or live server could see the rows.
+    """
+    (directory / "uploads").mkdir(parents=True, exist_ok=True)
+    with (
+        django_db_blocker.unblock(),
+        override_settings(
+            DATASET_STORAGE_DIR=directory / "store",
+            SHARD_DIR=directory / "shards",
+            FILE_UPLOAD_TEMP_DIR=str(directory / "uploads"),
+            EXPERIMENT_RUN_DIR=directory / "runs",
+            REPORT_STORAGE_DIR=directory / "reports",
+        ),
+    ):
+        outer = transaction.atomic()
+        outer._from_testcase = True  # type: ignore[attr-defined]  # as Django's TestCase marks its own
+        outer.__enter__()
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)

@@ -33,3 +33,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 # A task only the tests queue (tests/outbox/tasks.py), registered in the real worker the end-to-end
 # tests start with these settings.
 CELERY_IMPORTS = ("tests.outbox.tasks",)
+
+# Under pytest-xdist (`make test`) the worker processes share the broker (the var directory above is
+# made once and inherited; on Redis, one database): each queues its tasks on a queue of its own, which
+# the real Celery worker it starts (tests/worker.py, same environment) consumes, so one test process's
+# worker never takes another's tasks, whose rows are in another test database.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    CELERY_TASK_DEFAULT_QUEUE = f"celery-{os.environ['PYTEST_XDIST_WORKER']}"

@@ -3,11 +3,13 @@ member who holds every role, and a gate token."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from django.test import Client
+from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts import services as account_services
@@ -19,9 +21,10 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
 from tests.approvals.conftest import approved, in_review, trial_document, vote, waive_all
+from tests.database import rows_shared_by_tests
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import demo_version
-from tests.factories import PredictionAuditFactory, make_user
+from tests.factories import DemoDatasetVersionFactory, PredictionAuditFactory, make_user
 
 __all__ = ["demo_version"]
 
@@ -39,6 +42,23 @@ class Portal:
 @pytest.fixture
 def portal(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Path, dataset_storage: Path) -> Portal:
     settings.EXPERIMENT_RUN_DIR = tmp_path / "runs"
+    return portal_build(demo_version, tmp_path / "runs")
+
+
+@pytest.fixture(scope="module")
+def module_portal(
+    django_db_setup: None, django_db_blocker: DjangoDbBlocker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Portal]:
+    """The portal built once for a module whose tests each send it many requests (the fuzzer, the
+    sweep): rolled back at the module's end, and what one test changes is gone for the next. Such a
+    module overrides ``portal`` with a fixture that returns it (and asks for ``db``)."""
+    base = tmp_path_factory.mktemp("portal")
+    with rows_shared_by_tests(django_db_blocker, base):
+        yield portal_build(DemoDatasetVersionFactory.create(rows=400), base / "runs")
+
+
+def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
+    """Every kind of object the API serves; trials' checkpoint folders under ``runs``."""
     pat = make_user("pat", list(Role))
     bob = make_user("bob", [Role.ML_ENGINEER])
     carol = make_user("carol", [Role.REVIEWER])
@@ -55,8 +75,8 @@ def portal(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Pa
         model_identifier=MODEL,
     )
     approved(audit_request, carol, [dave, frank])
-    fair = trial_document(demo_version, bob, FAIR, tmp_path / "runs")
-    unfair = trial_document(demo_version, bob, UNFAIR, tmp_path / "runs")
+    fair = trial_document(demo_version, bob, FAIR, runs)
+    unfair = trial_document(demo_version, bob, UNFAIR, runs)
     unfair_request = approval_services.review_request_create(
         user=bob, title="Credit model v4", intended_use="Pre-screening", documents=[unfair]
     )
@@ -69,7 +89,7 @@ def portal(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Pa
         user=bob,
         title="Credit model v5",
         intended_use="Pre-screening",
-        documents=[trial_document(demo_version, bob, UNFAIR, tmp_path / "runs")],
+        documents=[trial_document(demo_version, bob, UNFAIR, runs)],
     )
     in_review(unwaived, carol)
     fair_request = approval_services.review_request_create(

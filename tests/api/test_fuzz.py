@@ -61,6 +61,12 @@ def flatmap_query(context: Any, query: dict[str, Any] | None) -> Any:
 
 
 @pytest.fixture
+def portal(module_portal: Portal, db: None) -> Portal:
+    """The portal, built once for the module (each operation's examples run in a transaction of their own)."""
+    return module_portal
+
+
+@pytest.fixture
 def credentials(portal: Portal) -> Iterator[dict[str, dict[str, Any]]]:
     """Per operation path, the cookies and headers to send; the WSGI application called in-process."""
     KNOWN.clear()

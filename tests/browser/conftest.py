@@ -25,6 +25,14 @@ CHROMIUM_FLAGS = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under xdist (`make test`) the browser tests run on one worker, one Chromium at a time: two
+    # would share the cores with the rest of the suite and a page's 15-second wait could run out.
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
 def chromium_path() -> str | None:
     for candidate in (os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium", shutil.which("chromium")):
         if candidate and Path(candidate).exists():

@@ -102,6 +102,7 @@ def test_the_deciding_vote_queues_the_report_by_the_task_name_with_its_context(
     assert message.sent_at is not None
 
 
+@pytest.mark.slow  # about 9 s: renders and signs three reports
 def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocation_adds_another(
     worker: None,
     audit_request: ReviewRequest,

@@ -53,6 +53,7 @@ def _pages(pdf: bytes, tmp_path: Path) -> list[str]:
     return text.split("\f")[:-1]
 
 
+@pytest.mark.slow  # about 9 s: a report of many pages
 def test_a_long_report_has_contents_page_numbers_and_repeated_table_headers(
     long_audit: PredictionAudit, member_dave: object, tmp_path: Path
 ) -> None:

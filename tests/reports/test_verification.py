@@ -64,12 +64,13 @@ def test_the_command_passes_a_signed_report_and_names_every_signature(
     assert out.rstrip().endswith("Result: OK")
 
 
+@pytest.mark.slow  # about 6 s: two runs of manage.py, and a report of its own
 @pytest.mark.django_db(transaction=True)
-def test_the_command_exits_non_zero_on_failure(signed_report: SignedReport, tmp_path: Path) -> None:
+def test_the_command_exits_non_zero_on_failure(signed_report_committed: SignedReport, tmp_path: Path) -> None:
     # As CI runs it: a process of its own, reading the test database (committed: transactional test).
     good, bad = tmp_path / "report.pdf", tmp_path / "tampered.pdf"
-    good.write_bytes(signed_report.data)
-    bad.write_bytes(tampering.flip_byte(signed_report.data))
+    good.write_bytes(signed_report_committed.data)
+    bad.write_bytes(tampering.flip_byte(signed_report_committed.data))
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "auditportal.settings.test",

@@ -29,11 +29,11 @@ from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import Dataset, StagedUpload
 from auditportal.experiments.models import Trial
 from auditportal.reports.models import CertificateAuthority, Report
-from tests.api.conftest import Portal, demo_version, portal
+from tests.api.conftest import Portal, module_portal
 from tests.datasets.conftest import SMALL_CSV
 from tests.security.bad_inputs import DEEP, HUGE, JSON_VARIANTS, QUERY_PARAMETERS, TEXT_VARIANTS
 
-__all__ = ["demo_version", "portal"]
+__all__ = ["module_portal"]
 
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 _FIELD = re.compile(r'<(?:input|select|textarea)\b[^>]*\bname="(?P<name>[^"]+)"[^>]*>', re.IGNORECASE)
@@ -116,6 +116,18 @@ class Sweep:
         if response.status_code >= 500:
             self.failures.append(f"{method} {path} [{what}]: HTTP {response.status_code}")
         return response.status_code
+
+
+@pytest.fixture(scope="module")
+def staged_upload(module_portal: Portal, tmp_path_factory: pytest.TempPathFactory) -> StagedUpload:
+    """A profiled upload awaiting its declaration, in the module's portal (its pages are swept too)."""
+    return _staged(module_portal, tmp_path_factory.mktemp("staged"))
+
+
+@pytest.fixture
+def portal(module_portal: Portal, staged_upload: StagedUpload, db: None) -> Portal:
+    """The portal, built once for the module: each test below sweeps one route or admin model of it."""
+    return module_portal
 
 
 @pytest.fixture
@@ -264,43 +276,47 @@ def _input_fields(view: Any) -> list[str]:
     return list(serializer().fields) if serializer is not None else []
 
 
+# One test per route (the URLconf's, but logout, which would end the sweep's session) and per admin
+# model: under xdist they spread over the workers, and a failure names its route.
+SWEPT_ROUTES = [entry for entry in routes() if not entry.route.endswith("logout/")]
+ADMIN_MODELS = sorted(admin.site._registry, key=lambda model: model._meta.label)
+
+
 @pytest.mark.slow
 @pytest.mark.django_db
+@pytest.mark.parametrize("entry", SWEPT_ROUTES, ids=[entry.route or "/" for entry in SWEPT_ROUTES])
 def test_no_page_form_or_api_endpoint_answers_a_bad_input_with_a_server_error(
-    portal: Portal, sweep: Sweep, tmp_path: Path
+    entry: Route, portal: Portal, staged_upload: StagedUpload, sweep: Sweep
 ) -> None:
     ids = _ids(portal)
-    ids["staged_id"] = [str(_staged(portal, tmp_path).pk)]
-    for entry in routes():
-        if entry.route.endswith("logout/"):
-            continue  # would end the sweep's session
-        view = entry.api_view
-        for path, what in _paths(entry.route, ids):
-            sweep.send("GET", path, what)
-            if what != "existing ids":
-                sweep.send("POST", path, what)
-                continue
-            for query_what, query in _query_variants(full="<" not in entry.route):
-                sweep.send("GET", path, query_what, data=query)
-            if path.startswith("/api/"):
-                fields = _input_fields(view) or ["title", "name"]
-                for value_what, value in JSON_VARIANTS.items():
-                    body = json.dumps({name: value for name in fields})
-                    for method in ("POST", "PUT", "PATCH", "DELETE"):
-                        sweep.send(method, path, f"json {value_what}", data=body, content_type="application/json")
-                for raw_what, (body_bytes, content_type) in RAW_BODIES.items():
-                    sweep.send("POST", path, raw_what, data=body_bytes, content_type=content_type)
-                continue
-            page = _html(sweep.client.get(path))
-            names, files = _form_fields(page)
-            for form_what, data in _form_variants(names, files):
-                sweep.send("POST", path, form_what, data=data)
-            if not entry.route.endswith("login/"):
-                for form_what, data in _one_field_variants(_initial_values(page)):
-                    sweep.send("POST", path, form_what, data=data)
-            for raw_what in PAGE_BODIES:
-                body_bytes, content_type = RAW_BODIES[raw_what]
+    ids["staged_id"] = [str(staged_upload.pk)]
+    view = entry.api_view
+    for path, what in _paths(entry.route, ids):
+        sweep.send("GET", path, what)
+        if what != "existing ids":
+            sweep.send("POST", path, what)
+            continue
+        for query_what, query in _query_variants(full="<" not in entry.route):
+            sweep.send("GET", path, query_what, data=query)
+        if path.startswith("/api/"):
+            fields = _input_fields(view) or ["title", "name"]
+            for value_what, value in JSON_VARIANTS.items():
+                body = json.dumps({name: value for name in fields})
+                for method in ("POST", "PUT", "PATCH", "DELETE"):
+                    sweep.send(method, path, f"json {value_what}", data=body, content_type="application/json")
+            for raw_what, (body_bytes, content_type) in RAW_BODIES.items():
                 sweep.send("POST", path, raw_what, data=body_bytes, content_type=content_type)
+            continue
+        page = _html(sweep.client.get(path))
+        names, files = _form_fields(page)
+        for form_what, data in _form_variants(names, files):
+            sweep.send("POST", path, form_what, data=data)
+        if not entry.route.endswith("login/"):
+            for form_what, data in _one_field_variants(_initial_values(page)):
+                sweep.send("POST", path, form_what, data=data)
+        for raw_what in PAGE_BODIES:
+            body_bytes, content_type = RAW_BODIES[raw_what]
+            sweep.send("POST", path, raw_what, data=body_bytes, content_type=content_type)
     assert sweep.failures == [], f"{len(sweep.failures)} of {sweep.requests} requests failed:\n" + "\n".join(
         sweep.failures
     )
@@ -308,22 +324,24 @@ def test_no_page_form_or_api_endpoint_answers_a_bad_input_with_a_server_error(
 
 @pytest.mark.slow
 @pytest.mark.django_db
-def test_no_admin_add_or_list_page_answers_a_bad_input_with_a_server_error(portal: Portal, sweep: Sweep) -> None:
-    for model in admin.site._registry:
-        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
-        page = _html(sweep.client.get(base + "add/"))
-        names, files = _form_fields(page)
-        for form_what, data in _form_variants(names, files):
-            sweep.send("POST", base + "add/", form_what, data=data)
-        for form_what, data in _one_field_variants(_initial_values(page)):
-            sweep.send("POST", base + "add/", form_what, data=data)
-        for query_what, query in _query_variants():
-            sweep.send("GET", base, query_what, data=query)
-        for lookup in ("p", "o", "q", "id__exact", "e", "_changelist_filters"):
-            for value in (str(HUGE), "a\x00b", "x" * 5000, "-1", "١٢"):
-                sweep.send("GET", base, f"admin {lookup}", data={lookup: value})
-        sweep.send("GET", f"{base}{HUGE}/change/", "huge id")
-        sweep.send("GET", f"{base}a%00b/change/", "nul id")
+@pytest.mark.parametrize("model", ADMIN_MODELS, ids=[model._meta.label for model in ADMIN_MODELS])
+def test_no_admin_add_or_list_page_answers_a_bad_input_with_a_server_error(
+    model: Any, portal: Portal, sweep: Sweep
+) -> None:
+    base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+    page = _html(sweep.client.get(base + "add/"))
+    names, files = _form_fields(page)
+    for form_what, data in _form_variants(names, files):
+        sweep.send("POST", base + "add/", form_what, data=data)
+    for form_what, data in _one_field_variants(_initial_values(page)):
+        sweep.send("POST", base + "add/", form_what, data=data)
+    for query_what, query in _query_variants():
+        sweep.send("GET", base, query_what, data=query)
+    for lookup in ("p", "o", "q", "id__exact", "e", "_changelist_filters"):
+        for value in (str(HUGE), "a\x00b", "x" * 5000, "-1", "١٢"):
+            sweep.send("GET", base, f"admin {lookup}", data={lookup: value})
+    sweep.send("GET", f"{base}{HUGE}/change/", "huge id")
+    sweep.send("GET", f"{base}a%00b/change/", "nul id")
     assert sweep.failures == [], f"{len(sweep.failures)} of {sweep.requests} requests failed:\n" + "\n".join(
         sweep.failures
     )

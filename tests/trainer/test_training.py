@@ -12,32 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from determined import constants as det_constants
 
-from tests.trainer.trainer_testkit import (
-    REPO,
-    make_demo_frame,
-    ports_taken,
-    run_trainer,
-    skewed_assignment,
-    stratified_assignment,
-    write_shard_dir,
-)
+from tests.trainer.trainer_testkit import REPO, run_trainer
 from trainer.hparams import NORMALIZATIONS
 
-# Same model maths in both runs: no dropout, no batch norm (its sums make training drift apart in
-# the last digits; sync_batch is checked against BatchNorm1d in test_model.py). The 2-process run
-# trains on the same global batches: per-worker batches of 32 are cut from the same global order.
-EQUAL_HP: dict[str, Any] = {
-    "global_batch_size": 64,
-    "dropout": 0.0,
-    "normalization": "none",
-    "val_batch_size": 100,
-    "seed": 3,
-}
-BATCHES, PERIOD = 40, 20
-# The chief's ZMQ broadcast ports (determined/constants.py), bound by every multi-process run.
-DETERMINED_FIXED_PORTS = (det_constants.INTER_TRAIN_PROCESS_COMM_PORT_1, det_constants.INTER_TRAIN_PROCESS_COMM_PORT_2)
+# one_process, two_process and two_process_plain (tests/trainer/conftest.py) are trained once per
+# session; the tests that read them share an xdist group, so that one worker trains them, and are
+# slow: the runs take a minute.
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,54 +29,8 @@ def _trainings(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["kind"] == "training"]
 
 
-@pytest.fixture(scope="module")
-def skewed_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    frame = make_demo_frame(4000, seed=0)
-    return write_shard_dir(frame, tmp_path_factory.mktemp("skewed") / "shards", skewed_assignment(frame))
-
-
-@pytest.fixture(scope="module")
-def demo_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    frame = make_demo_frame(4000, seed=0)
-    return write_shard_dir(frame, tmp_path_factory.mktemp("demo") / "shards", stratified_assignment(frame, 2))
-
-
-@pytest.fixture(scope="module")
-def one_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
-    workdir = tmp_path_factory.mktemp("one")
-    return workdir, run_trainer(workdir, skewed_shards, EQUAL_HP, batches=BATCHES, validation_period=PERIOD)
-
-
-@pytest.fixture(scope="module")
-def two_process(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
-    workdir = tmp_path_factory.mktemp("two")
-    # As if another two-worker run held Determined's fixed ports: this one must not need them.
-    with ports_taken(DETERMINED_FIXED_PORTS):
-        return workdir, run_trainer(
-            workdir,
-            skewed_shards,
-            EQUAL_HP,
-            batches=BATCHES,
-            validation_period=PERIOD,
-            nproc=2,
-            timeout=240,
-        )
-
-
-@pytest.fixture(scope="module")
-def two_process_plain(skewed_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    hp = {**EQUAL_HP, "sampler": "plain"}
-    return run_trainer(
-        tmp_path_factory.mktemp("plain"),
-        skewed_shards,
-        hp,
-        batches=BATCHES,
-        validation_period=PERIOD,
-        nproc=2,
-        timeout=240,
-    )
-
-
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained-checkpoint")
 def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[str, Any]]]) -> None:
     _, lines = one_process
     assert [(line["kind"], line["step"]) for line in lines] == [
@@ -126,6 +61,8 @@ def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[s
     assert "worker_share/gender/female/rank0" in training
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained-checkpoint")
 @pytest.mark.parametrize("run", ["one_process", "two_process"])
 def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, request: pytest.FixtureRequest) -> None:
     workdir, lines = request.getfixturevalue(run)
@@ -142,6 +79,8 @@ def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, r
                 assert value == last[f"count/{attr}/{group}/{cell}"]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained-checkpoint")
 def test_two_process_counts_equal_one_process(
     one_process: tuple[Path, list[dict[str, Any]]], two_process: tuple[Path, list[dict[str, Any]]]
 ) -> None:
@@ -161,6 +100,8 @@ def test_two_process_counts_equal_one_process(
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained-checkpoint")
 def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
     two_process: tuple[Path, list[dict[str, Any]]],
 ) -> None:
@@ -175,6 +116,8 @@ def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
         assert "worker_share/gender/female/rank1" in line["metrics"]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("trained-checkpoint")
 def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
     two_process_plain: list[dict[str, Any]],
 ) -> None:
