@@ -110,7 +110,7 @@ def seed(clients: int) -> dict[str, Any]:
     from auditportal.experiments import configs
     from auditportal.experiments.ingest import trial_metrics_ingest
     from auditportal.experiments.models import Backend, Experiment, ExperimentStatus, Template, Trial, TrialState
-    from auditportal.fairness.metricsfile import MetricRecord
+    from auditportal.fairness.files.metricsfile import MetricRecord
 
     call_command("make_demo_dataset", "--if-missing", verbosity=0)
     version = DatasetVersion.objects.order_by("pk").first()

@@ -103,7 +103,7 @@ def _measure_pairs(path: str, var_dir: str, runs: int, queue: Any) -> None:
     from auditportal.accounts.cli import cli_user
     from auditportal.accounts.models import Role
     from auditportal.audits import services
-    from auditportal.fairness.audit import AuditSpec
+    from auditportal.fairness.statistics.audit import AuditSpec
 
     sink = open(os.devnull, "w")  # noqa: SIM115
     user = cli_user(None, role=Role.ML_ENGINEER)
@@ -146,7 +146,8 @@ def _breakdown(path: str, runs: int) -> dict[str, float]:
     counting (which codes the text attributes as it counts)."""
     import hashlib
 
-    from auditportal.fairness import counting, tabular
+    from auditportal.fairness.files import tabular
+    from auditportal.fairness.statistics import counting
 
     spec = tabular.DatasetSpec(label="label", positive="1", attributes=("group",), features=())
     others = [("score", "score")]
@@ -259,7 +260,7 @@ def _stats(path: str, queue: Any) -> None:
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    from auditportal.fairness import judge, stats
+    from auditportal.fairness.statistics import judge, stats
 
     table = pacsv.read_csv(path)
     y_true = np.asarray(table.column("label").to_numpy(), dtype=np.int8)

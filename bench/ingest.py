@@ -51,7 +51,7 @@ def main() -> int:
 
     from auditportal.experiments.ingest import trial_metrics_ingest
     from auditportal.experiments.models import MetricPoint, Trial
-    from auditportal.fairness.metricsfile import MetricRecord
+    from auditportal.fairness.files.metricsfile import MetricRecord
 
     trial = _make_trial()
     names = [f"count/attr{i % 5}/group{i // 5}/tp" for i in range(NAMES_PER_REPORT - 3)] + [

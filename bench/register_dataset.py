@@ -62,7 +62,7 @@ def _measure(kind: str, path: str, queue: Any) -> None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from auditportal.fairness.tabular import DatasetSpec, inspect_file
+    from auditportal.fairness.files.tabular import DatasetSpec, inspect_file
 
     # pyarrow imports pandas the first time it converts a Python object (about a second here);
     # a portal worker has paid that at start-up, so both sides pay it before the clock starts.

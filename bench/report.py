@@ -66,9 +66,9 @@ def _document(groups: int, number: int) -> Any:
     """The reviewed trial's frozen verdict document: one attribute of ``groups`` groups."""
     import numpy as np
 
-    from auditportal.fairness.documents import freeze, trial_validation_document
-    from auditportal.fairness.metricsfile import AttributeCounts
-    from auditportal.fairness.report_context import EvidenceDocument
+    from auditportal.fairness.documents.report_context import EvidenceDocument
+    from auditportal.fairness.documents.verdict_documents import freeze, trial_validation_document
+    from auditportal.fairness.files.metricsfile import AttributeCounts
     from auditportal.policies.selectors import policy_active
 
     rng = np.random.default_rng(20261201)
@@ -146,7 +146,7 @@ def _trials(trials: int, steps: int, reviewed: int) -> Any:
 def _context(document: Any, trials: Any, members: list[Any], title: str) -> Any:
     from auditportal.accounts.models import Role
     from auditportal.approvals import context as decision_context
-    from auditportal.fairness.report_context import (
+    from auditportal.fairness.documents.report_context import (
         AttributeGroups,
         DatasetProvenance,
         Decision,
@@ -225,7 +225,7 @@ def _cpu_seconds() -> dict[int, float]:
 
 def _one(document: Any, trials: Any, members: list[Any], with_figures: bool, title: str) -> tuple[float, float, Any]:
     """Wall-clock seconds, CPU seconds (this process and Chromium's) and the report of one run."""
-    from auditportal.fairness.report_context import ReportContext
+    from auditportal.fairness.documents.report_context import ReportContext
     from auditportal.reports import services
 
     cpu_before = _cpu_seconds()

@@ -22,8 +22,8 @@ from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import configs
 from auditportal.experiments.models import Backend, Experiment, Template, Trial
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.datasets.conftest import SMALL_CSV
 

@@ -8,8 +8,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from auditportal.fairness import intersections, metricsfile, sharding
-from auditportal.fairness.tabular import ATTRIBUTE_PREFIX, TARGET_COLUMN
+from auditportal.fairness.files import intersections, metricsfile, sharding
+from auditportal.fairness.files.tabular import ATTRIBUTE_PREFIX, TARGET_COLUMN
 from trainer import bias, data
 
 
@@ -34,7 +34,7 @@ NAMES = st.text(alphabet="ab&%/2 ", min_size=1, max_size=6)
 
 @given(parts=st.lists(NAMES, min_size=1, max_size=3))
 def test_the_trainer_keys_attributes_and_groups_as_the_portal_does(parts: list[str]) -> None:
-    # bias_stats.json keys (the trainer's copy) against fairness/intersections.py.
+    # bias_stats.json keys (the trainer's copy) against fairness/files/intersections.py.
     assert bias.stats_key(parts) == intersections.attribute_key(parts)
     assert bias.stats_group_key(parts) == intersections.group_key(parts)
 

@@ -5,10 +5,10 @@ import pickle
 import pytest
 
 from auditportal.experiments.configs import ConfigError
-from auditportal.fairness.audit import AuditSpecError
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.sharding import ShardingError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.sharding import ShardingError
+from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics.audit import AuditSpecError
 
 ERRORS = [
     pytest.param(UserError("name the dataset", field="name"), "name the dataset", "name", id="UserError"),

@@ -41,7 +41,7 @@ def metric_key(parts: Sequence[str]) -> str:
 
 def stats_key(parts: Sequence[str]) -> str:
     """The key of an attribute in bias_stats.json: its names with '%' and '&' escaped, joined by '&'
-    (the portal's auditportal/fairness/intersections.py attribute_key)."""
+    (the portal's auditportal/fairness/files/intersections.py attribute_key)."""
     return INTERSECTION_SEP.join(part.replace("%", "%25").replace("&", "%26") for part in parts)
 
 

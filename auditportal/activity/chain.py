@@ -1,6 +1,6 @@
 """The activity log's hash chain, without Django: what is hashed and how a chain is checked.
 
-Each event's hash is the SHA-256 of the canonical JSON (fairness/canonical.py) of the previous
+Each event's hash is the SHA-256 of the canonical JSON (fairness/documents/canonical.py) of the previous
 event's hash and the event's own content: actor (id and username as written, or null), verb,
 target type and id, data, and time (ISO 8601, UTC, microseconds). The first event's previous hash
 is GENESIS. Migration activity/0005 imports this module to hash the rows that existed before the
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from auditportal.fairness.canonical import canonical_sha256
+from auditportal.fairness.documents.canonical import canonical_sha256
 
 GENESIS = "0" * 64
 

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.tabular import DatasetError
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -17,7 +17,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import OPEN_COMPONENTS, component_name
 
 # One enum component for every verdict field (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]).

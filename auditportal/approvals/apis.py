@@ -31,7 +31,7 @@ from auditportal.approvals.rules import ACTIONS
 from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.experiments.selectors import run_internals_visible
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import SessionAuthentication
 
 

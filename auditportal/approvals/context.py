@@ -4,7 +4,7 @@
 the provenance of what was judged (documents, policy, dataset, experiment, the activity log's head);
 the pieces it is made of are public for tests and benchmarks (``prediction_audit_context`` puts them
 together for a prediction audit). It lives with the decision, below the reports app: the reports app
-renders and signs a context as plain data (fairness/report_context.py) and imports nothing from here.
+renders and signs a context as plain data (fairness/documents/report_context.py) and imports nothing from here.
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.experiments.models import Trial
 from auditportal.experiments.selectors import ExperimentOverview, experiment_overview
-from auditportal.fairness.documents import config_digest
-from auditportal.fairness.figures.downsample import MIN_POINTS, downsample_indices
-from auditportal.fairness.figures.experiment import timeline_point_budget
-from auditportal.fairness.report_context import (
+from auditportal.fairness.documents.report_context import (
     Acknowledgement,
     AttributeGroups,
     ChainHead,
@@ -46,6 +43,9 @@ from auditportal.fairness.report_context import (
     Vote,
     Waiver,
 )
+from auditportal.fairness.documents.verdict_documents import config_digest
+from auditportal.fairness.figures.downsample import MIN_POINTS, downsample_indices
+from auditportal.fairness.figures.experiment import timeline_point_budget
 from auditportal.policies.models import FairnessPolicy
 
 # The report's EOD timeline keeps at most this many points over all its trials (each trial at least

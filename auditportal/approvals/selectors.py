@@ -36,7 +36,7 @@ from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments import selectors as experiment_selectors
 from auditportal.experiments.models import Trial
-from auditportal.fairness.findings import FAIL, Finding, document_findings
+from auditportal.fairness.documents.findings import FAIL, Finding, document_findings
 
 
 def review_request_list(*, user: User, state: str | None = None) -> QuerySet[ReviewRequest]:

@@ -34,10 +34,10 @@ from auditportal.approvals.forms import (
 )
 from auditportal.approvals.models import RequestState, ReviewRequest, Waiver, WaiverState
 from auditportal.experiments.selectors import run_internals_visible
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.params import as_id
 

@@ -14,9 +14,9 @@ from rest_framework.views import APIView
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import rules, selectors, services
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness import stats
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics import stats
+from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.fairness.text.sizes import human_size
 from auditportal.lib.rest import DefaultPagination, open_component
 from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256

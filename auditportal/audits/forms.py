@@ -5,8 +5,8 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS
+from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.text.sizes import human_size
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.policies.models import FairnessPolicy
 
 

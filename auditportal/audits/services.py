@@ -16,10 +16,11 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.models import FreezeTrigger, VerdictDocument
 from auditportal.evidence.services import verdict_document_store
-from auditportal.fairness import documents, tabular
-from auditportal.fairness.audit import AuditSpec, audit_predictions
+from auditportal.fairness.documents import verdict_documents
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 
@@ -114,7 +115,7 @@ def prediction_audit_run(
 def verdict_document_freeze_prediction_audit(*, audit: PredictionAudit) -> VerdictDocument:
     """Freeze a prediction audit's document; call inside the transaction that stores the audit."""
     policy = audit.policy or policy_active()
-    document = documents.prediction_audit_document(
+    document = verdict_documents.prediction_audit_document(
         result=audit.result,
         file_name=audit.original_name,
         sha256=audit.sha256,
@@ -123,7 +124,7 @@ def verdict_document_freeze_prediction_audit(*, audit: PredictionAudit) -> Verdi
         policy=policy.as_document(),
     )
     return verdict_document_store(
-        frozen=documents.freeze(document),
+        frozen=verdict_documents.freeze(document),
         policy=policy,
         trigger=FreezeTrigger.CREATED,
         prediction_audit_id=audit.pk,

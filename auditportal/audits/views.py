@@ -15,10 +15,10 @@ from auditportal.audits import rules, selectors, services
 from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_documents_of_audit
-from auditportal.fairness import presentation
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.text import presentation
 from auditportal.lib.csvsafe import csv_safe_cell
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads, received_sha256, report_rejected_uploads
@@ -87,7 +87,7 @@ def _detail(
         {
             "audit": audit,
             "attributes": presentation.attribute_tables(audit.result),
-            "headline": presentation.headline(audit.result),
+            "document_verdict": presentation.document_verdict(audit.result),
             "attribute_level": presentation.ATTRIBUTE_LEVEL,
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
             "exact_below": presentation.exact_below(audit.result["alpha"]),

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec, parse_unknown_tokens
+from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec, parse_unknown_tokens
 from auditportal.fairness.text.sizes import human_size
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
-from auditportal.fairness import tabular
+from auditportal.fairness.files import tabular
 
 
 class Dataset(models.Model):
@@ -178,7 +178,7 @@ class GroupSummary(models.Model):
     """Rows, positives and negatives of one group (or the unknown bucket) of one attribute, or of
     the intersection of the first two attributes.
 
-    ``attribute`` and ``group`` are keys (auditportal/fairness/intersections.py): ``attribute`` is
+    ``attribute`` and ``group`` are keys (auditportal/fairness/files/intersections.py): ``attribute`` is
     the attribute's name or ``"<a>&<b>"`` for the intersection, each name with "%" and "&"
     percent-encoded; ``group`` is a declared attribute's value as it is, or the intersection's
     values encoded and joined the same way. So two different groups never share a row of the unique

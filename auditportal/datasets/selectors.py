@@ -16,8 +16,8 @@ from auditportal.datasets.models import (
     StagedStatus,
     StagedUpload,
 )
-from auditportal.fairness import stats
-from auditportal.fairness.intersections import split_key
+from auditportal.fairness.files.intersections import split_key
+from auditportal.fairness.statistics import stats
 
 # The positive rates' intervals on the version page (the figure's too): Wilson at 95%.
 POSITIVE_RATE_ALPHA = stats.DEFAULT_ALPHA

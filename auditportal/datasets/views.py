@@ -14,10 +14,10 @@ from auditportal.accounts.permissions import request_user
 from auditportal.datasets import rules, selectors, services
 from auditportal.datasets.forms import DeclarationForm, RetireForm, StewardForm, UploadForm
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose, StagedStatus
-from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.files import tabular
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads, report_rejected_uploads
 

@@ -15,7 +15,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.evidence import selectors
 from auditportal.evidence.models import DocumentKind, FreezeTrigger, VerdictDocument
 from auditportal.evidence.views import canonical_response
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import open_component
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from auditportal.fairness.documents import PREDICTION_AUDIT, TRIAL_VALIDATION
+from auditportal.fairness.documents.verdict_documents import PREDICTION_AUDIT, TRIAL_VALIDATION
 from auditportal.policies.models import FairnessPolicy
 
 

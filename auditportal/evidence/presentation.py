@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.findings import document_attributes
+from auditportal.fairness.documents.findings import document_attributes
 
 
 @dataclass(frozen=True)

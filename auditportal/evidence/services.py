@@ -15,13 +15,13 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.evidence.models import DocumentKind, FreezeTrigger, VerdictDocument
-from auditportal.fairness import documents
+from auditportal.fairness.documents import verdict_documents
 from auditportal.policies.models import FairnessPolicy
 
 
 def verdict_document_store(
     *,
-    frozen: documents.Frozen,
+    frozen: verdict_documents.Frozen,
     policy: FairnessPolicy,
     trigger: FreezeTrigger,
     frozen_by: User | None = None,
@@ -50,7 +50,7 @@ def verdict_document_store(
             document = VerdictDocument.objects.create(
                 kind=kind,
                 **subject,
-                schema_version=documents.SCHEMA_VERSION,
+                schema_version=verdict_documents.SCHEMA_VERSION,
                 canonical=frozen.canonical,
                 sha256=frozen.sha256,
                 policy=policy,

@@ -12,7 +12,7 @@ from auditportal.accounts.permissions import request_user
 from auditportal.datasets.selectors import dataset_version_get
 from auditportal.experiments import configs, rules, selectors, services
 from auditportal.experiments.models import Backend, ExperimentStatus, StopReason, Template, TrialState
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import DefaultPagination
 from trainer.hparams import HPARAMS, MAX_HIDDEN_LAYERS, MAX_LAYER_WIDTH, RANGE_TYPES, Hparam
 

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from auditportal.experiments.models import MetricKind, MetricPoint, Trial
 from auditportal.experiments.verdicts import trial_verdicts_update
-from auditportal.fairness.metricsfile import MetricRecord, metric_group
+from auditportal.fairness.files.metricsfile import MetricRecord, metric_group
 
 if TYPE_CHECKING:
     import psycopg

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from auditportal.datasets.models import DatasetVersion
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 from auditportal.policies.models import FairnessPolicy
 
 

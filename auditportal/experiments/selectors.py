@@ -30,12 +30,12 @@ from auditportal.experiments.models import (
     TrialRung,
     TrialVerdict,
 )
-from auditportal.fairness import judge
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
-from auditportal.fairness.intersections import attribute_key, split_key
-from auditportal.fairness.metricsfile import decode_group
-from auditportal.fairness.presentation import hparams_text
+from auditportal.fairness.files.intersections import attribute_key, split_key
+from auditportal.fairness.files.metricsfile import decode_group
+from auditportal.fairness.statistics import judge
+from auditportal.fairness.text.presentation import hparams_text
 from auditportal.policies.selectors import policy_active
 
 
@@ -191,7 +191,7 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
         "steps_planned": trial.steps_planned,
         "progress_percent": trial.progress_percent,
         "hparams": trial.hparams,
-        # As the page shows them (fairness.presentation.hparam_text), so the live rows match.
+        # As the page shows them (fairness.text.presentation.hparam_text), so the live rows match.
         "hparams_text": hparams_text(trial.hparams),
         "metrics": {
             "eod": trial.latest_eod,
@@ -244,7 +244,7 @@ def trial_validation_steps(*, trial: Trial) -> list[int]:
 
 def trial_validation_counts(*, trial: Trial, step: int) -> dict[str, float | None]:
     """The ``count/...`` metrics of one validation, as the trainer reported them (the input of
-    fairness.metricsfile.confusion_counts); empty when there was no validation at ``step``."""
+    fairness.files.metricsfile.confusion_counts); empty when there was no validation at ``step``."""
     points = trial.metric_points.filter(kind=MetricKind.VALIDATION, step=step, name__startswith="count/")
     return dict(points.values_list("name", "value"))
 

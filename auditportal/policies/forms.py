@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from auditportal.fairness import stats
+from auditportal.fairness.statistics import stats
 from auditportal.policies.models import MAX_APPROVAL_QUORUM, FairnessPolicy
 
 METRIC_CHOICES = [

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from auditportal.fairness import stats
+from auditportal.fairness.statistics import stats
 
 # A larger committee quorum than this is a typing mistake, not a policy.
 MAX_APPROVAL_QUORUM = 20
@@ -27,7 +27,7 @@ class FairnessPolicy(models.Model):
     version = models.PositiveIntegerField(unique=True)
     tolerance = models.FloatField(help_text="δ: the largest acceptable gap between a group and the reference.")
     alpha = models.FloatField(help_text="Familywise error rate per metric and attribute.")
-    # The comparisons that count towards a verdict (a subset of fairness.stats.COMPARED).
+    # The comparisons that count towards a verdict (a subset of fairness.statistics.stats.COMPARED).
     metrics = models.JSONField(default=list)
     reference_rule = models.CharField(max_length=32, choices=ReferenceRule.choices, default=ReferenceRule.LARGEST)
     # A group smaller than this cannot PASS (it can still FAIL); null: no minimum.

@@ -10,8 +10,8 @@ from django.db import IntegrityError, transaction
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.fairness import stats
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.statistics import stats
 from auditportal.policies import rules
 from auditportal.policies.models import (
     DEFAULT_METRICS,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.documents.report_context import ExperimentTrials, Figure, ReportContext
 from auditportal.fairness.figures import experiment as experiment_figures
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.audit import forest_plot
-from auditportal.fairness.findings import document_attributes
-from auditportal.fairness.report_context import ExperimentTrials, Figure, ReportContext
 
 logger = logging.getLogger(__name__)
 

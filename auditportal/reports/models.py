@@ -99,7 +99,7 @@ class Report(models.Model):
 
     title = models.CharField(max_length=300)
     subject_label = models.CharField(max_length=300)
-    # The report context (auditportal/fairness/report_context.py) as canonical JSON, and its SHA-256.
+    # The report context (auditportal/fairness/documents/report_context.py) as canonical JSON, and its SHA-256.
     context_json = models.TextField()
     context_sha256 = models.CharField(max_length=64, unique=True)
     pages = models.PositiveIntegerField()

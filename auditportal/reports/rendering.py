@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from auditportal.fairness.report_context import EvidenceDocument, ReportContext, group_table_csv
+from auditportal.fairness.documents.report_context import EvidenceDocument, ReportContext, group_table_csv
 from auditportal.reports.signing import FieldBox
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def render_html(context: ReportContext, *, attachments: tuple[EmbeddedFile, ...]
         {
             "report": context,
             "summary": context.summary,
-            "findings": context.findings,
+            "findings": context.document_tables,
             "figures": [
                 {"title": figure.title, "caption": figure.caption, "src": svg_data_uri(figure.svg)}
                 for figure in context.figures

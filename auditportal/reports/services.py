@@ -20,8 +20,8 @@ from django.utils import timezone
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.report_context import ReportContext
 from auditportal.reports import figures, rendering, rules, signing
 from auditportal.reports.models import (
     CertificateAuthority,

@@ -7,7 +7,7 @@ from celery.signals import worker_process_init
 
 from auditportal.accounts.models import User
 from auditportal.celery import app
-from auditportal.fairness.report_context import ReportContext
+from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.reports import figures, services
 
 logger = logging.getLogger(__name__)

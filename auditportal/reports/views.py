@@ -8,8 +8,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from auditportal.accounts.permissions import request_user
+from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.report_context import ReportContext
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import rules, selectors, services

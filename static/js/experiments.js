@@ -66,7 +66,7 @@
     var hparams = cell("td", undefined, "hparams");
     hparams.setAttribute("data-field", "hparams");
     var small = cell("small");
-    // Formatted by the server (fairness.presentation.hparam_text), as the template shows them.
+    // Formatted by the server (fairness.text.presentation.hparam_text), as the template shows them.
     (trial.hparams_text || []).forEach(function (pair) {
       small.appendChild(cell("code", pair[0] + "=" + pair[1]));
       small.appendChild(document.createTextNode(" "));

@@ -14,7 +14,7 @@ from auditportal.activity.chain import GENESIS, ChainRow, chain_check, event_has
 from auditportal.activity.models import Event, Verb
 from auditportal.activity.selectors import chain_head, chain_verify
 from auditportal.activity.services import event_record
-from auditportal.fairness.canonical import canonical_sha256
+from auditportal.fairness.documents.canonical import canonical_sha256
 from tests.activity.chain_helpers import record
 
 AT = datetime(2026, 11, 30, 23, 45, 1, 234567, tzinfo=UTC)

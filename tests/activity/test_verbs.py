@@ -21,11 +21,11 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.findings import FAIL
-from auditportal.fairness.metricsfile import MetricRecord
-from auditportal.fairness.report_context import ReportContext
-from auditportal.fairness.tabular import DatasetSpec
+from auditportal.fairness.documents.findings import FAIL
+from auditportal.fairness.documents.report_context import ReportContext
+from auditportal.fairness.files.metricsfile import MetricRecord
+from auditportal.fairness.files.tabular import DatasetSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports import signing as report_signing

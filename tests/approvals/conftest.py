@@ -18,8 +18,8 @@ from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox.models import OutboxMessage
 from tests.evidence.helpers import FAIR, UNFAIR, counts
 from tests.experiments.conftest import demo_version, fake_trainer

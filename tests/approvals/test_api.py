@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from auditportal.accounts.models import User
 from auditportal.approvals.models import RequestState, ReviewRequest
-from auditportal.fairness.findings import INCONCLUSIVE
+from auditportal.fairness.documents.findings import INCONCLUSIVE
 from tests.approvals.conftest import hashes, keys
 from tests.factories import PASSWORD, client_for
 

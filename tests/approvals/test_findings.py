@@ -1,10 +1,10 @@
-"""fairness.findings: the judged FAIL and INCONCLUSIVE comparisons of a document."""
+"""fairness.documents.findings: the judged FAIL and INCONCLUSIVE comparisons of a document."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from auditportal.fairness.findings import document_findings, finding_key
+from auditportal.fairness.documents.findings import document_findings, finding_key
 
 
 def _comparison(metric: str, group: str, verdict: str, judged: bool = True, **extra: Any) -> dict[str, Any]:

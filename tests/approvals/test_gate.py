@@ -20,7 +20,7 @@ from auditportal.accounts.models import ApiToken, User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services
 from auditportal.approvals.models import ReviewRequest
-from auditportal.fairness.findings import FAIL
+from auditportal.fairness.documents.findings import FAIL
 from tests.approvals.conftest import approved, hashes, in_review, keys, waive_all
 from tests.factories import client_for
 

@@ -12,7 +12,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.approvals import rules, services
 from auditportal.approvals.models import RequestState, ReviewRequest
-from auditportal.fairness.findings import INCONCLUSIVE
+from auditportal.fairness.documents.findings import INCONCLUSIVE
 from tests.approvals.conftest import hashes, in_review, keys, vote
 from tests.factories import PASSWORD
 

@@ -17,7 +17,7 @@ from auditportal.approvals import services
 from auditportal.approvals.models import Comment, Recommendation, RequestState, ReviewRequest, ReviewVote, Waiver
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from tests.approvals.conftest import approved, hashes, in_review, keys, vote
 from tests.factories import PASSWORD, PredictionAuditFactory, client_for, make_user
 

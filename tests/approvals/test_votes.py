@@ -17,7 +17,7 @@ from auditportal.approvals import rules, selectors, services
 from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, Waiver, WaiverState
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.selectors import verdict_document_of_audit
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from auditportal.policies.services import policy_create
 from tests.approvals.conftest import days_from_now, hashes, in_review, keys, trial_document, vote
 from tests.evidence.helpers import FAIR

@@ -9,7 +9,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.activity.selectors import chain_verify
 from auditportal.approvals import selectors, services
 from auditportal.approvals.models import RequestState, ReviewRequest, WaiverState
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from tests.approvals.conftest import approved, hashes, in_review, keys, vote, waive_all
 from tests.approvals.conftest import days_from_now as approval_days
 

@@ -15,8 +15,8 @@ from django.urls import reverse
 
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.presentation import COMPARISON_COLUMNS
+from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.text.presentation import COMPARISON_COLUMNS
 from tests.factories import PredictionAuditFactory, client_for
 
 # Group names a spreadsheet would run as formulas, beside a plain one ("-1" would be an unknown value).

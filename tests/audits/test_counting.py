@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.fairness import audit, counting
-from auditportal.fairness.audit import AuditSpec, audit_predictions
-from auditportal.fairness.counting import Counted, count_blocks
-from auditportal.fairness.tabular import DatasetError, DatasetSpec, RawColumns
+from auditportal.fairness.files.tabular import DatasetError, DatasetSpec, RawColumns
+from auditportal.fairness.statistics import audit, counting
+from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
+from auditportal.fairness.statistics.counting import Counted, count_blocks
 
 GENDERS = ["f", "m", " f", "unknown", "", "x"]
 REGIONS = ["north", "south", "NaN", "east"]

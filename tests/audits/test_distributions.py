@@ -12,8 +12,13 @@ from scipy import special as scipy_special  # type: ignore[import-untyped]
 from scipy import stats as scipy_stats  # type: ignore[import-untyped]
 from statsmodels.stats import proportion as sm_proportion
 
-from auditportal.fairness import stats
-from auditportal.fairness.distributions import beta_quantile, fisher_exact_p, normal_quantile, normal_two_sided_p
+from auditportal.fairness.statistics import stats
+from auditportal.fairness.statistics.distributions import (
+    beta_quantile,
+    fisher_exact_p,
+    normal_quantile,
+    normal_two_sided_p,
+)
 
 ORACLE = 1e-12
 

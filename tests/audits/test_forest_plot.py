@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.audit import ROW_PX, audit_forest_plot, forest_plot, verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
-from auditportal.fairness.intersections import join_key
-from auditportal.fairness.presentation import METRIC_LABELS, document_tolerance
-from auditportal.fairness.stats import COMPARED
+from auditportal.fairness.files.intersections import join_key
+from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.stats import COMPARED
+from auditportal.fairness.text.presentation import METRIC_LABELS, document_tolerance
 
 # (tp, fn, fp, tn): "a" is the reference (most rows); "b"'s recall is 0.6 against 0.9 on thousands of
 # positives (FAIL), "c" is small (INCONCLUSIVE), "d" is close, "e" has no positives (TPR undefined).

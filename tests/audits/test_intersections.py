@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness import audit, counting
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.counting import Counted
-from auditportal.fairness.intersections import attribute_key, group_key, group_values, split_key
-from auditportal.fairness.tabular import read_columns
+from auditportal.fairness.files.intersections import attribute_key, group_key, group_values, split_key
+from auditportal.fairness.files.tabular import read_columns
+from auditportal.fairness.statistics import audit, counting
+from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.statistics.counting import Counted
 from tests.audits.test_counting import _both, _same
 from tests.intersection_file import ATTRIBUTE_KEY, PAIRS, UNKNOWN, write_csv
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from auditportal.fairness import judge, presentation
-from auditportal.fairness.audit import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, audit_predictions
+from auditportal.fairness.text import presentation
 
 # Rows per group: tp, fn, fp, tn. Same recall (0.8) in both; b's false positive rate is 0.5 against a's 0.1.
 SAME_RECALL_FPR_GAP = np.array([[8000, 2000, 1000, 9000], [8000, 2000, 5000, 5000]], dtype=np.int64)

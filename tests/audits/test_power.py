@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.power import NormalIndPower
 
-from auditportal.fairness import judge, presentation, stats
-from auditportal.fairness.distributions import normal_quantile
+from auditportal.fairness.statistics import judge, stats
+from auditportal.fairness.statistics.distributions import normal_quantile
+from auditportal.fairness.text import presentation
 
 POWER = stats.DEFAULT_POWER
 TOLERANCE = stats.DEFAULT_TOLERANCE

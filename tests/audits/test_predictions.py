@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from auditportal.fairness.audit import AuditSpec, AuditSpecError, audit_predictions
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, audit_predictions
 from tests.audits.conftest import PREDICTIONS_CSV, write
 
 MAX = 1 << 30
@@ -226,7 +226,7 @@ def test_an_audit_imports_neither_pandas_nor_scipy_nor_statsmodels(tmp_path: Pat
     script = f"""
 import sys
 from pathlib import Path
-from auditportal.fairness.audit import AuditSpec, audit_predictions
+from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
 spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("group",))
 document = audit_predictions(Path({str(path)!r}), spec, display_name="p.csv", max_bytes=1 << 30).document
 print(sorted({{c["test"] for c in document["attributes"]["group"]["comparisons"]}}))

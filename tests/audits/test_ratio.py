@@ -19,7 +19,8 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness import judge, presentation, stats
+from auditportal.fairness.statistics import judge, stats
+from auditportal.fairness.text import presentation
 from tests.factories import PredictionAuditFactory
 
 ORACLE = 1e-12

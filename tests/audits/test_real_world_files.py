@@ -18,8 +18,8 @@ from django.urls import reverse
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.audit import AuditSpec, audit_predictions
-from auditportal.fairness.tabular import DatasetError, read
+from auditportal.fairness.files.tabular import DatasetError, read
+from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
 from tests.factories import client_for
 from tests.realworld import (
     LONG_GROUP,

@@ -14,7 +14,7 @@ from django.urls import reverse
 from auditportal.accounts.models import User
 from auditportal.audits.forms import PredictionAuditForm
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.factories import client_for
 

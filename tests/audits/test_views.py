@@ -13,8 +13,8 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.tabular import read
+from auditportal.fairness.files.tabular import read
+from auditportal.fairness.statistics.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.factories import PredictionAuditFactory, client_for
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from auditportal.accounts.models import Role
-from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import DemoDatasetVersionFactory, PredictionAuditFactory, make_user
 

@@ -11,7 +11,7 @@ import pytest
 from auditportal.accounts.models import Role
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files.metricsfile import MetricRecord
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import ExperimentFactory, TrialFactory, make_user
 

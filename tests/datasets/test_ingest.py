@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditportal.fairness.tabular import (
+from auditportal.fairness.files.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
     AttributeInfo,
     DatasetError,
@@ -736,7 +736,7 @@ def test_read_columns_dictionary_encodes_text_attributes_and_keeps_numbers_as_nu
 
 
 def test_arrays_and_scalars_built_from_buffers_equal_pyarrows_own() -> None:
-    from auditportal.fairness.tabular.encode import arrow_numbers, arrow_scalar, arrow_texts
+    from auditportal.fairness.files.tabular.encode import arrow_numbers, arrow_scalar, arrow_texts
 
     for values in (np.array([3, 1, 2]), np.array([0.5, -1.0], np.float32), np.array([], np.int32)):
         built = arrow_numbers(values)

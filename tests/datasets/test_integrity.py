@@ -15,7 +15,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.datasets import services
 from auditportal.datasets.models import DatasetVersion, IntegrityCheck, IntegrityPurpose
-from auditportal.fairness import tabular
+from auditportal.fairness.files import tabular
 from tests.datasets.conftest import flip_labels
 from tests.factories import DatasetVersionFactory, client_for
 

@@ -20,8 +20,8 @@ from django.urls import reverse
 from auditportal.accounts.models import User
 from auditportal.datasets import selectors, services
 from auditportal.datasets.models import DatasetVersion, GroupSummary
-from auditportal.fairness import sharding
-from auditportal.fairness.tabular import DatasetSpec, FeatureInfo, load_normalized
+from auditportal.fairness.files import sharding
+from auditportal.fairness.files.tabular import DatasetSpec, FeatureInfo, load_normalized
 from tests.factories import client_for
 from tests.intersection_file import ATTRIBUTE_KEY, CSV, PAIRS, UNKNOWN, rows_by_key, write_csv
 

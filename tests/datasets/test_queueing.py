@@ -17,7 +17,7 @@ from auditportal.accounts.models import User
 from auditportal.celery import app
 from auditportal.datasets import services
 from auditportal.datasets.models import StagedStatus, StagedUpload
-from auditportal.fairness.tabular import DatasetSpec
+from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.outbox import broker
 from auditportal.outbox.models import OutboxMessage
 from auditportal.outbox.services import outbox_deliver_pending

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from auditportal.fairness.tabular import (
+from auditportal.fairness.files.tabular import (
     DatasetError,
     DatasetSpec,
     ReadLimits,

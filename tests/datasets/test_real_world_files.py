@@ -22,10 +22,10 @@ from auditportal.datasets import services
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute, StagedUpload
 from auditportal.experiments.ingest import points_upsert
 from auditportal.experiments.models import MetricPoint, TrialVerdict
-from auditportal.fairness import tabular
-from auditportal.fairness.metricsfile import metric_group
-from auditportal.fairness.tabular import DatasetError, DatasetSpec, read
-from auditportal.fairness.tabular.spec import LONGEST_GROUP_METRIC, group_metric_length
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.metricsfile import metric_group
+from auditportal.fairness.files.tabular import DatasetError, DatasetSpec, read
+from auditportal.fairness.files.tabular.spec import LONGEST_GROUP_METRIC, group_metric_length
 from tests.factories import ExperimentFactory, TrialFactory, client_for
 from tests.realworld import (
     LONG_GROUP,

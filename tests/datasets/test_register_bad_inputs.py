@@ -16,7 +16,7 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.datasets import services
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
-from auditportal.fairness.tabular import DatasetError, DatasetSpec
+from auditportal.fairness.files.tabular import DatasetError, DatasetSpec
 
 GOOD_HEADER = "income,gender,approved\n"
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender",))

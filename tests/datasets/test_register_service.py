@@ -15,7 +15,7 @@ from auditportal.datasets import services
 from auditportal.datasets.models import Dataset, DatasetVersion, GroupSummary, SensitiveAttribute
 from auditportal.datasets.services import registration
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError, DatasetSpec
+from auditportal.fairness.files.tabular import DatasetError, DatasetSpec
 
 SPEC = DatasetSpec(label="approved", positive="1", attributes=("gender", "age_group"))
 

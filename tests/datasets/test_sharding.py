@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditportal.fairness.sharding import (
+from auditportal.fairness.files.sharding import (
     AttributeSpec,
     ShardingError,
     ShardSpec,
     check_shards,
     write_shards,
 )
-from auditportal.fairness.tabular import FeatureInfo
+from auditportal.fairness.files.tabular import FeatureInfo
 
 UNKNOWN_TOKENS = ("", "nan", "-1", "unknown")
 DATASET = {"version_id": 7, "name": "credit-2026", "sha256": "ab" * 32}

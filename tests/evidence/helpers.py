@@ -4,7 +4,7 @@ from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.policies.models import FairnessPolicy
 from tests.factories import TrialFactory
 

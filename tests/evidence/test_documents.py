@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import auditportal
-from auditportal.fairness import documents, judge
-from auditportal.fairness.metricsfile import confusion_counts
+from auditportal.fairness.documents import verdict_documents
+from auditportal.fairness.files.metricsfile import confusion_counts
+from auditportal.fairness.statistics import judge
 
 POLICY = {
     "version": 3,
@@ -34,7 +35,7 @@ def _metrics(groups: dict[str, tuple[int, int, int, int]], unknown: int = 0) -> 
 
 
 def _trial_document(metrics: dict[str, float | None], policy: dict[str, Any] = POLICY) -> dict[str, Any]:
-    return documents.trial_validation_document(
+    return verdict_documents.trial_validation_document(
         counts=confusion_counts(metrics),
         step=40,
         dataset_version={"name": "loans", "number": 2, "sha256": "ab" * 32},
@@ -49,16 +50,16 @@ UNFAIR = {"female": (1200, 800, 300, 2700), "male": (2700, 300, 300, 2700)}
 
 
 def test_the_same_inputs_give_byte_identical_json_and_the_same_hash() -> None:
-    first = documents.freeze(_trial_document(_metrics(FAIR, unknown=3)))
-    second = documents.freeze(_trial_document(_metrics(FAIR, unknown=3)))
+    first = verdict_documents.freeze(_trial_document(_metrics(FAIR, unknown=3)))
+    second = verdict_documents.freeze(_trial_document(_metrics(FAIR, unknown=3)))
     assert first.canonical == second.canonical
     assert first.sha256 == second.sha256 == hashlib.sha256(first.canonical.encode()).hexdigest()
-    other = documents.freeze(_trial_document(_metrics(FAIR, unknown=4)))
+    other = verdict_documents.freeze(_trial_document(_metrics(FAIR, unknown=4)))
     assert other.sha256 != first.sha256
 
 
 def test_the_canonical_text_has_sorted_keys_and_no_whitespace() -> None:
-    frozen = documents.freeze(_trial_document(_metrics(FAIR)))
+    frozen = verdict_documents.freeze(_trial_document(_metrics(FAIR)))
     assert frozen.canonical.startswith('{"attributes":{"gender":{')
     # Outside the strings (the headline's rule and the levels are sentences).
     structure = re.sub(r'"(?:[^"\\]|\\.)*"', '""', frozen.canonical)
@@ -73,7 +74,7 @@ def test_a_trial_document_holds_the_data_the_experiment_the_trial_and_the_policy
         "schema_version", "code_version", "kind", "policy", "verdict", "headline", "levels", "step",
         "dataset_version", "experiment", "trial", "attributes",
     }  # fmt: skip
-    assert document["schema_version"] == documents.SCHEMA_VERSION == 2
+    assert document["schema_version"] == verdict_documents.SCHEMA_VERSION == 2
     assert document["code_version"] == auditportal.__version__
     assert document["kind"] == "trial_validation"
     assert document["policy"] == POLICY
@@ -111,7 +112,7 @@ def test_the_attributes_are_judged_under_the_policys_tolerance() -> None:
 
 def test_a_prediction_audit_document_wraps_the_result_with_its_file_parameters_and_policy() -> None:
     result = {"schema_version": 1, "rows": 10, "verdict": "PASS", "attributes": {"gender": {"verdict": "PASS"}}}
-    document = documents.prediction_audit_document(
+    document = verdict_documents.prediction_audit_document(
         result=result,
         file_name="scores.csv",
         sha256="cd" * 32,

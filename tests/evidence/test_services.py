@@ -23,7 +23,7 @@ from auditportal.evidence.selectors import verdict_document_list
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.experiments.selectors import experiment_list
-from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies.selectors import policy_active
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.evidence.helpers import policy_v2, trial_with_validations
@@ -205,7 +205,7 @@ def test_the_same_content_for_the_same_subject_is_stored_once(bob: User, tmp_pat
 def test_a_completed_trials_last_validation_is_frozen_automatically(
     demo_version: DatasetVersion, bob: User, fake_trainer: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from auditportal.fairness import metricsfile
+    from auditportal.fairness.files import metricsfile
 
     # The metrics file is read in small chunks, so the trial's exit is seen before its last lines
     # are: they must still be ingested before the document is frozen.

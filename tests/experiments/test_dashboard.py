@@ -14,14 +14,14 @@ from django.urls import reverse
 from auditportal.accounts.models import User
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, Trial
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.policies.selectors import policy_active
 from tests.factories import ExperimentFactory, TrialFactory, client_for
 from tests.figures.plotly_json import decoded
 
 
 def _validation(step: int, female: tuple[int, int], male: tuple[int, int], accuracy: float) -> MetricRecord:
-    """A validation report with gender groups given as (tp, fn); eod and recall as the trainer computes them."""
+    """A validation's metrics with gender groups given as (tp, fn); eod and recall as the trainer computes them."""
     metrics: dict[str, float | None] = {"count/gender/unknown": 0.0, "accuracy": accuracy}
     recall = {}
     for group, (tp, fn) in (("female", female), ("male", male)):

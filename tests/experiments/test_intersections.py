@@ -10,8 +10,8 @@ from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, MetricPoint, Trial, TrialVerdict
-from auditportal.fairness.intersections import split_key
-from auditportal.fairness.metricsfile import MetricRecord, metric_group
+from auditportal.fairness.files.intersections import split_key
+from auditportal.fairness.files.metricsfile import MetricRecord, metric_group
 from tests.intersection_file import ATTRIBUTE_KEY, PAIRS, UNKNOWN
 from trainer import bias
 

@@ -19,9 +19,9 @@ from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Experiment, ExperimentStatus, MetricPoint, StopReason, Trial, TrialState
 from auditportal.experiments.tasks import experiment_launch_task, experiment_stop_task
-from auditportal.fairness import metricsfile
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files import metricsfile
+from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox import broker
 from tests.experiments.conftest import metrics_in_file, poll_until_done, processes_of
 from tests.factories import TrialFactory

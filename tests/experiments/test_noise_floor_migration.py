@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from auditportal.experiments.models import TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
-from auditportal.fairness.judge import recall_noise_floor
+from auditportal.fairness.statistics.judge import recall_noise_floor
 from tests.factories import TrialFactory
 
 BEFORE = [("experiments", "0006_trial_verdict_policy")]

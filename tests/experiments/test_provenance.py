@@ -15,8 +15,8 @@ from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion, IntegrityCheck
 from auditportal.experiments import services, tasks
 from auditportal.experiments.models import Experiment, ExperimentStatus
-from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.files import tabular
 from tests.datasets.conftest import flip_labels
 from tests.experiments.conftest import poll_until_done
 from tests.factories import client_for

@@ -10,8 +10,8 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
-from auditportal.fairness.judge import recall_noise_floor
-from auditportal.fairness.metricsfile import MetricRecord, confusion_counts, metric_group
+from auditportal.fairness.files.metricsfile import MetricRecord, confusion_counts, metric_group
+from auditportal.fairness.statistics.judge import recall_noise_floor
 from tests.factories import TrialFactory
 
 

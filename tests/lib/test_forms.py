@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.tabular import DatasetError
 from auditportal.lib.forms import add_user_error
 
 

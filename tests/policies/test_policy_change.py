@@ -18,7 +18,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
-from auditportal.fairness.audit import AuditSpec
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.services import policy_create
 from tests.audits.conftest import PREDICTIONS_CSV

@@ -12,7 +12,7 @@ from auditportal.approvals import context as decision_context
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.selectors import verdict_document_of_audit
-from auditportal.fairness.report_context import Decision, Person, ReportContext, Vote
+from auditportal.fairness.documents.report_context import Decision, Person, ReportContext, Vote
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
 from tests.browser.conftest import require_system_tool
 

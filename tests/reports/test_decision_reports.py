@@ -21,8 +21,8 @@ from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.celery import app
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
-from auditportal.fairness.metricsfile import MetricRecord
-from auditportal.fairness.report_context import ReportContext
+from auditportal.fairness.documents.report_context import ReportContext
+from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox.models import OutboxMessage
 from auditportal.reports import figures, services
 from auditportal.reports.models import Report, ReportRevision

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.report_context import Figure
+from auditportal.fairness.documents.report_context import Figure
 from auditportal.reports import figures, rendering
 from tests.browser.conftest import chromium_path, require_system_tool
 from tests.reports.helpers import decided_context, pdf_tool

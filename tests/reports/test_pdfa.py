@@ -17,7 +17,7 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from weasyprint import HTML
 
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.report_context import Figure
+from auditportal.fairness.documents.report_context import Figure
 from auditportal.reports import services
 from tests.reports import pdfa
 from tests.reports.helpers import SignedReport, decided_context, pdf_tool

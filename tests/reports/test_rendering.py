@@ -12,8 +12,8 @@ import pytest
 from weasyprint.urls import FatalURLFetchingError
 
 from auditportal.audits.models import PredictionAudit
-from auditportal.fairness.audit import AuditSpec
-from auditportal.fairness.report_context import Figure, ReportContext
+from auditportal.fairness.documents.report_context import Figure, ReportContext
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.reports import rendering
 from tests.factories import PredictionAuditFactory
 from tests.reports.helpers import decided_context, pdf_tool

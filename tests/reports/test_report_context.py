@@ -10,9 +10,9 @@ import pytest
 
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
-from auditportal.fairness.canonical import canonical_sha256
-from auditportal.fairness.findings import document_attributes
-from auditportal.fairness.report_context import (
+from auditportal.fairness.documents.canonical import canonical_sha256
+from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.documents.report_context import (
     Acknowledgement,
     Decision,
     EvidenceDocument,

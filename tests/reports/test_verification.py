@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
-from auditportal.fairness.report_context import ReportContext
+from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.reports import services
 from auditportal.reports.rendering import render
 from auditportal.reports.selectors import report_verify

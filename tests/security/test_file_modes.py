@@ -23,7 +23,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import User
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion, StagedUpload
-from auditportal.fairness import sharding
+from auditportal.fairness.files import sharding
 from auditportal.lib.files import private_dir, write_private_text
 from auditportal.reports import services as report_services
 from tests.datasets.conftest import SMALL_CSV

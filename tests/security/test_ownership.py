@@ -19,7 +19,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import Dataset, DatasetSteward, DatasetVersion, StagedUpload
 from auditportal.experiments.models import Experiment, ExperimentStatus, TrialState
-from auditportal.fairness.tabular import DatasetSpec
+from auditportal.fairness.files.tabular import DatasetSpec
 from tests.datasets.conftest import SMALL_CSV
 from tests.factories import DatasetVersionFactory, ExperimentFactory, TrialFactory, client_for, make_user
 

@@ -22,7 +22,7 @@ from auditportal.datasets.models import DatasetVersion, StagedUpload
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
-from auditportal.fairness.findings import FAIL
+from auditportal.fairness.documents.findings import FAIL
 from auditportal.outbox.models import OutboxMessage
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report

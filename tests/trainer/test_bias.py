@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import recall_score, roc_auc_score
 
-from auditportal.fairness import sharding
-from auditportal.fairness.metricsfile import metric_group
-from auditportal.fairness.tabular import DatasetSpec, FeatureInfo, load_normalized
+from auditportal.fairness.files import sharding
+from auditportal.fairness.files.metricsfile import metric_group
+from auditportal.fairness.files.tabular import DatasetSpec, FeatureInfo, load_normalized
 from tests.intersection_file import ATTRIBUTE_KEY, PAIRS, UNKNOWN, rows_by_key, write_csv
 from trainer import bias
 from trainer.data import load_shards

@@ -149,8 +149,8 @@ def test_sampler_epochs_differ_but_depend_only_on_seed_and_epoch() -> None:
 
 
 def test_shards_written_by_the_portal_writer_are_readable(tmp_path: Path, demo_frame) -> None:
-    sharding = pytest.importorskip("auditportal.fairness.sharding")
-    FeatureInfo = pytest.importorskip("auditportal.fairness.tabular").FeatureInfo
+    sharding = pytest.importorskip("auditportal.fairness.files.sharding")
+    FeatureInfo = pytest.importorskip("auditportal.fairness.files.tabular").FeatureInfo
     table = pa.Table.from_pandas(demo_frame, preserve_index=False)
     spec = sharding.ShardSpec(
         label_column="label",

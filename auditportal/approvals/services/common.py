@@ -12,8 +12,8 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.documents.findings import Finding, document_findings
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.findings import Finding, document_findings
 
 # The approvals' own tasks, as approvals/tasks.py registers them. The services queue them by name
 # through the outbox (tasks.py imports the services, so the services do not import it).

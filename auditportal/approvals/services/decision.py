@@ -22,7 +22,7 @@ from auditportal.approvals.services.common import (
     _move,
 )
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.findings import FAIL, INCONCLUSIVE, Finding
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE, Finding
 from auditportal.outbox.services import task_enqueue
 
 # The registered name of reports.tasks.report_generate_task: the reports app sits above approvals, so

@@ -27,8 +27,8 @@ from auditportal.approvals.services.common import (
 )
 from auditportal.approvals.services.decision import _check_approvable, _decide
 from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.documents.findings import INCONCLUSIVE
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.findings import INCONCLUSIVE
 from auditportal.lib.transactions import inside_atomic_block
 
 # A wrong password at a vote is recorded; this many within the window lock the voter's votes until

@@ -16,7 +16,7 @@ from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver, Waiv
 from auditportal.approvals.rules import IllegalTransition, check, decide, quorum, tally_votes
 from auditportal.approvals.services.common import ApprovalError, _choice, _findings, _fresh, _locked, _required
 from auditportal.approvals.services.votes import _confirmed_hashes, _reauthenticate
-from auditportal.fairness.findings import FAIL
+from auditportal.fairness.documents.findings import FAIL
 
 
 def waiver_propose(

@@ -5,7 +5,7 @@ Before, the intersection's groups were their values joined by a bare "&", so ("a
 Every stored row is still decodable: registration lists every combination of the first two
 attributes' groups, so a version with two combinations that read the same was never stored, and each
 old intersection group matches exactly one pair of the version's declared groups. This rewrites
-``attribute`` and ``group`` as the keys of auditportal/fairness/intersections.py (names with "%" or
+``attribute`` and ``group`` as the keys of auditportal/fairness/files/intersections.py (names with "%" or
 "&" percent-encoded; unchanged for every name without them) and fills ``values``.
 
 The encoding is repeated here rather than imported: a migration must keep working when the code it

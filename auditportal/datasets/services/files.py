@@ -8,8 +8,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from auditportal.fairness import tabular
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.text.sizes import human_size
 from auditportal.lib.files import FILE_MODE, private_dir
 

@@ -11,8 +11,8 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets.models import DatasetVersion, IntegrityCheck, IntegrityPurpose
-from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.files import tabular
 from auditportal.lib.transactions import inside_atomic_block
 
 logger = logging.getLogger(__name__)

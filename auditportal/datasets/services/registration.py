@@ -20,9 +20,9 @@ from auditportal.activity.services import event_record
 from auditportal.datasets import rules
 from auditportal.datasets.models import Dataset, DatasetSteward, DatasetVersion, GroupSummary, SensitiveAttribute
 from auditportal.datasets.services.files import check_size, dataset_read_limits, place, remove_tree, storage_root
-from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError, DatasetSpec, Inspection
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.tabular import DatasetError, DatasetSpec, Inspection
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from django.conf import settings
 from auditportal.accounts.models import User
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose
 from auditportal.datasets.services.integrity import dataset_version_check_integrity, integrity_record
-from auditportal.fairness import sharding, tabular
-from auditportal.fairness.tabular import DatasetSpec, FeatureInfo
+from auditportal.fairness.files import sharding, tabular
+from auditportal.fairness.files.tabular import DatasetSpec, FeatureInfo
 
 
 def dataset_version_shard(

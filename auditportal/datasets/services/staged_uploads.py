@@ -23,9 +23,9 @@ from auditportal.datasets.services.registration import (
     dataset_name_check,
     dataset_version_register,
 )
-from auditportal.fairness import tabular
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetSpec
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.lib import uploads
 from auditportal.outbox.services import task_enqueue
 

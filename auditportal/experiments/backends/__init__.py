@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files.metricsfile import MetricRecord
 
 if TYPE_CHECKING:
     from auditportal.experiments.models import Experiment

@@ -41,7 +41,7 @@ from auditportal.experiments.backends import (
     TrialSnapshot,
 )
 from auditportal.experiments.models import TERMINAL_TRIAL_STATES, Experiment, Trial, TrialState
-from auditportal.fairness.metricsfile import MetricRecord
+from auditportal.fairness.files.metricsfile import MetricRecord
 
 logger = logging.getLogger(__name__)
 

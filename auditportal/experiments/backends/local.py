@@ -37,7 +37,7 @@ from auditportal.experiments.backends import (
     TrialSnapshot,
 )
 from auditportal.experiments.models import Backend, Experiment, ExperimentStatus, StopReason, Trial, TrialState
-from auditportal.fairness import metricsfile
+from auditportal.fairness.files import metricsfile
 
 logger = logging.getLogger(__name__)
 

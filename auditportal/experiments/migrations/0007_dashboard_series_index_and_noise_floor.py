@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 # Django-free, so this migration computes exactly what the ingestion stores from now on.
-from auditportal.fairness.judge import recall_noise_floor
+from auditportal.fairness.statistics.judge import recall_noise_floor
 
 
 def noise_floors_of_stored_verdicts(apps, schema_editor):
@@ -16,20 +16,23 @@ def noise_floors_of_stored_verdicts(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0006_trial_verdict_policy'),
+        ("experiments", "0006_trial_verdict_policy"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='trialverdict',
-            name='noise_floor',
+            model_name="trialverdict",
+            name="noise_floor",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.RunPython(noise_floors_of_stored_verdicts, migrations.RunPython.noop),
         migrations.AddIndex(
-            model_name='metricpoint',
-            index=models.Index(condition=models.Q(('attribute', '')), fields=['trial', 'kind', 'name', 'step', 'value'], name='experiments_point_series_idx'),
+            model_name="metricpoint",
+            index=models.Index(
+                condition=models.Q(("attribute", "")),
+                fields=["trial", "kind", "name", "step", "value"],
+                name="experiments_point_series_idx",
+            ),
         ),
     ]

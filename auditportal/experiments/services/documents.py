@@ -15,9 +15,9 @@ from auditportal.evidence.rules import check_freeze
 from auditportal.evidence.services import verdict_document_store
 from auditportal.experiments import selectors as experiment_selectors
 from auditportal.experiments.models import Trial
-from auditportal.fairness import documents
+from auditportal.fairness.documents import verdict_documents
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.metricsfile import confusion_counts
+from auditportal.fairness.files.metricsfile import confusion_counts
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 
@@ -70,7 +70,7 @@ def _freeze_trial(
     # Outside the transaction below: a failed check records its event, which must stay.
     dataset_version_check_integrity(version=version, actor=user, purpose=IntegrityPurpose.FREEZE)
     counts = confusion_counts(experiment_selectors.trial_validation_counts(trial=trial, step=step))
-    document = documents.trial_validation_document(
+    document = verdict_documents.trial_validation_document(
         counts=counts,
         step=step,
         dataset_version={"name": version.dataset.name, "number": version.number, "sha256": version.sha256},
@@ -85,7 +85,7 @@ def _freeze_trial(
     )
     with transaction.atomic():
         return verdict_document_store(
-            frozen=documents.freeze(document),
+            frozen=verdict_documents.freeze(document),
             policy=policy,
             trigger=trigger,
             frozen_by=user,

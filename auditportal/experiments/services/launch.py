@@ -25,8 +25,8 @@ from auditportal.datasets.services import (
 from auditportal.experiments.backends import BackendError, backend_for
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
 from auditportal.experiments.services.poll import experiment_poll
-from auditportal.fairness.sharding import ShardingError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.sharding import ShardingError
+from auditportal.fairness.files.tabular import DatasetError
 
 logger = logging.getLogger(__name__)
 

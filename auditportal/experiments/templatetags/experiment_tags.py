@@ -6,7 +6,7 @@ from django import template
 
 from auditportal.experiments.models import Trial
 from auditportal.experiments.selectors import trial_stop_note
-from auditportal.fairness.presentation import hparams_text
+from auditportal.fairness.text.presentation import hparams_text
 
 register = template.Library()
 

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from auditportal.fairness import presentation
+from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
-from auditportal.fairness.findings import document_attributes
-from auditportal.fairness.stats import COMPARED, Verdict
+from auditportal.fairness.statistics.stats import COMPARED, Verdict
+from auditportal.fairness.text import presentation
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

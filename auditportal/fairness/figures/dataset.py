@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from auditportal.fairness import stats
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
+from auditportal.fairness.statistics import stats
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from auditportal.fairness import judge
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
-from auditportal.fairness.stats import VERDICTS
+from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.stats import VERDICTS
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from auditportal.fairness.stats import Verdict
+from auditportal.fairness.statistics.stats import Verdict
 
 # Okabe-Ito, without its black (kept for text and reference lines).
 SERIES: tuple[str, ...] = (

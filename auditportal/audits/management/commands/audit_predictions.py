@@ -13,10 +13,11 @@ from auditportal.accounts.models import Role, User
 from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
-from auditportal.fairness import presentation, stats
-from auditportal.fairness.audit import AuditSpec
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DatasetError
+from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics import stats
+from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.text import presentation
 
 FLAGS = {
     "label": "--label",
@@ -137,7 +138,7 @@ class Command(BaseCommand):
         verdict = audit.result["verdict"]
         if fail_on and verdict and stats.VERDICTS.index(verdict) >= stats.VERDICTS.index(fail_on):
             raise CommandError(
-                f"the {presentation.headline(audit.result).name} is {verdict}",
+                f"the {presentation.document_verdict(audit.result).name} is {verdict}",
                 returncode=FAIL_ON_EXIT_STATUS,
             )
 
@@ -180,8 +181,8 @@ def render_table(audit: PredictionAudit) -> str:
         f"{document['label']['positive']!r} ({document['label']['positives']:,} positive); {output} "
         f"({prediction['predicted_positives']:,} predicted positive)",
         f"{_policy_text(document)}tolerance {document['tolerance']:g}, alpha {document['alpha']:g}",
-        presentation.headline(document).text,
-        *(f"  FAIL at the headline level: {fail}" for fail in presentation.headline(document).fails),
+        presentation.document_verdict(document).text,
+        *(f"  FAIL at the headline level: {fail}" for fail in presentation.document_verdict(document).fails),
     ]
     for table in presentation.attribute_tables(document):
         lines += [

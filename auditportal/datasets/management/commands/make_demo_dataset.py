@@ -10,7 +10,7 @@ from auditportal.accounts.cli import cli_user
 from auditportal.datasets import demo, rules, services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from auditportal.accounts.cli import cli_user
 from auditportal.datasets import rules, services
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
+from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
 
 class Command(BaseCommand):

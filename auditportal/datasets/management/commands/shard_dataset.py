@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard, shard_dir_default
-from auditportal.fairness import sharding
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.files import sharding
 
 
 class Command(BaseCommand):

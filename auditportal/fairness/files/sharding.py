@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.intersections import attribute_key, group_key
-from auditportal.fairness.tabular.spec import ATTRIBUTE_PREFIX, TARGET_COLUMN, FeatureInfo
+from auditportal.fairness.files.intersections import attribute_key, group_key
+from auditportal.fairness.files.tabular.spec import ATTRIBUTE_PREFIX, TARGET_COLUMN, FeatureInfo
 
 # The on-disk contract is docs/shard-format.md; the trainer reads it without importing this module
 # (tests write shards here and read them with trainer/data.py). The column names are the normalised
-# table's (fairness.tabular.spec), which is what the shards hold.
+# table's (fairness.files.tabular.spec), which is what the shards hold.
 SCHEMA = 1
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"

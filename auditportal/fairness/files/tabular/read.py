@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from auditportal.fairness.tabular.errors import DatasetError, quote
-from auditportal.fairness.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
+from auditportal.fairness.files.tabular.errors import DatasetError, quote
+from auditportal.fairness.files.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
 from auditportal.fairness.text.sizes import human_size
 
 if TYPE_CHECKING:

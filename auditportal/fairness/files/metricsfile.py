@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from auditportal.fairness.intersections import SEPARATOR, attribute_key, group_key
+from auditportal.fairness.files.intersections import SEPARATOR, attribute_key, group_key
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def metric_group(name: str) -> tuple[str, str]:
     The trainer percent-encodes "/", "%" and "&" inside attribute and group names and joins an
     intersection's names with "&" (trainer/README.md), so they are decoded here: a group called
     "N/A" is stored and queried as "N/A". What comes back are the keys of
-    auditportal/fairness/intersections.py: the intersection of gender and race is "gender&race", its
+    auditportal/fairness/files/intersections.py: the intersection of gender and race is "gender&race", its
     group ("a&b", "c") is "a%26b&c", never the "a&b&c" that ("a", "b&c") would also give.
     """
     parts = name.split("/")
@@ -79,7 +79,7 @@ class AttributeCounts:
 
 
 def confusion_counts(metrics: Mapping[str, float | None]) -> dict[str, AttributeCounts]:
-    """Per-attribute confusion counts out of one validation report's ``count/...`` metrics, keyed
+    """Per-attribute confusion counts out of one validation's ``count/...`` metrics, keyed
     by the attributes' keys (see :func:`metric_group`)."""
     cells: dict[tuple[str, ...], dict[tuple[str, ...], dict[str, float]]] = {}
     unknown: dict[tuple[str, ...], int] = {}

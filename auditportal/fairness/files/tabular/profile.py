@@ -14,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from auditportal.fairness.intersections import attribute_key, group_key
-from auditportal.fairness.tabular.encode import as_float64, encode, pylist, render
-from auditportal.fairness.tabular.read import NO_LIMITS, ReadLimits, check_size, file_format_of, load, sha256_of
-from auditportal.fairness.tabular.spec import (
+from auditportal.fairness.files.intersections import attribute_key, group_key
+from auditportal.fairness.files.tabular.encode import as_float64, encode, pylist, render
+from auditportal.fairness.files.tabular.read import NO_LIMITS, ReadLimits, check_size, file_format_of, load, sha256_of
+from auditportal.fairness.files.tabular.spec import (
     ATTRIBUTE_PREFIX,
     TARGET_COLUMN,
     AttributeInfo,
@@ -28,7 +28,7 @@ from auditportal.fairness.tabular.spec import (
     check_spec,
     needed_columns,
 )
-from auditportal.fairness.tabular.validate import AttributeCodes, Prepared, check_stored_lengths, prepare
+from auditportal.fairness.files.tabular.validate import AttributeCodes, Prepared, check_stored_lengths, prepare
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from auditportal.fairness.tabular.errors import DatasetError, escape, quote
+from auditportal.fairness.files.tabular.errors import DatasetError, escape, quote
 
 DEFAULT_UNKNOWN_TOKENS: tuple[str, ...] = ("", "nan", "-1", "unknown")
 SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq")

@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.fairness.tabular.encode import (
+from auditportal.fairness.files.tabular.encode import (
     ENCODE_THREADS,
     INTEGRAL_FLOAT_LIMIT,
     arrow_numbers,
@@ -30,9 +30,15 @@ from auditportal.fairness.tabular.encode import (
     unusable_type,
     values_seen,
 )
-from auditportal.fairness.tabular.errors import DatasetError, quote
-from auditportal.fairness.tabular.read import Loaded, RawColumns, check_columns_present, read_columns, repeated_names
-from auditportal.fairness.tabular.spec import (
+from auditportal.fairness.files.tabular.errors import DatasetError, quote
+from auditportal.fairness.files.tabular.read import (
+    Loaded,
+    RawColumns,
+    check_columns_present,
+    read_columns,
+    repeated_names,
+)
+from auditportal.fairness.files.tabular.spec import (
     ATTRIBUTE_PREFIX,
     LONGEST_ATTRIBUTE_METRIC,
     LONGEST_GROUP_METRIC,

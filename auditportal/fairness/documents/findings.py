@@ -12,10 +12,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
-FAIL = "FAIL"
-INCONCLUSIVE = "INCONCLUSIVE"
+from auditportal.fairness.statistics.stats import Verdict
+
+# The Verdict enum's members (the one vocabulary of verdicts), under the names the approvals use.
+FAIL: Final = Verdict.FAIL
+INCONCLUSIVE: Final = Verdict.INCONCLUSIVE
 
 
 @dataclass(frozen=True)

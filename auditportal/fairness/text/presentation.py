@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from auditportal.fairness import stats
-from auditportal.fairness.intersections import group_values, split_key
+from auditportal.fairness.files.intersections import group_values, split_key
+from auditportal.fairness.statistics import stats
 
 RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
 METRIC_LABELS = {
@@ -159,8 +159,9 @@ COMPARISON_LEVEL = "each comparison at 1 − alpha/k, k the comparisons of its m
 
 
 @dataclass(frozen=True)
-class Headline:
-    """The document's verdict and the level it is held at, in words."""
+class DocumentVerdict:
+    """The document's verdict and the level it is held at, in words: the headline verdict, or for a
+    document stored before there was one (schema 1), the worst of its families' verdicts."""
 
     name: str  # "headline verdict", or "overall verdict" for documents stored before the headline
     verdict: str | None
@@ -172,7 +173,7 @@ class Headline:
         return f"{self.name}: {self.verdict or 'none'} ({self.level})"
 
 
-def headline(document: Mapping[str, Any]) -> Headline:
+def document_verdict(document: Mapping[str, Any]) -> DocumentVerdict:
     verdict = document.get("verdict")
     stored = document.get("headline")
     if stored is None:  # schema 1: the worst over the families, not held at alpha overall
@@ -180,7 +181,7 @@ def headline(document: Mapping[str, Any]) -> Headline:
             "the worst of the families' verdicts, each held at alpha within its family, not over the audit; "
             "stored before the headline verdict"
         )
-        return Headline(name="overall verdict", verdict=verdict, level=level, fails=[])
+        return DocumentVerdict(name="overall verdict", verdict=verdict, level=level, fails=[])
     families = stored["families"]
     if verdict is None:
         level = "nothing to compare"
@@ -195,7 +196,7 @@ def headline(document: Mapping[str, Any]) -> Headline:
         f"{fmt_interval(item['ci_low'], item['ci_high'])} at {item['ci_level'] * 100:.4g}%"
         for item in stored["fails"]
     ]
-    return Headline(name="headline verdict", verdict=verdict, level=level, fails=fails)
+    return DocumentVerdict(name="headline verdict", verdict=verdict, level=level, fails=fails)
 
 
 def attribute_tables(document: Mapping[str, Any]) -> list[AttributeTable]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from auditportal.fairness import stats
+from auditportal.fairness.statistics import stats
 
 JSON = dict[str, Any]
 
@@ -84,7 +84,7 @@ def judge_attribute(
 
     ``groups`` are the groups' keys; ``columns`` (the attribute, or the intersected attributes) and
     ``values`` (per group, its value in each column), when given, are written out as lists beside
-    them, so a reader never has to take a key apart (auditportal/fairness/intersections.py).
+    them, so a reader never has to take a key apart (auditportal/fairness/files/intersections.py).
 
     The fairness policy's rules: only comparisons of ``metrics`` are judged (count towards the
     attribute's verdict; the others are still shown, with ``judged`` false), and a comparison whose

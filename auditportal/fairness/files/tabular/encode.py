@@ -12,8 +12,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.fairness.tabular.errors import DatasetError, quote
-from auditportal.fairness.tabular.spec import Codes
+from auditportal.fairness.files.tabular.errors import DatasetError, quote
+from auditportal.fairness.files.tabular.spec import Codes
 
 _VALUES_SHOWN = 10
 ENCODE_THREADS = 4

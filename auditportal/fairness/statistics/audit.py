@@ -4,7 +4,7 @@ Pure pyarrow/numpy (no Django). Reading reuses the dataset registry's ingestion
 (:func:`auditportal.datasets.ingest.read_columns`), so labels, groups and unknown values mean the
 same here as in a registered dataset, and errors carry the same file/row/column detail. Only the
 needed columns are parsed. The common file (integer label, numeric score or 0/1 prediction) is
-counted block by block straight from the parsed columns (:mod:`auditportal.fairness.counting`);
+counted block by block straight from the parsed columns (:mod:`auditportal.fairness.statistics.counting`);
 anything else, and every file with a problem, takes the general path, which decodes each column with
 registration's checks and finds the row to document. Everything after counting is on small tables.
 """
@@ -22,10 +22,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.fairness import judge, stats
-from auditportal.fairness.counting import Counted, GroupCounts, count_blocks, intersection_table
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.tabular import (
+from auditportal.fairness.files.tabular import (
     DEFAULT_UNKNOWN_TOKENS,
     NO_LIMITS,
     DatasetError,
@@ -37,6 +35,8 @@ from auditportal.fairness.tabular import (
     read_columns,
     repeated_columns_warning,
 )
+from auditportal.fairness.statistics import judge, stats
+from auditportal.fairness.statistics.counting import Counted, GroupCounts, count_blocks, intersection_table
 
 # 2: small-cell intervals, the ratio's interval and three-way four-fifths verdict, the per-group noise
 # floor, positives_needed v2, and the headline (docs/audit-json.md, "Changes from version 1").

@@ -9,9 +9,9 @@ text), ``validate`` (label and attributes), ``profile`` (summaries), ``errors``.
 package import the names below from it.
 """
 
-from auditportal.fairness.tabular.encode import arrow_scalar, entry_texts, numpy_view
-from auditportal.fairness.tabular.errors import DatasetError
-from auditportal.fairness.tabular.profile import (
+from auditportal.fairness.files.tabular.encode import arrow_scalar, entry_texts, numpy_view
+from auditportal.fairness.files.tabular.errors import DatasetError
+from auditportal.fairness.files.tabular.profile import (
     ColumnProfile,
     GroupStat,
     Inspection,
@@ -21,7 +21,7 @@ from auditportal.fairness.tabular.profile import (
     load_normalized_hashed,
     profile_file,
 )
-from auditportal.fairness.tabular.read import (
+from auditportal.fairness.files.tabular.read import (
     MAX_ROW_BYTES,
     NO_LIMITS,
     RawColumns,
@@ -32,7 +32,7 @@ from auditportal.fairness.tabular.read import (
     repeated_columns_warning,
     repeated_names,
 )
-from auditportal.fairness.tabular.spec import (
+from auditportal.fairness.files.tabular.spec import (
     ATTRIBUTE_PREFIX,
     DEFAULT_UNKNOWN_TOKENS,
     MAX_STORED_KEY,
@@ -47,7 +47,7 @@ from auditportal.fairness.tabular.spec import (
     check_file_name,
     parse_unknown_tokens,
 )
-from auditportal.fairness.tabular.validate import (
+from auditportal.fairness.files.tabular.validate import (
     LabelledColumns,
     attribute_groups,
     decode_labelled,

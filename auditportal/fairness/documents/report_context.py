@@ -2,12 +2,12 @@
 
 A ``ReportContext`` is everything the PDF shows: the subject, the decision and the votes, the
 provenance (data, experiment, policy, the activity log's chain head), the frozen verdict documents
-whose findings it tabulates, waivers, acknowledged INCONCLUSIVE items, figures as SVG, and who signs.
+whose comparisons it tabulates, waivers, acknowledged INCONCLUSIVE items, figures as SVG, and who signs.
 It holds no database object and imports no Django: the approvals app fills one when a request is
 decided, the reports app renders, certifies and stores it. ``as_json``/``from_json`` give one JSON
 value for it (the report stores it, and its SHA-256 makes generation idempotent).
 
-Also here, because they only read the context: the plain-language summary of page 1, the findings
+Also here, because they only read the context: the plain-language summary of page 1, the comparison
 tables per document, and the CSV group tables embedded in the PDF beside the verdict documents.
 """
 
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditportal.fairness import presentation
-from auditportal.fairness.canonical import canonical_json, canonical_sha256
-from auditportal.fairness.findings import document_attributes
+from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
+from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.text import presentation
 
 # The layout of ``as_json``; a change to its keys or their meaning is a new version. Version 1 (no
 # ``trials``) is still read: stored reports keep the context they were made from.
@@ -293,12 +293,12 @@ class ReportContext:
         return canonical_sha256(self.as_json())
 
     @property
-    def findings(self) -> list[DocumentFindings]:
-        return [document_findings(document) for document in self.documents]
+    def document_tables(self) -> list[DocumentTables]:
+        return [document_tables(document) for document in self.documents]
 
     @property
     def is_long(self) -> bool:
-        return sum(len(item.tables) for item in self.findings) > LONG_REPORT_TABLES
+        return sum(len(item.tables) for item in self.document_tables) > LONG_REPORT_TABLES
 
     @property
     def summary(self) -> list[str]:
@@ -310,15 +310,18 @@ class ReportContext:
 
 
 @dataclass(frozen=True)
-class DocumentFindings:
+class DocumentTables:
+    """One document's judged attributes as tables, every comparison (PASS too): what the report's
+    Findings section shows of it, not only its findings (fairness/documents/findings.py)."""
+
     document: EvidenceDocument
     verdict: str | None
     tables: list[presentation.AttributeTable]
 
 
-def document_findings(document: EvidenceDocument) -> DocumentFindings:
+def document_tables(document: EvidenceDocument) -> DocumentTables:
     value = document.document
-    return DocumentFindings(
+    return DocumentTables(
         document=document,
         verdict=document.verdict,
         tables=presentation.attribute_tables({"attributes": document_attributes(value)}),
@@ -421,8 +424,8 @@ def plain_summary(context: ReportContext) -> list[str]:
         f"{policy.tolerance * 100:g} percentage points counts as unfair (fairness policy version {policy.version})."
     )
     fails, inconclusive, passes = 0, 0, 0
-    for findings in context.findings:
-        for table in findings.tables:
+    for item in context.document_tables:
+        for table in item.tables:
             for row in table.comparisons:
                 if not row.judged:
                     continue

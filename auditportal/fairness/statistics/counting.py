@@ -27,9 +27,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditportal.fairness import stats
-from auditportal.fairness.intersections import attribute_key, group_key
-from auditportal.fairness.tabular import (
+from auditportal.fairness.files.intersections import attribute_key, group_key
+from auditportal.fairness.files.tabular import (
     DatasetError,
     DatasetSpec,
     arrow_scalar,
@@ -37,7 +36,8 @@ from auditportal.fairness.tabular import (
     entry_texts,
     numpy_view,
 )
-from auditportal.fairness.tabular import integer_label as integer_label_bounds
+from auditportal.fairness.files.tabular import integer_label as integer_label_bounds
+from auditportal.fairness.statistics import stats
 
 # Beyond this many cells in the intersection's table (or in one block's), the general path is used.
 MAX_BLOCK_SLOTS = 1 << 20

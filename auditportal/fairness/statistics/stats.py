@@ -2,7 +2,7 @@
 
 Pure numpy and the standard library (no Django), so the prediction audit, the CLI, the API and the
 per-trial verdicts share one implementation. The few distribution functions come from
-:mod:`auditportal.fairness.distributions`, not scipy or statsmodels: those take about a second to
+:mod:`auditportal.fairness.statistics.distributions`, not scipy or statsmodels: those take about a second to
 import, which every command-line audit would pay. Tests hold the results to statsmodels and scipy.
 
 Every function takes counts shaped ``(..., G, 4)``: any leading batch axes (simulations, trials,
@@ -69,7 +69,12 @@ from typing import Final, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from auditportal.fairness.distributions import beta_quantile, fisher_exact_p, normal_quantile, normal_two_sided_p
+from auditportal.fairness.statistics.distributions import (
+    beta_quantile,
+    fisher_exact_p,
+    normal_quantile,
+    normal_two_sided_p,
+)
 
 Counts = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]

@@ -1,7 +1,7 @@
 """Verdict documents: what a judged subject looked like, as one canonical JSON value (docs/verdict-documents.md).
 
 A prediction audit, or one validation of a trial, becomes a document whose canonical bytes
-(auditportal/fairness/canonical.py) and their SHA-256 are frozen by the evidence app. Everything that
+(auditportal/fairness/documents/canonical.py) and their SHA-256 are frozen by the evidence app. Everything that
 went into the verdict is inside; nothing that differs between two runs on the same inputs is (no
 wall-clock time, no database id of the document or of the audit), so the same inputs give the same
 bytes and the same hash.
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from auditportal import __version__
-from auditportal.fairness import judge
-from auditportal.fairness.canonical import canonical_json, canonical_sha256
-from auditportal.fairness.metricsfile import AttributeCounts
+from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
+from auditportal.fairness.files.metricsfile import AttributeCounts
+from auditportal.fairness.statistics import judge
 
 JSON = dict[str, Any]
 
