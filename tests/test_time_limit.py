@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_limit_is_five_seconds_unless_set_and_zero_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PORTAL_TEST_TIME_LIMIT", raising=False)
-    assert time_limit.limit_seconds() == 5.0
+    assert time_limit.limit_seconds() == 10.0
     monkeypatch.setenv("PORTAL_TEST_TIME_LIMIT", "2.5")
     assert time_limit.limit_seconds() == 2.5
     monkeypatch.setenv("PORTAL_TEST_TIME_LIMIT", "0")

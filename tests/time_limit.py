@@ -5,11 +5,13 @@ leaves it out; ``make test`` and CI still run it) or make it fast. The limit is 
 test's own body); fixtures are measured by ``--durations``, and the expensive ones are built once per
 session.
 
-``PORTAL_TEST_TIME_LIMIT`` sets the limit in seconds (default 5; 0 turns the check off). On a loaded
+``PORTAL_TEST_TIME_LIMIT`` sets the limit in seconds (default 10; 0 turns the check off). On a loaded
 machine wall times stretch, so the limit is multiplied by the machine's load per core (the 1-minute
-load average over the cores) when that is above 1: 5 s on an idle machine, 10 s while twice as many
+load average over the cores) when that is above 1: 10 s on an idle machine, 20 s while twice as many
 processes as cores want to run. Tests running in parallel on every core (``make test``) make a load of
-about 1 per core, so the allowance grows only with what else the machine runs.
+about 1 per core, so the allowance grows only with what else the machine runs. Ten seconds, not
+five: CI runs the suite on two shared cores, where a test that takes 4 s alone can take 8 s beside
+its neighbours, and a speed check that fails a correct test by chance would cost a whole run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Generator
 import pytest
 
 LIMIT_ENV = "PORTAL_TEST_TIME_LIMIT"
-DEFAULT_LIMIT_SECONDS = 5.0
+DEFAULT_LIMIT_SECONDS = 10.0
 LIMIT_KEY = pytest.StashKey[float]()
 
 

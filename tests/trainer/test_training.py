@@ -127,6 +127,7 @@ def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
         assert m["worker_share/gender/female/rank0"] - m["worker_share/gender/female/rank1"] > 0.4
 
 
+@pytest.mark.slow  # two training runs: 10-28 s
 def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_path: Path) -> None:
     base = {"global_batch_size": 128, "learning_rate": 0.01, "seed": 0}
     plain = run_trainer(tmp_path / "l0", demo_shards, {**base, "fairness_lambda": 0.0}, batches=150)
@@ -138,12 +139,14 @@ def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_p
     assert _trainings(fair)[-1]["metrics"]["fairness_penalty"] >= 0.0
 
 
+@pytest.mark.slow  # a training run each: 5-13 s
 @pytest.mark.parametrize("normalization", NORMALIZATIONS)
 def test_every_normalization_trains(normalization: str, demo_shards: Path, tmp_path: Path) -> None:
     lines = run_trainer(tmp_path, demo_shards, {"normalization": normalization, "global_batch_size": 64}, batches=3)
     assert _validations(lines)[-1]["step"] == 3
 
 
+@pytest.mark.slow  # a trainer process: 6-14 s
 def test_a_refused_hyperparameter_stops_the_trainer_naming_it_and_the_allowed_values(
     demo_shards: Path, tmp_path: Path
 ) -> None:
