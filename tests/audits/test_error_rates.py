@@ -192,6 +192,7 @@ def test_the_headline_passes_at_most_alpha_of_the_time_when_one_family_is_beyond
     assert np.mean(within == stats.PASS) > 0.3
 
 
+@pytest.mark.slow  # about 4-5 s: the documents of 40 simulated draws, judged one by one
 def test_the_documents_headline_is_the_simulated_one() -> None:
     """judge.headline, which writes the documents, on some of the same draws: the same verdicts."""
     seen = set()

@@ -223,6 +223,7 @@ def _audits(draw: st.DrawFn) -> tuple[stats.Counts, int]:
     return counts, draw(st.integers(min_value=0, max_value=2**32 - 1))
 
 
+@pytest.mark.slow  # about 7 s: 40 examples through fairlearn's MetricFrame
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(_audits())
 def test_group_rates_and_differences_equal_fairlearns_metricframe(audit: tuple[stats.Counts, int]) -> None:

@@ -16,9 +16,10 @@ import pytest
 from tests.trainer.trainer_testkit import REPO, run_trainer
 from trainer.hparams import NORMALIZATIONS
 
-# one_process, two_process and two_process_plain (tests/trainer/conftest.py) are trained once per
-# session; the tests that read them share an xdist group, so that one worker trains them, and are
-# slow: the runs take a minute.
+# Every test here runs the trainer in a process of its own (3 to 15 s each, torch and Determined to
+# import): slow. one_process, two_process and two_process_plain (tests/trainer/conftest.py) are
+# trained once per session; the tests that read them share an xdist group, so one worker trains them.
+pytestmark = pytest.mark.slow
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,7 +30,6 @@ def _trainings(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["kind"] == "training"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[str, Any]]]) -> None:
     _, lines = one_process
@@ -61,7 +61,6 @@ def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[s
     assert "worker_share/gender/female/rank0" in training
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 @pytest.mark.parametrize("run", ["one_process", "two_process"])
 def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, request: pytest.FixtureRequest) -> None:
@@ -79,7 +78,6 @@ def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, r
                 assert value == last[f"count/{attr}/{group}/{cell}"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_two_process_counts_equal_one_process(
     one_process: tuple[Path, list[dict[str, Any]]], two_process: tuple[Path, list[dict[str, Any]]]
@@ -100,7 +98,6 @@ def test_two_process_counts_equal_one_process(
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
     two_process: tuple[Path, list[dict[str, Any]]],
@@ -116,7 +113,6 @@ def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
         assert "worker_share/gender/female/rank1" in line["metrics"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
     two_process_plain: list[dict[str, Any]],
