@@ -80,19 +80,9 @@ def test_a_slow_unmarked_test_fails_and_a_marked_or_fast_one_passes(tmp_path: Pa
         "PYTHONPATH": str(REPO),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.time_limit", "-q", "-rf"]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "tests.time_limit",
-            "-q",
-            "-rf",
-            str(tmp_path),
-        ],
+        [*command, str(tmp_path)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -419,7 +419,15 @@ SCENARIOS: dict[Verb, Scenario] = {
 }
 
 
-@pytest.mark.parametrize("verb", list(Verb), ids=[verb.value for verb in Verb])
+# About 6 s: four trials launched and polled to their end.
+SLOW_SCENARIOS = {Verb.TRIAL_EARLY_STOPPED}
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [pytest.param(verb, marks=pytest.mark.slow) if verb in SLOW_SCENARIOS else verb for verb in Verb],
+    ids=[verb.value for verb in Verb],
+)
 def test_each_verb_is_written_by_the_service_call_that_makes_its_change(
     verb: Verb, request: pytest.FixtureRequest, db: None
 ) -> None:

@@ -507,6 +507,7 @@ def test_a_vote_form_error_names_its_field_and_no_vote_is_recorded(
         assert Event.objects.filter(verb=Verb.REVIEW_VOTE_REAUTH_FAILED, actor=dave).count() == 1
 
 
+@pytest.mark.slow  # about 6 s: the whole waiver flow through the pages
 def test_a_fail_is_waived_through_the_waiver_forms_before_the_request_is_approved(
     unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
 ) -> None:

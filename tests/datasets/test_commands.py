@@ -70,7 +70,7 @@ def test_register_dataset_names_a_missing_column(small_csv: Path, dataset_storag
     assert not DatasetVersion.objects.exists()
 
 
-@pytest.mark.slow  # a whole manage.py process: 5-30 s on a loaded machine
+@pytest.mark.slow  # about 10 s: migrates a database of its own in a subprocess
 def test_register_dataset_exits_non_zero_with_the_message_on_stderr(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("a;b;c\n1;2;3\n", encoding="utf-8")

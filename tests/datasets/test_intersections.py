@@ -145,6 +145,7 @@ def test_the_shard_metadata_counts_each_intersection_group_under_its_own_key(tmp
     assert unknown == UNKNOWN
 
 
+@pytest.mark.slow  # about 5 s: migrates backwards and forwards
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_rewrites_stored_intersection_rows_as_keys_and_values(alice: User) -> None:
     executor = MigrationExecutor(connection)

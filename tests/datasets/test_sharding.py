@@ -132,6 +132,7 @@ def intersection_key(first: str, second: str) -> Callable[[pd.DataFrame], pd.Ser
     return key
 
 
+@pytest.mark.slow  # about 5 s: 40 examples, each a table sharded and read back
 @settings(max_examples=40, deadline=None)
 @given(case=balance_cases())
 def test_every_part_holds_every_group_within_five_points_of_its_global_share(

@@ -207,6 +207,7 @@ def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocatio
     assert reports[1].revisions.get().sha256 != revisions[0][1]
 
 
+@pytest.mark.slow  # about 5 s: renders and signs a report
 def test_a_rejected_request_gets_a_report_signed_by_the_rejecting_members(
     worker: None,
     audit_request: ReviewRequest,

@@ -1,6 +1,7 @@
 """The trainer's shared runs: trained once per session (a run takes from seconds to a minute), on
 shards written once. The tests that read a run carry ``xdist_group("trained-checkpoint")`` so that
-under ``make test`` one xdist worker trains them, once, rather than each worker."""
+under ``make test`` one xdist worker trains them, once, rather than each worker; like every test that
+runs the trainer, they are marked slow."""
 
 from __future__ import annotations
 

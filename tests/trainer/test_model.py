@@ -38,7 +38,7 @@ def _sync_bn_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow  # spawns two gloo processes: 6-14 s
+@pytest.mark.slow  # about 6 s: two processes that import torch
 def test_sync_batch_norm_over_two_gloo_workers_equals_batch_norm_over_the_union(tmp_path: Path) -> None:
     mp.spawn(  # type: ignore[attr-defined,no-untyped-call]
         _sync_bn_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True

@@ -16,9 +16,10 @@ import pytest
 from tests.trainer.trainer_testkit import REPO, run_trainer
 from trainer.hparams import NORMALIZATIONS
 
-# one_process, two_process and two_process_plain (tests/trainer/conftest.py) are trained once per
-# session; the tests that read them share an xdist group, so that one worker trains them, and are
-# slow: the runs take a minute.
+# Every test here runs the trainer in a process of its own (3 to 15 s each, torch and Determined to
+# import): slow. one_process, two_process and two_process_plain (tests/trainer/conftest.py) are
+# trained once per session; the tests that read them share an xdist group, so one worker trains them.
+pytestmark = pytest.mark.slow
 
 
 def _validations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,7 +30,6 @@ def _trainings(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["kind"] == "training"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[str, Any]]]) -> None:
     _, lines = one_process
@@ -61,7 +61,6 @@ def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[s
     assert "worker_share/gender/female/rank0" in training
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 @pytest.mark.parametrize("run", ["one_process", "two_process"])
 def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, request: pytest.FixtureRequest) -> None:
@@ -79,7 +78,6 @@ def test_checkpoint_holds_bias_stats_with_the_last_validation_counts(run: str, r
                 assert value == last[f"count/{attr}/{group}/{cell}"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_two_process_counts_equal_one_process(
     one_process: tuple[Path, list[dict[str, Any]]], two_process: tuple[Path, list[dict[str, Any]]]
@@ -100,7 +98,6 @@ def test_two_process_counts_equal_one_process(
         assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
     two_process: tuple[Path, list[dict[str, Any]]],
@@ -116,7 +113,6 @@ def test_stratified_sampler_keeps_worker_share_spread_under_five_points(
         assert "worker_share/gender/female/rank1" in line["metrics"]
 
 
-@pytest.mark.slow
 @pytest.mark.xdist_group("trained-checkpoint")
 def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
     two_process_plain: list[dict[str, Any]],
@@ -127,7 +123,6 @@ def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
         assert m["worker_share/gender/female/rank0"] - m["worker_share/gender/female/rank1"] > 0.4
 
 
-@pytest.mark.slow  # two training runs: 10-28 s
 def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_path: Path) -> None:
     base = {"global_batch_size": 128, "learning_rate": 0.01, "seed": 0}
     plain = run_trainer(tmp_path / "l0", demo_shards, {**base, "fairness_lambda": 0.0}, batches=150)
@@ -139,14 +134,12 @@ def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_p
     assert _trainings(fair)[-1]["metrics"]["fairness_penalty"] >= 0.0
 
 
-@pytest.mark.slow  # a training run each: 5-13 s
 @pytest.mark.parametrize("normalization", NORMALIZATIONS)
 def test_every_normalization_trains(normalization: str, demo_shards: Path, tmp_path: Path) -> None:
     lines = run_trainer(tmp_path, demo_shards, {"normalization": normalization, "global_batch_size": 64}, batches=3)
     assert _validations(lines)[-1]["step"] == 3
 
 
-@pytest.mark.slow  # a trainer process: 6-14 s
 def test_a_refused_hyperparameter_stops_the_trainer_naming_it_and_the_allowed_values(
     demo_shards: Path, tmp_path: Path
 ) -> None:
