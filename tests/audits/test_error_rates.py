@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from auditportal.fairness import judge, stats
+from auditportal.fairness.statistics import judge, stats
 
 ALPHA = stats.DEFAULT_ALPHA
 DELTA = stats.DEFAULT_TOLERANCE

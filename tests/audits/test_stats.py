@@ -14,7 +14,7 @@ from scipy import stats as scipy_stats  # type: ignore[import-untyped]
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from auditportal.fairness import judge, stats
+from auditportal.fairness.statistics import judge, stats
 
 FAIRLEARN_TOLERANCE = 1e-12
 
