@@ -95,7 +95,7 @@ def test_a_declaration_the_worker_refuses_brings_the_form_back_with_the_row_and_
     page.check("#id_confirm_groups")
     page.click("#declare-form button[type=submit]")
 
-    page.wait_for_selector("#declare-form", state="detached")  # the waiting page first
+    page.wait_for_selector("#declare-form", state="detached", timeout=WORKER_WAIT_MS)  # the waiting page first
     page.wait_for_selector("#declare-form", timeout=WORKER_WAIT_MS)  # then the form again
     error = page.inner_text("div.error[role=alert]")
     assert error.startswith("loans.csv, row 6, column 'gender': the value 'ggg")
