@@ -13,9 +13,9 @@ from auditportal.accounts.models import Role, User
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.reports import services, signing
-from tests.conftest import KeyPool
 from tests.database import rows_shared_by_tests
 from tests.factories import DatasetVersionFactory, PredictionAuditFactory, make_user
+from tests.keys import KeyPool
 from tests.reports.helpers import SignedReport, decided_context
 
 # The tests that read the signed report built once (``signed_report``): they run last in this
