@@ -1,8 +1,4 @@
-"""The portal user behind a request, typed for services and selectors.
-
-The role checks live in accounts.rules; ``require_role`` and ``RoleRequired`` stay importable from here
-for the apps that still import them from this module (accounts.rules.check_role is the same function).
-"""
+"""The portal user behind a request, typed for services and selectors (role checks: accounts.rules)."""
 
 from __future__ import annotations
 
@@ -11,11 +7,6 @@ from django.http import HttpRequest
 from rest_framework.request import Request
 
 from auditportal.accounts.models import User
-from auditportal.accounts.rules import RoleRequired, check_role
-
-__all__ = ["RoleRequired", "request_user", "require_role"]
-
-require_role = check_role
 
 
 def request_user(request: HttpRequest | Request) -> User:

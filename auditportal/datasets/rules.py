@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 
 from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.rules import check_role
 from auditportal.datasets.models import Dataset, DatasetSteward, StagedUpload
 
 # Data stewards register datasets, and only they (beside administrators) can own one.
@@ -43,7 +43,7 @@ def can_register(user: User) -> bool:
 
 
 def check_register(user: User) -> None:
-    require_role(user, STEWARD_ROLE, action="register datasets")
+    check_role(user, STEWARD_ROLE, action="register datasets")
 
 
 def is_owner(user: User, dataset: Dataset) -> bool:

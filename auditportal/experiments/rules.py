@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 
 from auditportal.accounts.models import Role, User
-from auditportal.accounts.permissions import require_role
+from auditportal.accounts.rules import check_role
 from auditportal.experiments.models import Experiment
 
 
@@ -39,7 +39,7 @@ def can_launch(user: User) -> bool:
 
 
 def check_launch(user: User) -> None:
-    require_role(user, Role.ML_ENGINEER, action="launch experiments")
+    check_role(user, Role.ML_ENGINEER, action="launch experiments")
 
 
 def can_cancel(user: User, experiment: Experiment) -> bool:

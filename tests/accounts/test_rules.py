@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 
-from auditportal.accounts import permissions, rules
+from auditportal.accounts import rules
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import rules as approval_rules
 from tests.factories import make_user
@@ -28,9 +28,6 @@ def test_check_role_names_the_role_and_the_action(bob: User) -> None:
     rules.check_role(bob, Role.ML_ENGINEER, action="launch experiments")
     with pytest.raises(rules.RoleRequired, match=r"^Only a data steward can register datasets\.$"):
         rules.check_role(bob, Role.DATA_STEWARD, action="register datasets")
-    # The name other apps import from accounts.permissions is the same check.
-    assert permissions.require_role is rules.check_role
-    assert permissions.RoleRequired is rules.RoleRequired
 
 
 def test_those_who_make_evidence_are_one_list_that_review_requests_follow(erin: User) -> None:
