@@ -97,6 +97,7 @@ def test_an_upload_is_hashed_as_it_streams_in_and_not_read_again_for_its_hash(
     assert audit.result["file"]["sha256"] == audit.sha256
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["alice", "dave", "erin", "oscar"])
 def test_only_ml_engineers_and_reviewers_may_run_an_audit(
     request: pytest.FixtureRequest, fixture_name: str, predictions_csv: Path
@@ -115,6 +116,7 @@ def test_only_ml_engineers_and_reviewers_may_run_an_audit(
 # --------------------------------------------------------------------------- web
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["bob", "carol"])
 def test_ml_engineers_and_reviewers_audit_through_the_form_and_see_the_verdicts(
     request: pytest.FixtureRequest, fixture_name: str, dataset_storage: Path
@@ -139,6 +141,7 @@ def test_ml_engineers_and_reviewers_audit_through_the_form_and_see_the_verdicts(
     assert not dataset_storage.exists() or not any(p.is_file() for p in dataset_storage.rglob("*"))
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["alice", "dave"])
 def test_other_members_get_403_on_the_audit_form(request: pytest.FixtureRequest, fixture_name: str) -> None:
     client = client_for(request.getfixturevalue(fixture_name))

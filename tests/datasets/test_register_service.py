@@ -67,6 +67,7 @@ def test_registering_the_same_name_again_creates_the_next_version(
     assert second.path.exists()
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["bob", "carol", "dave", "oscar"])
 def test_only_a_data_steward_may_register(
     request: pytest.FixtureRequest, fixture_name: str, small_csv: Path, dataset_storage: Path

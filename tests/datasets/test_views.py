@@ -69,6 +69,7 @@ def test_an_outsider_sees_no_dataset_and_gets_404_for_one(oscar: User, version: 
     assert client.get(reverse("datasets:detail", args=[version.dataset_id])).status_code == 404
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["bob", "carol", "dave"])
 def test_members_without_the_steward_role_get_403_on_the_register_form(
     request: pytest.FixtureRequest, fixture_name: str

@@ -128,6 +128,7 @@ def test_an_anonymous_300_mib_post_is_answered_before_its_body_is_sent(
     assert uploads_dir(settings) == []
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("fixture_name", ["bob", "carol", "oscar"])
 def test_a_member_without_the_steward_role_cannot_send_a_dataset_file(
     request: pytest.FixtureRequest, fixture_name: str, stored: Stored, settings: SettingsWrapper

@@ -77,6 +77,7 @@ def test_without_user_it_acts_as_the_command_line_account(db: None) -> None:
     assert policy.created_by.has_role(Role.ADMIN)
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("name", ["bob", "carol", "dave"])
 def test_a_user_without_the_administrator_role_is_refused(name: str, request: pytest.FixtureRequest) -> None:
     request.getfixturevalue(name)

@@ -63,6 +63,7 @@ def test_metrics_are_kept_in_one_order_without_repeats(erin: User) -> None:
     assert policy.metrics == ["tpr", "ppv"]
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("name", ["bob", "carol", "dave", "alice", "oscar"])
 def test_only_an_administrator_may_change_the_policy(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)

@@ -28,6 +28,7 @@ def _form(**changes: object) -> dict[str, object]:
     }
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("name", ["alice", "bob", "carol", "dave", "erin"])
 def test_every_member_sees_the_history_and_the_nav_link(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
@@ -58,6 +59,7 @@ def test_an_administrator_creates_the_next_version_through_the_form(erin: User) 
     assert 'data-version="2" class="active"' in html
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("name", ["alice", "bob", "carol", "dave"])
 def test_a_member_who_is_not_an_administrator_cannot_post_the_form(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
@@ -138,6 +140,7 @@ def test_the_api_answers_a_bad_value_with_400_naming_the_field(erin: User) -> No
     assert "reason" in response.json()
 
 
+@pytest.mark.django_db  # the member comes from a fixture fetched by name
 @pytest.mark.parametrize("name", ["bob", "carol", "dave"])
 def test_the_api_refuses_a_member_who_is_not_an_administrator(name: str, request: pytest.FixtureRequest) -> None:
     user: User = request.getfixturevalue(name)
