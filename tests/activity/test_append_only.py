@@ -44,13 +44,10 @@ def test_truncate_is_refused(erin: User) -> None:
     record(erin, 2)
     count = Event.objects.count()
     for sql in ("TRUNCATE activity_event", "TRUNCATE activity_event RESTART IDENTITY CASCADE"):
-        with (
-            pytest.raises(IntegrityError, match="append-only: TRUNCATE refused"),
-            transaction.atomic(),
-            connection.cursor() as cursor,
-        ):
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # else it is refused for the pending key checks
-            cursor.execute(sql)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # else refused for the pending key checks
+            with pytest.raises(IntegrityError, match="append-only: TRUNCATE refused"), transaction.atomic():
+                cursor.execute(sql)
     assert Event.objects.count() == count
     assert chain_verify().ok
 

@@ -17,6 +17,7 @@ BEFORE = [("activity", "0003_evidence_verbs")]
 AFTER = [("activity", "0006_event_chain_constraints")]
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_chains_existing_events_by_time_then_id() -> None:
     erin = make_user("erin")
