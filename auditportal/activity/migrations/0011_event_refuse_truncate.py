@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
     """PostgreSQL refuses TRUNCATE of the activity log (the row triggers of 0006 do not see it).
 
     Only the table's owner can still get past it (ALTER TABLE ... DISABLE TRIGGER): the portal runs as
-    an application role that does not own its tables (``manage.py db_roles``, docs/deployment.md).
+    an application role that does not own its tables (``manage.py db_roles``, docs/governance.md).
     """
 
     dependencies = [
