@@ -83,4 +83,4 @@ def flush_past_the_truncate_trigger() -> None:
         return [_TRUNCATE_TRIGGER_SQL.format("DISABLE"), *statements, _TRUNCATE_TRIGGER_SQL.format("ENABLE")]
 
     sql_flush.past_truncate_trigger = True  # type: ignore[attr-defined]
-    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign,assignment]
