@@ -8,6 +8,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
 from auditportal.reports import signing
+from tests.database import flush_past_the_truncate_trigger
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
 from tests.db_independent import pytest_fixture_setup as pytest_fixture_setup
 from tests.db_independent import pytest_runtest_call as pytest_runtest_call
@@ -15,6 +16,8 @@ from tests.factories import make_user
 from tests.keys import KeyPool
 from tests.time_limit import pytest_configure as pytest_configure  # the speed check's hooks
 from tests.time_limit import pytest_runtest_makereport as pytest_runtest_makereport
+
+flush_past_the_truncate_trigger()
 
 
 @pytest.fixture(scope="session")

@@ -224,3 +224,16 @@ def test_the_collector_finds_every_way_of_reading_and_refuses_computed_names(tmp
     assert reads["A_FLOAT"] == [f"{module}:6"]
     assert len(problems) == 1
     assert "env_str reads a variable whose name is not a literal" in problems[0]
+
+
+def test_compose_runs_the_portal_as_a_role_that_does_not_own_its_tables() -> None:
+    # docs/governance.md, "The activity log": the owner could switch off the log's triggers.
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    migrate = services["migrate"]
+    assert migrate["environment"]["DATABASE_URL"].startswith("postgres://portal:")
+    assert "manage.py migrate" in migrate["command"][-1]
+    assert "manage.py db_roles --app-role portal_app" in migrate["command"][-1]
+    for name in ("web", "worker", "beat", "web-determined", "worker-determined", "beat-determined"):
+        service = services[name]
+        assert service["environment"]["DATABASE_URL"].startswith("postgres://portal_app:"), name
+        assert service["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name

@@ -112,15 +112,32 @@ class Break:
 
 
 @dataclass(frozen=True)
+class Anchor:
+    """A head of the chain recorded outside the log: by a signed report (its context embeds the head
+    when the decision was taken), or in a signed head file an administrator exported. Whoever can
+    delete the newest events cannot take these back, so a chain that no longer reaches one, or has
+    another event at its position, was cut or replaced."""
+
+    source: str  # for people: "report #12", "head file /srv/heads/2026-01-02.json"
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
 class Verification:
     count: int
     head: tuple[int, str] | None  # (seq, hash) of the last event walked
     first_break: Break | None
     found_expected: bool = False  # the hash asked for was among the events that verify
+    anchors_checked: int = 0
+    anchor_problems: tuple[str, ...] = ()  # one per anchored head the chain does not hold
+    # The greatest event id the database ever issued (its id sequence), when the log is empty; None
+    # when it is not, or when no id was ever issued.
+    emptied_after_id: int | None = None
 
     @property
     def ok(self) -> bool:
-        return self.first_break is None
+        return self.first_break is None and not self.anchor_problems and self.emptied_after_id is None
 
 
 def chain_check(rows: Iterable[ChainRow], *, expected_hash: str | None = None) -> Verification:
@@ -167,4 +184,17 @@ def _content_problem(row: ChainRow) -> str:
         return f"edited: its content cannot be hashed ({exc})"
     if recomputed != row.hash:
         return "edited: its hash does not match its content"
+    return ""
+
+
+def anchor_problem(anchor: Anchor, *, head: tuple[int, str] | None, hash_at_seq: str | None) -> str:
+    """What is wrong with a chain whose verified head is ``head`` against ``anchor`` ("" if nothing);
+    ``hash_at_seq``: the hash of the chain's event at the anchor's seq, if it has one."""
+    recorded = f"{anchor.source} recorded head seq {anchor.seq} (hash {anchor.hash})"
+    if head is None:
+        return f"{recorded}, but the log is empty: its events were deleted"
+    if anchor.seq > head[0]:
+        return f"{recorded}, but the chain ends at seq {head[0]}: the events after it were deleted"
+    if hash_at_seq != anchor.hash:
+        return f"{recorded}, but the event at seq {anchor.seq} has hash {hash_at_seq}: the log was replaced"
     return ""

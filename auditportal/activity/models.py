@@ -61,7 +61,7 @@ class Event(models.Model):
     Append-only and hash-chained (activity/chain.py): each row stores the previous row's hash and
     its own hash over its content, so an edited, deleted or inserted row breaks the chain, which
     ``manage.py verify_audit_log`` reports. Rows are written only by services.event_record, never
-    updated or deleted; on PostgreSQL a trigger refuses UPDATE and DELETE.
+    updated or deleted; on PostgreSQL triggers refuse UPDATE, DELETE and TRUNCATE.
     """
 
     # Position in the chain: 1, 2, 3, ... without gaps.

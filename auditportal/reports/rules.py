@@ -41,3 +41,8 @@ def check_sign(user: User) -> None:
 def check_rotate_keys(user: User) -> None:
     """Administrators make a new certificate authority or organisation key."""
     account_rules.check_role(user, Role.ADMIN, action="rotate the report signing keys")
+
+
+def check_export_log_head(user: User) -> None:
+    """Administrators export the activity log's signed head (``manage.py audit_log_head export``)."""
+    account_rules.check_role(user, Role.ADMIN, action="export the activity log's signed head")

@@ -95,6 +95,12 @@ def organisation_certificate_create(*, actor: User | None, reason: str) -> Signi
         return _organisation_issue(authority=authority, actor=actor, reason=reason.strip())
 
 
+def organisation_credentials(*, actor: User | None) -> signing.Credentials:
+    """The current organisation key and certificate, opened (made on first use): what signs the
+    activity log's exported heads (reports/heads.py) as it certifies reports."""
+    return _credentials(_organisation_current(actor=actor))
+
+
 def _authority_current(*, actor: User | None) -> CertificateAuthority:
     """The newest root, made on first use. Call inside a transaction holding the keys lock."""
     authority = CertificateAuthority.objects.order_by("-id").first()

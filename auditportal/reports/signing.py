@@ -233,6 +233,44 @@ def to_asn1(certificate: x509.Certificate) -> asn1_x509.Certificate:
     return asn1_x509.Certificate.load(certificate.public_bytes(serialization.Encoding.DER))
 
 
+# --- detached signatures over small documents (the activity log's exported heads) --------------------
+
+
+def sign_bytes(data: bytes, *, private_key: rsa.RSAPrivateKey) -> bytes:
+    """An RSA PKCS #1 v1.5 signature with SHA-256 over ``data``."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    return private_key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+
+
+def signature_holds(data: bytes, signature: bytes, *, certificate: x509.Certificate) -> bool:
+    """Whether ``signature`` (sign_bytes) over ``data`` was made with the key of ``certificate``."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    key = certificate.public_key()
+    if not isinstance(key, rsa.RSAPublicKey):
+        return False
+    try:
+        key.verify(signature, data, padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return False
+    return True
+
+
+def issued_by(certificate: x509.Certificate, authority: x509.Certificate) -> bool:
+    """Whether ``authority`` issued ``certificate`` (its name and its signature on it)."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        certificate.verify_directly_issued_by(authority)
+    except (ValueError, TypeError, InvalidSignature):  # another issuer's name, key type, or signature
+        return False
+    return True
+
+
 # --- PDF signatures ----------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ from celery.signals import worker_process_init
 from auditportal.accounts.models import User
 from auditportal.celery import app
 from auditportal.fairness.documents.report_context import ReportContext
-from auditportal.reports import figures, services
+from auditportal.reports import figures, heads, services
 
 logger = logging.getLogger(__name__)
 
@@ -40,3 +40,11 @@ def report_generate_task(
         review_request_id=review_request_id,
         with_figures=with_figures,
     ).pk
+
+
+@app.task(name="reports.export_log_head")  # type: ignore[untyped-decorator]
+def export_log_head_task() -> str:
+    """Beat, when AUDIT_LOG_HEAD_DIR is set: write the activity log's signed head there (one file per
+    head, so a run that finds the head exported already writes nothing). The file's path, or ""."""
+    path = heads.head_export_scheduled()
+    return "" if path is None else str(path)

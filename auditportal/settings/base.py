@@ -310,6 +310,14 @@ STORAGES = {
     },
 }
 
+# The activity log's signed head (auditportal/reports/heads.py, docs/governance.md): when set, beat
+# exports it into this directory every AUDIT_LOG_HEAD_EXPORT_SECONDS, and verify_audit_log holds the
+# log to every head file there. Put it where the database's administrators cannot write (another
+# host's mount, a write-once bucket): a head is an anchor only as far as it is out of their reach.
+_audit_log_head_dir = env_optional("AUDIT_LOG_HEAD_DIR")
+AUDIT_LOG_HEAD_DIR = Path(_audit_log_head_dir).resolve() if _audit_log_head_dir else None
+AUDIT_LOG_HEAD_EXPORT_SECONDS = env_int("AUDIT_LOG_HEAD_EXPORT_SECONDS", 24 * 3600, minimum=60)
+
 # Experiment settings (backends, Determined credentials, beat schedule) live in their own module.
 from auditportal.settings.experiments import *  # noqa: E402,F403
 
@@ -339,3 +347,10 @@ CELERY_BEAT_SCHEDULE["outbox-purge"] = {  # noqa: F405
     "schedule": timedelta(hours=6),
     "options": {"expires": 3000},
 }
+
+if AUDIT_LOG_HEAD_DIR is not None:
+    CELERY_BEAT_SCHEDULE["reports-export-log-head"] = {  # noqa: F405
+        "task": "reports.export_log_head",
+        "schedule": timedelta(seconds=AUDIT_LOG_HEAD_EXPORT_SECONDS),
+        "options": {"expires": max(AUDIT_LOG_HEAD_EXPORT_SECONDS // 2, 30)},
+    }

@@ -38,3 +38,30 @@ def test_the_orm_cannot_either(erin: User) -> None:
     with pytest.raises(IntegrityError, match="append-only: UPDATE refused"), transaction.atomic():
         Event.objects.filter(pk=event.pk).update(target_id="999")
     assert Event.objects.filter(pk=event.pk, target_id=str(erin.pk)).exists()
+
+
+def test_truncate_is_refused(erin: User) -> None:
+    record(erin, 2)
+    count = Event.objects.count()
+    for sql in ("TRUNCATE activity_event", "TRUNCATE activity_event RESTART IDENTITY CASCADE"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # else refused for the pending key checks
+            with pytest.raises(IntegrityError, match="append-only: TRUNCATE refused"), transaction.atomic():
+                cursor.execute(sql)
+    assert Event.objects.count() == count
+    assert chain_verify().ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_test_runners_flush_still_empties_the_log() -> None:
+    # The flush after this (transactional) test must get past the trigger, or every later test
+    # would start with this one's rows; the next test in this module checks it did.
+    from tests.factories import make_user
+
+    record(make_user("flushme"), 3)
+    assert Event.objects.filter(actor_username="flushme").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_flush_the_log_is_empty() -> None:
+    assert not Event.objects.filter(actor_username="flushme").exists()
