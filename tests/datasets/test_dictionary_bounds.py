@@ -23,7 +23,7 @@ def dictionary_bomb(path: Path, *, rows: int, value_length: int) -> Path:
     """``rows`` rows whose ``gender`` takes two distinct values of ``value_length`` characters each:
     a dictionary page of two values and one bit per row, however long the values."""
     codes = (np.arange(rows) % 2).astype(np.int32)
-    gender = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(["a" * value_length, "b" * value_length]))
+    gender = pa.DictionaryArray.from_arrays(codes, pa.array(["a" * value_length, "b" * value_length]))
     label = pa.array(codes.astype(np.int8))
     pq.write_table(pa.table({"label": label, "gender": gender}), path, compression="zstd")
     return path

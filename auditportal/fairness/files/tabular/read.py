@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from auditportal.fairness.files.tabular.errors import DatasetError, quote
+from auditportal.fairness.files.tabular.errors import DatasetError, DecodedSizeError, quote
 from auditportal.fairness.files.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
 from auditportal.fairness.text.sizes import human_size
 
@@ -170,6 +170,20 @@ def check_file(path: Path, *, display_name: str, max_bytes: int, limits: ReadLim
     return file_format
 
 
+def declared_rows(path: Path) -> int | None:
+    """The rows a Parquet file's metadata declare; None for any other file, or metadata that cannot
+    be read (reading the file then says what is wrong with it)."""
+    with path.open("rb") as handle:
+        if handle.read(4) != b"PAR1":
+            return None
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.read_metadata(path).num_rows)
+    except (pa.ArrowException, OSError):
+        return None
+
+
 def _check_not_empty(path: Path, display_name: str) -> None:
     if path.stat().st_size == 0:
         raise DatasetError(
@@ -222,7 +236,7 @@ def check_parquet_bounds(
             total += max(chunk.total_uncompressed_size, chunk.num_values * width)
     if total > limits.decompressed_bytes:
         read = "its columns" if wanted is None else "the columns read"
-        raise DatasetError(
+        raise DecodedSizeError(
             f"{read} take at least {human_size(total)} once decompressed, over the limit of "
             f"{human_size(limits.decompressed_bytes)}; upload a sample or a part of it, or fewer columns",
             file=display_name,
@@ -585,7 +599,7 @@ def _read_parquet_bounded(
             decoded[name] += sum(_decoded_bytes(chunk) for chunk in column.chunks)
         if decoded.total() > limits.decompressed_bytes:
             name, size = decoded.most_common(1)[0]
-            raise DatasetError(
+            raise DecodedSizeError(
                 f"its values take at least {human_size(size)} once decoded, which puts the columns read over "
                 f"the limit of {human_size(limits.decompressed_bytes)} (a Parquet dictionary stores each distinct "
                 "value once, however many rows repeat it); upload a sample or a part of it, or shorten the values",
@@ -607,7 +621,7 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
-def _decoded_bytes(chunk: pa.Array) -> int:
+def _decoded_bytes(chunk: pa.Array[Any]) -> int:
     """What ``chunk`` takes once its dictionary (if any) is expanded, computed without expanding it."""
     if not pa.types.is_dictionary(chunk.type):
         return int(chunk.nbytes)
@@ -618,12 +632,13 @@ def _decoded_bytes(chunk: pa.Array) -> int:
     validity = (rows + 7) // 8
     if _is_text(values):
         # Each value's characters, and its offset (4 bytes, 8 for the large types).
-        lengths = pc.binary_length(chunk.dictionary)
-        characters = pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+        encoded: Any = chunk  # a DictionaryArray
+        lengths: Any = pc.binary_length(encoded.dictionary)
+        characters = pc.sum(pc.take(lengths, encoded.indices)).as_py() or 0
         offsets = 8 if pa.types.is_large_string(values) or pa.types.is_large_binary(values) else 4
         return int(characters) + offsets * (rows + 1) + validity
     try:
-        width = max(values.bit_width // 8, 1)
+        width = max(int(values.bit_width) // 8, 1)
     except ValueError:  # not fixed-width (nested): its dictionary and indices, a lower bound
         return int(chunk.nbytes)
     return width * rows + validity
