@@ -13,6 +13,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-prediction-audit",
     ),
     path(
+        "audits/predictions/queued/<uuid:queued_id>/",
+        apis.QueuedPredictionAuditApi.as_view(),
+        name="api-prediction-audit-queued",
+    ),
+    path(
         "audits/predictions/<int:audit_id>/retire/",
         apis.PredictionAuditRetireApi.as_view(),
         name="api-prediction-audit-retire",

@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -13,7 +14,7 @@ from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import rules, selectors, services
-from auditportal.audits.models import PredictionAudit
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.fairness.statistics import stats
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.stats import Verdict
@@ -181,6 +182,36 @@ def _document(audit: PredictionAudit) -> dict[str, Any]:
     return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
 
 
+class QueuedAuditOutputSerializer(serializers.Serializer[Any]):
+    """A prediction audit of a large file that a worker runs (202 of the POST, and its status)."""
+
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=QueuedStatus.choices)
+    original_name = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True, help_text="why it failed (status failed); blank otherwise")
+    audit = serializers.IntegerField(
+        source="audit_id", allow_null=True, help_text="the stored audit's id once done; null before"
+    )
+    status_url = serializers.CharField(help_text="poll this until the status is done or failed")
+    audit_url = serializers.CharField(allow_null=True, help_text="the stored audit (its document) once done")
+
+
+def _queued(queued: QueuedPredictionAudit) -> dict[str, Any]:
+    values = {
+        field: getattr(queued, field)
+        for field in ("id", "status", "original_name", "size_bytes", "created_at", "started_at", "finished_at", "error")
+    }
+    values["audit_id"] = queued.audit_id
+    values["status_url"] = reverse("api-prediction-audit-queued", args=[queued.pk])
+    values["audit_url"] = reverse("api-prediction-audit", args=[queued.audit_id]) if queued.audit_id else None
+    data: dict[str, Any] = QueuedAuditOutputSerializer(values).data
+    return data
+
+
 @accepts_uploads(rules.can_run, who="an ML engineer or a reviewer")
 class PredictionAuditListCreateApi(APIView):
     """GET: the prediction audits this account may see. POST: audit an uploaded prediction file
@@ -225,7 +256,16 @@ class PredictionAuditListCreateApi(APIView):
         )
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
-    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={201: _AuditDocumentSerializer})
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={201: _AuditDocumentSerializer, 202: QueuedAuditOutputSerializer},
+        description=(
+            "A file up to AUDIT_INLINE_MAX_SIZE (and, for Parquet, AUDIT_INLINE_MAX_ROWS rows) is audited "
+            "at once: 201 with the audit's document. A larger one is kept and audited by a worker: 202 with "
+            "its status (and a Location header) at status_url, to poll until done (audit_url then names "
+            "the audit) or failed (error says why)."
+        ),
+    )
     def post(self, request: Request) -> Response:
         user = request_user(request)
         rules.check_run(user)
@@ -259,14 +299,26 @@ class PredictionAuditListCreateApi(APIView):
             max_groups=settings.DATASET_MAX_GROUPS,
         )
         uploaded = data["file"]
-        audit = services.prediction_audit_run(
+        outcome = services.prediction_audit_submit(
             user=user,
             source=Path(uploaded.temporary_file_path()),
             original_name=uploaded.name,
             spec=spec,
             sha256=received_sha256(uploaded),
         )
-        return Response(_document(audit), status=201)
+        if isinstance(outcome, QueuedPredictionAudit):
+            body = _queued(outcome)
+            return Response(body, status=202, headers={"Location": body["status_url"]})
+        return Response(_document(outcome), status=201)
+
+
+class QueuedPredictionAuditApi(APIView):
+    """The status of a large file's audit, for the account that queued it (404 for others)."""
+
+    @extend_schema(responses=QueuedAuditOutputSerializer)
+    def get(self, request: Request, queued_id: str) -> Response:
+        queued = selectors.queued_prediction_audit_get(user=request_user(request), queued_id=str(queued_id))
+        return Response(_queued(queued))
 
 
 class PredictionAuditDetailApi(APIView):

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models
 
@@ -59,3 +62,62 @@ class PredictionAudit(models.Model):
     @property
     def attribute_names(self) -> list[str]:
         return list(self.result.get("attributes", {}))
+
+
+class QueuedStatus(models.TextChoices):
+    QUEUED = "queued", "Waiting for a worker"
+    RUNNING = "running", "Auditing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class QueuedPredictionAudit(models.Model):
+    """A prediction audit of a large file, run by a worker (audits.services, "Large files").
+
+    The web request keeps the uploaded file and the parameters given (``queued``); a worker audits
+    it (``running``) and, in the transaction that stores the audit, names it here (``done``), or
+    records why it could not (``failed``). The file is removed either way: the audit keeps only its
+    SHA-256, as an audit made in the web request does.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    original_name = models.CharField(max_length=255)
+    storage_path = models.CharField(max_length=500)
+    size_bytes = models.BigIntegerField()
+    # The SHA-256 taken while the upload streamed in (blank: the worker hashes the file).
+    sha256 = models.CharField(max_length=64, blank=True)
+    # AuditSpec.parameters() of what was given; the policy in force when the worker runs it decides
+    # tolerance, alpha, metrics and minimum group size, as for an audit in the web request.
+    parameters = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=QueuedStatus.choices, default=QueuedStatus.QUEUED)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    audit = models.OneToOneField(
+        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="queued_from"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=QueuedStatus.values), name="audits_queued_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status=QueuedStatus.DONE, audit__isnull=False)
+                | (~models.Q(status=QueuedStatus.DONE) & models.Q(audit__isnull=True)),
+                name="audits_queued_audit_iff_done",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.original_name} (queued audit)"
+
+    @property
+    def path(self) -> Path:
+        return Path(settings.DATASET_STORAGE_DIR) / self.storage_path
+
+    @property
+    def is_working(self) -> bool:
+        return self.status in (QueuedStatus.QUEUED, QueuedStatus.RUNNING)

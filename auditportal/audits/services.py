@@ -2,17 +2,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
+import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.core.exceptions import PermissionDenied
+from django.db import models, transaction
 from django.utils import timezone
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits import rules
-from auditportal.audits.models import PredictionAudit
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.models import FreezeTrigger, VerdictDocument
 from auditportal.evidence.services import verdict_document_store
@@ -21,6 +25,8 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
+from auditportal.lib.files import FILE_MODE, private_dir
+from auditportal.outbox.services import task_enqueue
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 
@@ -49,7 +55,13 @@ def refuse_policy_parameters(given: list[str]) -> None:
 
 
 def prediction_audit_run(
-    *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
+    *,
+    user: User,
+    source: Path,
+    original_name: str,
+    spec: AuditSpec,
+    sha256: str | None = None,
+    limits: tabular.ReadLimits | None = None,
 ) -> PredictionAudit:
     """Audit the predictions in ``source`` and store the result; the file itself is not kept.
 
@@ -80,7 +92,7 @@ def prediction_audit_run(
         max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
         sha256=sha256,
         policy=policy.as_document(),
-        limits=dataset_read_limits(),
+        limits=limits or dataset_read_limits(),
     )
     with transaction.atomic():
         audit = PredictionAudit.objects.create(
@@ -157,3 +169,169 @@ def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) 
         event_record(actor=user, verb=Verb.PREDICTION_AUDIT_RETIRED, target=audit, data={"reason": reason})
     logger.info("%s retired by %s", audit, user)
     return audit
+
+
+# ---------------------------------------------------------------------------------------- large files
+#
+# A prediction file over AUDIT_INLINE_MAX_SIZE (or a Parquet file declaring more than
+# AUDIT_INLINE_MAX_ROWS rows) is not audited in the web request: prediction_audit_queue keeps it
+# after the checks that read no data and queues prediction_audit_run_queued for a worker, which
+# audits it with prediction_audit_run (the same audit, event and frozen document) and removes it.
+# The page and the API poll the queued audit's status meanwhile. The CLI always audits inline.
+
+QUEUED_RUN_STALE = timedelta(hours=1)  # a run this old without an end is taken for a dead worker's
+QUEUED_INTERNAL_ERROR = (
+    "The worker failed on this file with an internal error (it is in the worker's log); "
+    "try again, or tell an administrator."
+)
+
+
+def prediction_audit_runs_inline(*, source: Path) -> bool:
+    """Whether an audit of ``source`` is small enough for the web request."""
+    if source.stat().st_size > settings.AUDIT_INLINE_MAX_BYTES:
+        return False
+    rows = tabular.declared_rows(source)
+    return rows is None or rows <= settings.AUDIT_INLINE_MAX_ROWS
+
+
+def inline_read_limits() -> tabular.ReadLimits:
+    """What an audit in the web request may decode: 8 bytes a byte of AUDIT_INLINE_MAX_SIZE (what a
+    CSV file of that size can decode to at most), never more than DATASET_MAX_DECOMPRESSED_SIZE. A
+    small Parquet file whose dictionaries expand past it goes to the worker."""
+    limits = dataset_read_limits()
+    inline = 8 * settings.AUDIT_INLINE_MAX_BYTES
+    bound = inline if limits.decompressed_bytes is None else min(inline, limits.decompressed_bytes)
+    return dataclasses.replace(limits, decompressed_bytes=bound)
+
+
+def prediction_audit_submit(
+    *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
+) -> PredictionAudit | QueuedPredictionAudit:
+    """The web form's and the API's audit of an upload: made in the request when the file is small
+    (prediction_audit_runs_inline) and decodes within inline_read_limits, queued for a worker
+    otherwise (prediction_audit_queue). The command calls prediction_audit_run."""
+    if prediction_audit_runs_inline(source=source):
+        try:
+            return prediction_audit_run(
+                user=user,
+                source=source,
+                original_name=original_name,
+                spec=spec,
+                sha256=sha256,
+                limits=inline_read_limits(),
+            )
+        except tabular.DecodedSizeError as exc:
+            # Larger once decoded than the request reads; the worker reads it under the full limit.
+            logger.info("%s: queued for a worker (%s)", original_name, exc)
+    return prediction_audit_queue(user=user, source=source, original_name=original_name, spec=spec, sha256=sha256)
+
+
+def _queued_root() -> Path:
+    return private_dir(Path(settings.DATASET_STORAGE_DIR) / "audit-uploads")
+
+
+def _spec_as_json(spec: AuditSpec) -> dict[str, object]:
+    return dict(spec.parameters())
+
+
+def _spec_from_json(parameters: dict[str, object]) -> AuditSpec:
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in parameters.items()}
+    return AuditSpec(**values)  # type: ignore[arg-type]
+
+
+def prediction_audit_queue(
+    *, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None
+) -> QueuedPredictionAudit:
+    """Keep ``source`` (moved into the store) and queue its audit for a worker.
+
+    What can be checked without reading the data is checked here, so that a wrong name, kind or
+    size, a CSV file's header or a Parquet file's metadata over the read limits is refused at once
+    and nothing is kept: the policy's parameters against ``spec``, the file's name, size and kind.
+    """
+    rules.check_run(user)
+    policy = policy_active()
+    dataclasses.replace(
+        spec,
+        tolerance=policy.tolerance,
+        alpha=policy.alpha,
+        metrics=tuple(policy.metrics),
+        min_group_size=policy.min_group_size,
+    ).check()
+    tabular.check_file_name(original_name)
+    if not source.is_file():
+        raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    tabular.check_file(
+        source,
+        display_name=original_name,
+        max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+        limits=dataset_read_limits(),
+    )
+    size = source.stat().st_size
+    directory = _queued_root() / uuid.uuid4().hex
+    stored = directory / original_name
+    try:
+        private_dir(directory)
+        shutil.move(source, stored)
+        stored.chmod(FILE_MODE)
+        with transaction.atomic():
+            queued = QueuedPredictionAudit.objects.create(
+                owner=user,
+                original_name=original_name,
+                storage_path=str(stored.relative_to(Path(settings.DATASET_STORAGE_DIR))),
+                size_bytes=size,
+                sha256=sha256 or "",
+                parameters=_spec_as_json(spec),
+            )
+            task_enqueue(name="audits.run_queued_prediction_audit", args=[str(queued.pk)])
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    logger.info("%s: queued for a worker (%d bytes)", queued, size)
+    return queued
+
+
+def prediction_audit_run_queued(*, queued_id: uuid.UUID | str) -> PredictionAudit | None:
+    """The worker's half: claim a queued audit, run it, and record the outcome.
+
+    The audit, its event and its frozen document are those of prediction_audit_run, stored in the
+    transaction that marks the queued audit ``done``; a file or parameters the audit refuses (a
+    UserError naming file, row and column), or an owner who lost the role, end it ``failed`` with
+    the reason. Idempotent: a delivery of a task whose audit is done or failed does nothing; one
+    whose run was cut short by a dead worker (``running`` past QUEUED_RUN_STALE) runs it again.
+    """
+    now = timezone.now()
+    claimable = models.Q(status=QueuedStatus.QUEUED) | models.Q(
+        status=QueuedStatus.RUNNING, started_at__lt=now - QUEUED_RUN_STALE
+    )
+    if not QueuedPredictionAudit.objects.filter(claimable, pk=queued_id).update(
+        status=QueuedStatus.RUNNING, started_at=now
+    ):
+        return None
+    queued = QueuedPredictionAudit.objects.select_related("owner").get(pk=queued_id)
+    try:
+        with transaction.atomic():
+            audit = prediction_audit_run(
+                user=queued.owner,
+                source=queued.path,
+                original_name=queued.original_name,
+                spec=_spec_from_json(queued.parameters),
+                sha256=queued.sha256 or None,
+            )
+            QueuedPredictionAudit.objects.filter(pk=queued.pk).update(
+                status=QueuedStatus.DONE, audit=audit, finished_at=timezone.now()
+            )
+    except (UserError, PermissionDenied) as exc:
+        _queued_fail(queued, str(exc))
+        return None
+    except BaseException:
+        _queued_fail(queued, QUEUED_INTERNAL_ERROR)
+        raise
+    shutil.rmtree(queued.path.parent, ignore_errors=True)
+    return audit
+
+
+def _queued_fail(queued: QueuedPredictionAudit, error: str) -> None:
+    shutil.rmtree(queued.path.parent, ignore_errors=True)
+    QueuedPredictionAudit.objects.filter(pk=queued.pk, status=QueuedStatus.RUNNING).update(
+        status=QueuedStatus.FAILED, error=error, finished_at=timezone.now()
+    )

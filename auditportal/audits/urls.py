@@ -10,6 +10,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("predictions/", views.prediction_audit_list, name="predictions"),
     path("predictions/new/", views.prediction_audit_new, name="prediction-new"),
     path("predictions/<int:audit_id>/", views.prediction_audit_detail, name="prediction"),
+    path("predictions/queued/<uuid:queued_id>/", views.prediction_audit_queued, name="prediction-queued"),
+    path(
+        "predictions/queued/<uuid:queued_id>/status/",
+        views.prediction_audit_queued_status,
+        name="prediction-queued-status",
+    ),
     path(
         "predictions/<int:audit_id>/comparisons.csv",
         views.prediction_audit_comparisons_csv,

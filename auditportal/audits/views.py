@@ -6,14 +6,15 @@ from pathlib import Path
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
 
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import rules, selectors, services
 from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
-from auditportal.audits.models import PredictionAudit
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot
@@ -54,7 +55,7 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
         uploaded = form.cleaned_data["file"]
         try:
-            audit = services.prediction_audit_run(
+            outcome = services.prediction_audit_submit(
                 user=user,
                 source=Path(uploaded.temporary_file_path()),
                 original_name=uploaded.name,
@@ -64,8 +65,10 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
         except UserError as exc:
             add_user_error(form, exc)
         else:
-            messages.success(request, f"Audited {audit.original_name} ({audit.num_rows:,} rows).")
-            return redirect("audits:prediction", audit_id=audit.pk)
+            if isinstance(outcome, QueuedPredictionAudit):
+                return redirect("audits:prediction-queued", queued_id=outcome.pk)
+            messages.success(request, f"Audited {outcome.original_name} ({outcome.num_rows:,} rows).")
+            return redirect("audits:prediction", audit_id=outcome.pk)
     return render(
         request,
         "audits/new.html",
@@ -133,3 +136,32 @@ def prediction_audit_comparisons_csv(request: HttpRequest, audit_id: int) -> Htt
     for record in presentation.comparison_records(audit.result):
         writer.writerow([csv_safe_cell(record[column]) for column in presentation.COMPARISON_COLUMNS])
     return response
+
+
+@login_required
+def prediction_audit_queued(request: HttpRequest, queued_id: str) -> HttpResponse:
+    """The page of a large file's audit while a worker has it: the audit once it is done."""
+    queued = selectors.queued_prediction_audit_get(user=request_user(request), queued_id=str(queued_id))
+    if queued.status == QueuedStatus.DONE and queued.audit is not None:
+        return redirect("audits:prediction", audit_id=queued.audit.pk)
+    return render(
+        request,
+        "audits/queued.html",
+        {"queued": queued, "waiting_for_worker": QueuedStatus.QUEUED.label},
+    )
+
+
+@login_required
+@require_GET
+def prediction_audit_queued_status(request: HttpRequest, queued_id: str) -> JsonResponse:
+    """What the worker does with a queued audit: the waiting page polls this."""
+    queued = selectors.queued_prediction_audit_get(user=request_user(request), queued_id=str(queued_id))
+    return JsonResponse(
+        {
+            "status": queued.status,
+            "progress": queued.get_status_display(),
+            "progress_at": (queued.started_at or queued.created_at).isoformat(),
+            "error": queued.error or None,
+            "audit_url": reverse("audits:prediction", args=[queued.audit_id]) if queued.audit_id else None,
+        }
+    )

@@ -167,6 +167,10 @@ DATASET_MAX_GROUPS = env_int("DATASET_MAX_GROUPS", 50, minimum=1)
 # before any of its data is read (a 1 MB file can declare 50 million rows, or compress gigabytes).
 DATASET_MAX_ROWS = env_int("DATASET_MAX_ROWS", 20_000_000, minimum=1)
 DATASET_MAX_DECOMPRESSED_BYTES = env_size("DATASET_MAX_DECOMPRESSED_SIZE", 4 * 1024**3)
+# Prediction audits of larger files (or of Parquet files declaring more rows) run on a worker, with
+# a page that waits for them; smaller ones are audited in the web request (the CLI always is).
+AUDIT_INLINE_MAX_BYTES = env_size("AUDIT_INLINE_MAX_SIZE", 32 * 1024**2)
+AUDIT_INLINE_MAX_ROWS = env_int("AUDIT_INLINE_MAX_ROWS", 1_000_000, minimum=1)
 # Only seed version 1 of the fairness policy at the first migrate; later versions are data
 # (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)

@@ -18,6 +18,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from pytest_django.fixtures import Settings as SettingsWrapper
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -117,7 +118,9 @@ def call(portal: Portal) -> Iterator[Caller]:
 
 
 @pytest.mark.slow
-def test_every_operation_answers_valid_input_as_its_schema_says(portal: Portal, call: Caller) -> None:
+def test_every_operation_answers_valid_input_as_its_schema_says(
+    portal: Portal, call: Caller, settings: SettingsWrapper
+) -> None:
     ids = portal.ids
     # Reads.
     call("pat", "GET", "/api/v1/datasets/", 200)
@@ -179,6 +182,21 @@ def test_every_operation_answers_valid_input_as_its_schema_says(portal: Portal, 
         media_type="multipart/form-data",
     )
     assert set(audit["attributes"]) == {"gender", "age_group", "gender&age_group"}
+    # A file over AUDIT_INLINE_MAX_SIZE: 202, and its status until a worker audits it.
+    settings.AUDIT_INLINE_MAX_BYTES = 100
+    queued = call(
+        "pat",
+        "POST",
+        "/api/v1/audits/predictions/",
+        202,
+        body={"file": PREDICTIONS_CSV.encode(), "label": "label", "prediction": "pred", "attributes": ["gender"]},
+        media_type="multipart/form-data",
+    )
+    status = call(
+        "pat", "GET", "/api/v1/audits/predictions/queued/{queued_id}/", 200, path_parameters={"queued_id": queued["id"]}
+    )
+    assert status["status"] == "queued"
+    settings.AUDIT_INLINE_MAX_BYTES = 32 * 1024**2
     call(
         "pat",
         "POST",

@@ -10,7 +10,7 @@ package import the names below from it.
 """
 
 from auditportal.fairness.files.tabular.encode import arrow_scalar, entry_texts, numpy_view
-from auditportal.fairness.files.tabular.errors import DatasetError
+from auditportal.fairness.files.tabular.errors import DatasetError, DecodedSizeError
 from auditportal.fairness.files.tabular.profile import (
     ColumnProfile,
     GroupStat,
@@ -27,6 +27,7 @@ from auditportal.fairness.files.tabular.read import (
     RawColumns,
     ReadLimits,
     check_file,
+    declared_rows,
     file_sha256,
     read_columns,
     repeated_columns_warning,
@@ -69,6 +70,7 @@ __all__ = [
     "ColumnProfile",
     "DatasetError",
     "DatasetSpec",
+    "DecodedSizeError",
     "FeatureInfo",
     "FileFormat",
     "GroupStat",
@@ -81,6 +83,7 @@ __all__ = [
     "attribute_groups",
     "check_file",
     "check_file_name",
+    "declared_rows",
     "decode_labelled",
     "entry_texts",
     "file_sha256",

@@ -30,6 +30,10 @@ class DatasetError(UserError):
         return (_rebuild_dataset_error, (self.message, self.file, self.row, self.column))
 
 
+class DecodedSizeError(DatasetError):
+    """The columns read would take more than the decompressed-size limit once decoded."""
+
+
 def _rebuild_dataset_error(message: str, file: str, row: int | None, column: str | None) -> DatasetError:
     return DatasetError(message, file=file, row=row, column=column)
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from auditportal.fairness.files.tabular.errors import DatasetError, quote
+from auditportal.fairness.files.tabular.errors import DatasetError, DecodedSizeError, quote
 from auditportal.fairness.files.tabular.spec import DatasetSpec, FileFormat, check_spec, unsupported_suffix_message
 from auditportal.fairness.text.sizes import human_size
 
@@ -170,6 +170,20 @@ def check_file(path: Path, *, display_name: str, max_bytes: int, limits: ReadLim
     return file_format
 
 
+def declared_rows(path: Path) -> int | None:
+    """The rows a Parquet file's metadata declare; None for any other file, or metadata that cannot
+    be read (reading the file then says what is wrong with it)."""
+    with path.open("rb") as handle:
+        if handle.read(4) != b"PAR1":
+            return None
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.read_metadata(path).num_rows)
+    except (pa.ArrowException, OSError):
+        return None
+
+
 def _check_not_empty(path: Path, display_name: str) -> None:
     if path.stat().st_size == 0:
         raise DatasetError(
@@ -222,7 +236,7 @@ def check_parquet_bounds(
             total += max(chunk.total_uncompressed_size, chunk.num_values * width)
     if total > limits.decompressed_bytes:
         read = "its columns" if wanted is None else "the columns read"
-        raise DatasetError(
+        raise DecodedSizeError(
             f"{read} take at least {human_size(total)} once decompressed, over the limit of "
             f"{human_size(limits.decompressed_bytes)}; upload a sample or a part of it, or fewer columns",
             file=display_name,
@@ -546,7 +560,7 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None, limi
             raise DatasetError("the file has columns but no data rows", file=display_name)
         present = [name for name in columns if name in schema.names] if columns else None
         check_parquet_bounds(parquet.metadata, present, display_name, limits)
-        table = parquet.read(columns=present, use_threads=True)
+        table = _read_parquet_bounded(path, parquet, present, display_name, limits)
         # A categorical's dictionary may list values no row holds; decoded, only real values count.
         table = pa.table(
             [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns],
@@ -555,6 +569,79 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None, limi
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"cannot read the Parquet file ({exc}); export it again", file=display_name) from None
     return Loaded("parquet", table, tuple(schema.names), schema)
+
+
+def _read_parquet_bounded(
+    path: Path, parquet: pq.ParquetFile, columns: list[str] | None, display_name: str, limits: ReadLimits
+) -> pa.Table:
+    """Read ``columns`` (None: all) without ever expanding more than ``limits.decompressed_bytes``.
+
+    The metadata bound (check_parquet_bounds) cannot see dictionary expansion: a text column of a
+    million rows holding two distinct 1,000-character values is a dictionary page of two values and
+    one bit a row, 124 KB on disk and 1 GB decoded. So text columns are read row group by row group
+    as dictionaries (what is held is the dictionary and 4 bytes a row, both within the metadata
+    bound), each row group's decoded size is summed from its dictionary values' lengths before any
+    value is expanded, and the read stops, naming the column, as soon as the total passes the limit.
+    """
+    import pyarrow.parquet as pq
+
+    if limits.decompressed_bytes is None:
+        return parquet.read(columns=columns, use_threads=True)
+    wanted = None if columns is None else set(columns)
+    fields = [field for field in parquet.schema_arrow if wanted is None or field.name in wanted]
+    text = sorted({field.name for field in fields if _is_text(field.type)})
+    reader = pq.ParquetFile(path, read_dictionary=text) if text else parquet
+    decoded: Counter[str] = Counter()
+    groups = []
+    for index in range(reader.num_row_groups):
+        group = reader.read_row_group(index, columns=columns, use_threads=True)
+        for name, column in zip(group.column_names, group.columns, strict=True):
+            decoded[name] += sum(_decoded_bytes(chunk) for chunk in column.chunks)
+        if decoded.total() > limits.decompressed_bytes:
+            name, size = decoded.most_common(1)[0]
+            raise DecodedSizeError(
+                f"its values take at least {human_size(size)} once decoded, which puts the columns read over "
+                f"the limit of {human_size(limits.decompressed_bytes)} (a Parquet dictionary stores each distinct "
+                "value once, however many rows repeat it); upload a sample or a part of it, or shorten the values",
+                file=display_name,
+                column=name,
+            )
+        groups.append(group)
+    return pa.concat_tables(groups) if groups else parquet.read(columns=columns)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _decoded_bytes(chunk: pa.Array[Any]) -> int:
+    """What ``chunk`` takes once its dictionary (if any) is expanded, computed without expanding it."""
+    if not pa.types.is_dictionary(chunk.type):
+        return int(chunk.nbytes)
+    import pyarrow.compute as pc
+
+    values = chunk.type.value_type
+    rows = len(chunk)
+    validity = (rows + 7) // 8
+    if _is_text(values):
+        # Each value's characters, and its offset (4 bytes, 8 for the large types).
+        encoded: Any = chunk  # a DictionaryArray
+        lengths: Any = pc.binary_length(encoded.dictionary)
+        characters = pc.sum(pc.take(lengths, encoded.indices)).as_py() or 0
+        offsets = 8 if pa.types.is_large_string(values) or pa.types.is_large_binary(values) else 4
+        return int(characters) + offsets * (rows + 1) + validity
+    try:
+        width = max(int(values.bit_width) // 8, 1)
+    except ValueError:  # not fixed-width (nested): its dictionary and indices, a lower bound
+        return int(chunk.nbytes)
+    return width * rows + validity
 
 
 def _check_parquet_markers(path: Path, display_name: str) -> None:

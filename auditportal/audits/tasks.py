@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from auditportal.audits import services
+from auditportal.celery import app
+
+
+@app.task(name="audits.run_queued_prediction_audit", acks_late=True)  # type: ignore[untyped-decorator]
+def prediction_audit_run_queued_task(queued_id: str) -> int | None:
+    audit = services.prediction_audit_run_queued(queued_id=queued_id)
+    return None if audit is None else audit.pk
