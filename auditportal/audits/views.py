@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -20,7 +19,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.text import presentation
-from auditportal.lib.csvsafe import csv_safe_cell
+from auditportal.lib.csvexport import csv_response
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads, received_sha256, report_rejected_uploads
 from auditportal.policies.selectors import policy_active
@@ -125,17 +124,13 @@ def prediction_audit_retire(request: HttpRequest, audit_id: int) -> HttpResponse
 
 
 @login_required
-def prediction_audit_comparisons_csv(request: HttpRequest, audit_id: int) -> HttpResponse:
+def prediction_audit_comparisons_csv(request: HttpRequest, audit_id: int) -> HttpResponseBase:
     """The audit's comparison table, one row per comparison (docs/dashboard.md), safe to open in a
     spreadsheet: group names come from the uploaded file."""
     audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="prediction-audit-{audit.pk}-comparisons.csv"'
-    writer = csv.writer(response)
-    writer.writerow(presentation.COMPARISON_COLUMNS)
-    for record in presentation.comparison_records(audit.result):
-        writer.writerow([csv_safe_cell(record[column]) for column in presentation.COMPARISON_COLUMNS])
-    return response
+    columns = presentation.COMPARISON_COLUMNS
+    rows = ([record[column] for column in columns] for record in presentation.comparison_records(audit.result))
+    return csv_response(f"prediction-audit-{audit.pk}-comparisons.csv", columns, rows)
 
 
 @login_required

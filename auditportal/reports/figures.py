@@ -13,9 +13,8 @@ import atexit
 import dataclasses
 import logging
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from auditportal.fairness.documents.findings import document_attributes
@@ -34,11 +33,41 @@ WIDTH = 720
 TIMEOUT = 90
 # The lines of the trials not under review on the report's EOD timeline.
 OTHER_TRIALS = "rgba(107, 114, 128, 0.55)"
-# Without MathJax: kaleido's page would otherwise load it from a CDN every time it is (re)loaded; no
-# figure here uses LaTeX, and nothing is fetched from a network at run time.
-KALEIDO_OPTIONS: Mapping[str, Any] = MappingProxyType({"mathjax": False})
+# The page Chromium draws in may load its own scripts (plotly.js and kaleido's, files on this machine),
+# take inline styles (plotly.js writes its own) and show data: and blob: images (the export itself);
+# nothing else: no http(s), no other file, whatever a figure's text, image or style asks for.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src file: 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+    "img-src data: blob:; font-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'"
+)
+# Anything that would still leave for a network goes to a proxy nobody runs (the discard port of the
+# loopback, refused where nothing listens), not to its host: the policy above is the refusal, this
+# is the second wall (Chromium sends loopback addresses past any proxy, the policy refuses those).
+DEAD_PROXY = "http://127.0.0.1:9"
 
 T = TypeVar("T")
+
+
+def kaleido_options() -> dict[str, Any]:
+    """kaleido's options for every export, cold and warm: the page of ``_LockedPage`` (without
+    MathJax, which kaleido would otherwise load from a CDN at every (re)load; no figure here uses
+    LaTeX) and the dead proxy."""
+    return {"page_generator": _locked_page(), "proxy_server": DEAD_PROXY}
+
+
+def _locked_page() -> Any:
+    from kaleido import PageGenerator
+
+    class _LockedPage(PageGenerator):  # type: ignore[misc]
+        """kaleido's page with the content security policy first in its head, before any script."""
+
+        header = PageGenerator.header.replace(
+            "<head>",
+            f'<head>\n        <meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">',
+            1,
+        )
+
+    return _LockedPage(mathjax=False)
 
 
 @dataclass(frozen=True)
@@ -65,7 +94,7 @@ class _WarmChromium:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="report-figures", daemon=True)
         self._thread.start()
-        self._kaleido = kaleido.Kaleido(n=1, **KALEIDO_OPTIONS)
+        self._kaleido = kaleido.Kaleido(n=1, **kaleido_options())
         self._reloads: set[asyncio.Task[None]] = set()
         try:
             self._run(self._kaleido.__aenter__())
@@ -165,7 +194,7 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
     else:
         import kaleido
 
-        drawn = [bytes(kaleido.calc_fig_sync(spec, opts=_options(spec), kopts=dict(KALEIDO_OPTIONS))) for spec in specs]
+        drawn = [bytes(kaleido.calc_fig_sync(spec, opts=_options(spec), kopts=kaleido_options())) for spec in specs]
     return [data.decode() for data in drawn]
 
 

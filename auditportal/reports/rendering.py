@@ -16,6 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.template.loader import render_to_string
@@ -128,7 +129,9 @@ def render(context: ReportContext, *, created: dt.datetime | None = None) -> Ren
     from weasyprint import HTML, Attachment
 
     attachments = embedded_files(context)
-    html = HTML(string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=_fetcher())
+    html = HTML(
+        string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=static_fetcher()
+    )
     document = html.render()
     boxes = signature_boxes(context)
     fields = tuple(_field_box(document, box) for box in boxes)
@@ -181,8 +184,43 @@ def _field_box(document: Any, box: SignatureBox) -> FieldBox:
     raise RuntimeError(f"the report template drew no box #{box.anchor}")
 
 
-def _fetcher() -> URLFetcher:
-    """Only data: URIs and files under static/; anything else stops the rendering."""
+def static_file(url: str) -> Path:
+    """The file under static/ that the ``file:`` URL ``url`` names, or ``StaticFileRefused`` saying why.
+
+    The path is percent-decoded once, before it is checked, as the opener would decode it (a check
+    of the undecoded path let ``static/%2e%2e/...`` out). What is still encoded after that (``%252e``
+    is ``%2e`` once decoded), a backslash, a NUL, a host other than this machine, a relative path:
+    refused, not guessed at. The decoded path is resolved (``..`` and symbolic links followed) and
+    must exist inside static/, resolved too.
+    """
+    root = static_dir().resolve()
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file":
+        raise StaticFileRefused(f"the report may not fetch {url}")
+    if parts.netloc not in {"", "localhost"}:
+        raise StaticFileRefused(f"the report may not read {url}: a file on another host ({parts.netloc})")
+    try:
+        decoded = unquote(parts.path, errors="strict")
+    except UnicodeDecodeError:
+        raise StaticFileRefused(f"the report may not read {url}: its path is not UTF-8") from None
+    for character, what in (("%", "encoded twice"), ("\\", "a backslash"), ("\0", "a NUL character")):
+        if character in decoded:
+            raise StaticFileRefused(f"the report may not read {url}: its path has {what}")
+    path = Path(decoded)
+    if not path.is_absolute():
+        raise StaticFileRefused(f"the report may not read {url}: not an absolute path")
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise StaticFileRefused(f"the report may not read {url}: no such file under {root}") from None
+    if not resolved.is_relative_to(root) or not resolved.is_file():
+        raise StaticFileRefused(f"the report may not read {url}: only files under {root}")
+    return resolved
+
+
+def static_fetcher() -> URLFetcher:
+    """WeasyPrint's URL fetcher for the report: ``data:`` URIs, and files under static/ (``static_file``);
+    anything else stops the rendering."""
     from weasyprint.urls import FatalURLFetchingError, URLFetcher, URLFetcherResponse
 
     class StaticOnlyFetcher(URLFetcher):  # type: ignore[misc]
@@ -190,13 +228,17 @@ def _fetcher() -> URLFetcher:
             super().__init__(allowed_protocols={"file", "data"}, fail_on_errors=True)
 
         def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
-            if url.startswith("file:"):
-                root = static_dir().resolve()
-                path = Path(url.removeprefix("file://").split("?")[0]).resolve()
-                if not path.is_relative_to(root):
-                    raise FatalURLFetchingError(f"the report may not read {url}: only files under {root}")
-            elif not url.startswith("data:"):
-                raise FatalURLFetchingError(f"the report may not fetch {url}")
-            return super().fetch(url, headers)
+            if url.lower().startswith("data:"):
+                return super().fetch(url, headers)
+            try:
+                path = static_file(url)
+            except StaticFileRefused as refused:
+                raise FatalURLFetchingError(str(refused)) from None
+            # The checked file itself, by a URL that names only it: the opener decodes it to ``path``.
+            return super().fetch(path.as_uri(), headers)
 
     return StaticOnlyFetcher()
+
+
+class StaticFileRefused(Exception):
+    """A URL the report may not fetch; the message says which and why."""

@@ -16,11 +16,13 @@ from django.urls import reverse
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.text.csvsafe import original_text
 from auditportal.fairness.text.presentation import COMPARISON_COLUMNS
 from tests.factories import PredictionAuditFactory, client_for
 
 # Group names a spreadsheet would run as formulas, beside a plain one ("-1" would be an unknown value).
-HOSTILE = ['=HYPERLINK("http://evil.example","x")', "@SUM(1)", "-2+3", "+cmd", "plain"]
+# "x;=1+1" is one cell here, and two in a spreadsheet that separates cells with ";".
+HOSTILE = ['=HYPERLINK("http://evil.example","x")', "@SUM(1)", "-2+3", "+cmd", "x;=1+1", "plain"]
 
 
 def _hostile_csv() -> str:
@@ -52,7 +54,7 @@ def intersection_audit(bob: User, dataset_storage: Path) -> PredictionAudit:
 def _rows(client: Client, audit: PredictionAudit) -> list[dict[str, str]]:
     response = client.get(reverse("audits:prediction-comparisons-csv", args=[audit.pk]))
     assert response.status_code == 200
-    return list(csv.DictReader(io.StringIO(response.content.decode())))
+    return list(csv.DictReader(io.StringIO(response.getvalue().decode())))
 
 
 def test_the_csv_has_one_row_per_comparison_with_the_stored_numbers(
@@ -64,7 +66,7 @@ def test_the_csv_has_one_row_per_comparison_with_the_stored_numbers(
         response["Content-Disposition"]
         == f'attachment; filename="prediction-audit-{intersection_audit.pk}-comparisons.csv"'
     )
-    reader = csv.reader(io.StringIO(response.content.decode()))
+    reader = csv.reader(io.StringIO(response.getvalue().decode()))
     assert tuple(next(reader)) == COMPARISON_COLUMNS
     rows = _rows(client_for(carol), intersection_audit)
     document = intersection_audit.result
@@ -99,13 +101,18 @@ def test_group_names_that_are_formulas_are_neutralised_and_negative_numbers_are_
 ) -> None:
     rows = _rows(client_for(carol), audit)
     groups = {row["group"] for row in rows} | {row["reference"] for row in rows}
-    assert groups == {"'" + name if name[0] in "=@-+" else name for name in HOSTILE}
+    assert groups == {"'" + name if name[0] in "=@-+" else name.replace(";=", ";'=") for name in HOSTILE}
+    assert {original_text(group) for group in groups} == set(HOSTILE)
     assert not any(cell.startswith(("=", "+", "@")) for row in rows for cell in row.values())
+    # Read at ";", as a spreadsheet in a ;-locale does: no cell begins like a formula either.
+    text = client_for(carol).get(reverse("audits:prediction-comparisons-csv", args=[audit.pk])).getvalue().decode()
+    cells = [cell.lstrip() for row in csv.reader(io.StringIO(text, newline=""), delimiter=";") for cell in row]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "@"))]
     negative = [row["difference"] for row in rows if row["difference"].startswith("-")]
     assert negative  # a negative difference is a number, written as one
     assert all(float(value) < 0 for value in negative)
     # group_values is a JSON list: it starts with "[", which no spreadsheet runs.
-    assert {json.loads(row["group_values"])[0] for row in rows} <= set(HOSTILE)
+    assert {json.loads(original_text(row["group_values"]))[0] for row in rows} <= set(HOSTILE)
 
 
 @pytest.mark.parametrize("fixture_name", ["alice", "bob", "carol", "dave", "erin", "oscar"])
@@ -129,7 +136,7 @@ def test_the_page_links_the_csv_and_carries_the_forest_plot_of_the_stored_docume
     intersection_audit: PredictionAudit, dave: User
 ) -> None:
     response = client_for(dave).get(reverse("audits:prediction", args=[intersection_audit.pk]))
-    html = response.content.decode()
+    html = response.getvalue().decode()
     assert f'href="/audits/predictions/{intersection_audit.pk}/comparisons.csv"' in html
     start = html.index('<script id="forest-plot-data" type="application/json">')
     figure: dict[str, Any] = json.loads(html[html.index(">", start) + 1 : html.index("</script>", start)])

@@ -116,7 +116,7 @@ def test_figures_are_drawn_from_their_svg(audit: PredictionAudit, member_dave: o
 
 
 def test_nothing_outside_static_is_fetched() -> None:
-    fetcher = rendering._fetcher()
+    fetcher = rendering.static_fetcher()
     with pytest.raises(FatalURLFetchingError, match=re.escape("may not fetch https://example.org/x.css")):
         fetcher.fetch("https://example.org/x.css")
     with pytest.raises(FatalURLFetchingError, match="may not read file:///etc/passwd"):

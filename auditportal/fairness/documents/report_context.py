@@ -13,11 +13,9 @@ tables per document, and the CSV group tables embedded in the PDF beside the ver
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as dt
 import functools
-import io
 import types
 import typing
 from collections.abc import Mapping
@@ -27,6 +25,7 @@ from typing import Any
 from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
 from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.text import presentation
+from auditportal.fairness.text.csvsafe import csv_text
 
 # The layout of ``as_json``; a change to its keys or their meaning is a new version. Version 1 (no
 # ``trials``) is still read: stored reports keep the context they were made from.
@@ -368,21 +367,21 @@ def group_table_csv(document: EvidenceDocument) -> str:
 
     Columns: attribute, group, is_reference, n, positives, negatives, predicted_positives, then each rate
     with its interval (``tpr``, ``tpr_low``, ``tpr_high``, ...); empty where undefined. Values are written
-    as the document has them, so a machine can re-check the numbers from the PDF alone.
+    as the document has them, so a machine can re-check the numbers from the PDF alone; by the one CSV
+    writer (``fairness/text/csvsafe.py``): text quoted, and a name that begins like a formula, or with
+    ``'``, with one ``'`` before it (``original_text`` takes it off).
     """
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
     header = ["attribute", "group", "is_reference", "n", "positives", "negatives", "predicted_positives"]
     for rate in RATES:
         header += [rate, f"{rate}_low", f"{rate}_high"]
-    writer.writerow(header)
+    rows: list[list[Any]] = []
     for attribute, section in document_attributes(document.document).items():
         reference = section.get("reference")
         for group, entry in section.get("groups", {}).items():
             row: list[Any] = [
                 attribute,
                 group,
-                "true" if group == reference else "false",
+                group == reference,
                 entry["n"],
                 entry["positives"],
                 entry["negatives"],
@@ -393,9 +392,9 @@ def group_table_csv(document: EvidenceDocument) -> str:
                 low, high = (entry.get("ci") or {}).get(rate) or (None, None)
                 if value is None:
                     low = high = None
-                row += [_number(value), _number(low), _number(high)]
-            writer.writerow(row)
-    return out.getvalue()
+                row += [value, low, high]
+            rows.append(row)
+    return csv_text(header, rows)
 
 
 def plain_summary(context: ReportContext) -> list[str]:
@@ -481,10 +480,6 @@ def _count(number: int, noun: str) -> str:
 
 def _was(number: int) -> str:
     return "was" if number == 1 else "were"
-
-
-def _number(value: Any) -> str:
-    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
 def _plain(value: Any) -> Any:

@@ -109,7 +109,8 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
         vertical_spacing=PANEL_GAP_PX / plot_px if len(metrics) > 1 else 0.0,
         row_heights=[count / sum(rows) for count in rows],
         subplot_titles=[
-            f"{presentation.METRIC_LABELS.get(metric, metric)}: {len(panels[metric])} comparisons" for metric in metrics
+            f"{plain(presentation.METRIC_LABELS.get(metric, metric))}: {len(panels[metric])} comparisons"
+            for metric in metrics
         ],
     )
     span = _span(panels, tolerance)
@@ -234,7 +235,7 @@ def _points_trace(
         hovertext=[point.hover for point in points],
         hoverinfo="text",
         opacity=1.0 if judged else 0.6,
-        customdata=[[point.attribute, point.group, point.metric] for point in points],
+        customdata=[_key(point) for point in points],
     )
 
 
@@ -251,8 +252,14 @@ def _undefined_trace(chosen: list[tuple[int, ForestPoint]]) -> go.Scatter:
         textfont={"color": palette.MUTED, "size": 11},
         hovertext=[point.hover for _, point in chosen],
         hoverinfo="text",
-        customdata=[[point.attribute, point.group, point.metric] for _, point in chosen],
+        customdata=[_key(point) for _, point in chosen],
     )
+
+
+def _key(point: ForestPoint) -> list[str]:
+    """The comparison's key in the document (attribute, group, metric): data for clicks and tests,
+    which no template of the plot shows."""
+    return [point.attribute, point.group, point.metric]
 
 
 def _band(figure: go.Figure, row: int, tolerance: float) -> None:

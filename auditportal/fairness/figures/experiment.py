@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
+from auditportal.fairness.figures.text import plain
 from auditportal.fairness.statistics import judge
 from auditportal.fairness.statistics.stats import VERDICTS
 
@@ -313,9 +314,9 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
             dict(
                 type="scatter",
                 x=[None if value is None else round(value, DIGITS) for value in recall],
-                y=[[attribute.attribute] * len(groups), [group.group for group in groups]],
+                y=[[plain(attribute.attribute)] * len(groups), [plain(group.group) for group in groups]],
                 mode="markers",
-                name=f"{attribute.attribute}: {verdict}",
+                name=f"{plain(attribute.attribute)}: {verdict}",
                 marker={
                     "color": palette.series_colour(index),
                     "size": 10,
@@ -368,7 +369,7 @@ def worker_share_heatmap(
         go.Heatmap(
             z=columns.astype(np.float32),
             x=x,
-            y=[f"{row.attribute}={row.group} · rank {row.rank}" for row in ordered],
+            y=[f"{plain(row.attribute)}={plain(row.group)} · rank {row.rank}" for row in ordered],
             colorscale="Cividis",
             zmin=0,
             zmax=1,
@@ -388,9 +389,9 @@ def worker_share_heatmap(
                 x=step_array[kept],
                 y=_shown(series[kept]),
                 mode="lines",
-                name=f"spread {attribute}",
+                name=f"spread {plain(attribute)}",
                 line={"color": palette.series_colour(index), "width": 1.6},
-                hovertemplate=f"{attribute}<br>step %{{x}}<br>spread %{{y:.3f}}<extra></extra>",
+                hovertemplate=f"{plain(attribute)}<br>step %{{x}}<br>spread %{{y:.3f}}<extra></extra>",
             ),
             row=2,
             col=1,
@@ -591,7 +592,7 @@ def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
         value = getattr(point, name)
         if value is not None:
             lines.append(f"{name} {value:.4f}")
-    lines.extend(f"{name}={value}" for name, value in point.hparams)
+    lines.extend(f"{plain(name)}={plain(value)}" for name, value in point.hparams)
     return "<br>".join(lines)
 
 
