@@ -122,22 +122,29 @@ def test_two_administrators_at_once_each_get_a_version(erin: User) -> None:
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
-    def create(tolerance: float) -> None:
+    # Two tightenings of different values: the later one, re-read against the earlier, still only
+    # tightens. (Two tolerances would not do: the second, larger one loosens the first and becomes a
+    # proposal, as it should.)
+    def create(field: str) -> None:
         try:
             barrier.wait()
-            policy_create(user=erin, tolerance=tolerance, reason=f"to {tolerance}")
+            policy_create(user=erin, reason=f"lower {field}", **{field: 0.01})
         except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=create, args=(value,)) for value in (0.01, 0.02)]
+    threads = [threading.Thread(target=create, args=(field,)) for field in ("tolerance", "alpha")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
-    rows = dict(FairnessPolicy.objects.values_list("version", "tolerance"))
+    rows = {
+        version: (tolerance, alpha)
+        for version, tolerance, alpha in FairnessPolicy.objects.values_list("version", "tolerance", "alpha")
+    }
     assert sorted(rows) == [1, 2, 3]
-    assert {rows[2], rows[3]} == {0.01, 0.02}
+    assert rows[2] in {(0.01, 0.05), (0.05, 0.01)}
+    assert rows[3] == (0.01, 0.01)
     assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin).count() == 2
