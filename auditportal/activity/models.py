@@ -24,6 +24,12 @@ class Verb(models.TextChoices):
     TRIAL_EARLY_STOPPED = "trial.early_stopped", "trial stopped early by the search"
     TRIAL_VERDICT_CHANGED = "trial_verdict.changed", "trial verdict changed"
     FAIRNESS_POLICY_CREATED = "fairness_policy.created", "fairness policy version created"
+    FAIRNESS_POLICY_PROPOSED = "fairness_policy.proposed", "fairness policy loosening proposed"
+    FAIRNESS_POLICY_PROPOSAL_CONFIRMED = (
+        "fairness_policy.proposal_confirmed",
+        "fairness policy loosening confirmed by a second administrator",
+    )
+    FAIRNESS_POLICY_PROPOSAL_WITHDRAWN = "fairness_policy.proposal_withdrawn", "fairness policy proposal withdrawn"
     VERDICT_DOCUMENT_FROZEN = "verdict_document.frozen", "verdict document frozen"
     DATASET_VERSION_INTEGRITY_FAILED = "dataset_version.integrity_failed", "dataset version failed its integrity check"
     DATASET_VERSION_RETIRED = "dataset_version.retired", "dataset version retired"

@@ -38,8 +38,17 @@ class FairnessPolicy(models.Model):
         default=2, help_text="Distinct committee members whose approval a review request or a waiver needs."
     )
     reason = models.TextField()
+    # Who made the version: for a loosening, the administrator who proposed it ...
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # ... and the different administrator who confirmed it (two-person rule, docs/governance.md);
+    # null for a version that loosens nothing, which applies at once.
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    proposal = models.OneToOneField(
+        "PolicyProposal", on_delete=models.PROTECT, null=True, blank=True, related_name="policy"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -78,3 +87,78 @@ class FairnessPolicy(models.Model):
 
 
 DEFAULT_METRICS: tuple[str, ...] = tuple(stats.COMPARED)
+
+# The values a version holds besides its number: what a proposal proposes.
+POLICY_VALUES: tuple[str, ...] = (
+    "tolerance",
+    "alpha",
+    "metrics",
+    "reference_rule",
+    "min_group_size",
+    "approval_quorum",
+)
+
+
+class PolicyProposal(models.Model):
+    """A next version that loosens the policy (rules.policy_loosenings), waiting for a different
+    administrator's confirmation (the two-person rule, docs/governance.md).
+
+    Append-only: the proposed values are never edited. Its confirmation or withdrawal is a new
+    ``PolicyProposalClosure`` row (one per proposal) with its event; a confirmation also makes the
+    version. A proposal made against a version that is no longer the active one is stale and cannot
+    be confirmed.
+    """
+
+    # The active version when it was proposed: what it loosens, and what must still be active.
+    base = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, related_name="+")
+    tolerance = models.FloatField()
+    alpha = models.FloatField()
+    metrics = models.JSONField(default=list)
+    reference_rule = models.CharField(max_length=32, choices=ReferenceRule.choices, default=ReferenceRule.LARGEST)
+    min_group_size = models.PositiveIntegerField(null=True, blank=True)
+    approval_quorum = models.PositiveSmallIntegerField()
+    # The names of the values that loosen (rules.policy_loosenings(base, these values)).
+    loosens = models.JSONField(default=list)
+    reason = models.TextField()
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    proposed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(tolerance__gte=0, tolerance__lt=1), name="policies_proposal_tolerance_range"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(alpha__gt=0, alpha__lte=0.5), name="policies_proposal_alpha_range"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(approval_quorum__gte=1, approval_quorum__lte=MAX_APPROVAL_QUORUM),
+                name="policies_proposal_approval_quorum_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Fairness policy proposal #{self.pk}"
+
+    def values(self) -> dict[str, Any]:
+        """The proposed values, as FairnessPolicy.as_json() names them (without the version)."""
+        return {name: getattr(self, name) for name in POLICY_VALUES}
+
+
+class ProposalOutcome(models.TextChoices):
+    CONFIRMED = "confirmed", "confirmed"
+    WITHDRAWN = "withdrawn", "withdrawn"
+
+
+class PolicyProposalClosure(models.Model):
+    """How a proposal ended: confirmed by a different administrator (the version it made links back
+    through FairnessPolicy.proposal), or withdrawn. One per proposal: a second is refused."""
+
+    proposal = models.OneToOneField(PolicyProposal, on_delete=models.PROTECT, related_name="closure")
+    outcome = models.CharField(max_length=16, choices=ProposalOutcome.choices)
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    closed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Proposal #{self.proposal_id} {self.outcome}"

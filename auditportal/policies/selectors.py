@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.http import Http404
 
-from auditportal.policies.models import FairnessPolicy
+from auditportal.policies.models import FairnessPolicy, PolicyProposal
 
 
 class NoPolicy(RuntimeError):
@@ -19,4 +20,28 @@ def policy_active() -> FairnessPolicy:
 
 
 def policy_history() -> QuerySet[FairnessPolicy]:
-    return FairnessPolicy.objects.select_related("created_by").order_by("-version")
+    return FairnessPolicy.objects.select_related("created_by", "confirmed_by").order_by("-version")
+
+
+def policy_proposals(*, open_only: bool = False) -> QuerySet[PolicyProposal]:
+    """Proposals newest first; ``open_only``: neither confirmed nor withdrawn (stale ones included)."""
+    proposals = PolicyProposal.objects.select_related(
+        "base", "proposed_by", "closure", "closure__closed_by", "policy"
+    ).order_by("-pk")
+    return proposals.filter(closure__isnull=True) if open_only else proposals
+
+
+def policy_proposal_get(*, proposal_id: int) -> PolicyProposal:
+    try:
+        return policy_proposals().get(pk=proposal_id)
+    except PolicyProposal.DoesNotExist:
+        raise Http404("No such fairness policy proposal.") from None
+
+
+def policy_proposal_state(proposal: PolicyProposal, *, active: FairnessPolicy) -> str:
+    """pending (a different administrator may confirm it), stale (made against an older version than
+    the active one: it can only be withdrawn), confirmed or withdrawn."""
+    closure = getattr(proposal, "closure", None)
+    if closure is not None:
+        return str(closure.outcome)
+    return "pending" if proposal.base_id == active.pk else "stale"

@@ -18,6 +18,9 @@ from auditportal.policies.models import (
     MAX_APPROVAL_QUORUM,
     MAX_MIN_GROUP_SIZE,
     FairnessPolicy,
+    PolicyProposal,
+    PolicyProposalClosure,
+    ProposalOutcome,
     ReferenceRule,
 )
 from auditportal.policies.selectors import policy_active
@@ -71,8 +74,12 @@ def policy_create(
     reference_rule: str | None = None,
     min_group_size: int | Keep | None = KEEP,
     approval_quorum: int | Keep = KEEP,
-) -> FairnessPolicy:
+) -> FairnessPolicy | PolicyProposal:
     """The next version of the fairness policy (administrators only); values not given carry over.
+
+    A change that only tightens (or keeps) values is the next version at once. A change that loosens
+    anything (rules.policy_loosenings) is a PolicyProposal instead, which takes effect only when a
+    different administrator confirms it (policy_proposal_confirm): the two-person rule.
 
     Existing verdicts keep the version they were judged under; only later verdicts use this one.
     Two administrators at once both get a version: the loser of the race for a version number
@@ -98,6 +105,9 @@ def policy_create(
                 del current["version"]
                 if values == current:
                     raise PolicyError(f"nothing changed: version {active.version} already has these values")
+                loosens = rules.policy_loosenings(current, values)
+                if loosens:
+                    return _propose(user=user, active=active, values=values, loosens=loosens, reason=reason)
                 policy = FairnessPolicy.objects.create(
                     version=active.version + 1, reason=reason, created_by=user, **values
                 )
@@ -112,6 +122,94 @@ def policy_create(
             if not FairnessPolicy.objects.filter(version=active.version + 1).exists():
                 raise  # not the race for the version number
     raise RuntimeError(f"could not number a new policy version in {_ATTEMPTS} attempts")
+
+
+def _propose(
+    *, user: User, active: FairnessPolicy, values: dict[str, object], loosens: list[str], reason: str
+) -> PolicyProposal:
+    proposal = PolicyProposal.objects.create(base=active, loosens=loosens, reason=reason, proposed_by=user, **values)
+    event_record(
+        actor=user,
+        verb=Verb.FAIRNESS_POLICY_PROPOSED,
+        target=proposal,
+        data={"base_version": active.version, **values, "loosens": loosens, "reason": reason},
+    )
+    return proposal
+
+
+def policy_proposal_confirm(*, user: User, proposal: PolicyProposal) -> FairnessPolicy:
+    """The version a pending proposal proposes, made active by a different administrator than its
+    proposer; both are recorded on the version (created_by, confirmed_by) and in the events."""
+    rules.check_confirm(user, proposal)
+    try:
+        with transaction.atomic():
+            proposal = _open(proposal, action="confirmed")
+            active = policy_active()
+            if proposal.base_id != active.pk:
+                raise PolicyError(
+                    f"proposal #{proposal.pk} is stale: it was made against version {proposal.base.version}, "
+                    f"but version {active.version} is active now; withdraw it and propose the change again"
+                )
+            PolicyProposalClosure.objects.create(proposal=proposal, outcome=ProposalOutcome.CONFIRMED, closed_by=user)
+            policy = FairnessPolicy.objects.create(
+                version=active.version + 1,
+                reason=proposal.reason,
+                created_by=proposal.proposed_by,
+                confirmed_by=user,
+                proposal=proposal,
+                **proposal.values(),
+            )
+            people = {"proposed_by": proposal.proposed_by.get_username(), "confirmed_by": user.get_username()}
+            event_record(
+                actor=user,
+                verb=Verb.FAIRNESS_POLICY_PROPOSAL_CONFIRMED,
+                target=proposal,
+                data={"version": policy.version, "loosens": list(proposal.loosens), **people},
+            )
+            event_record(
+                actor=user,
+                verb=Verb.FAIRNESS_POLICY_CREATED,
+                target=policy,
+                data={**policy.as_json(), "reason": policy.reason, "proposal": proposal.pk, **people},
+            )
+            return policy
+    except IntegrityError as exc:
+        # Another administrator made a version, or closed the proposal, in the same moment.
+        raise PolicyError(
+            f"proposal #{proposal.pk} could not be confirmed: the policy or the proposal changed at the same "
+            "moment; reload and look again"
+        ) from exc
+
+
+def policy_proposal_withdraw(*, user: User, proposal: PolicyProposal) -> PolicyProposal:
+    """Close a pending or stale proposal without a version (any administrator: it loosens nothing)."""
+    rules.check_withdraw(user, proposal)
+    try:
+        with transaction.atomic():
+            proposal = _open(proposal, action="withdrawn")
+            PolicyProposalClosure.objects.create(proposal=proposal, outcome=ProposalOutcome.WITHDRAWN, closed_by=user)
+            event_record(
+                actor=user,
+                verb=Verb.FAIRNESS_POLICY_PROPOSAL_WITHDRAWN,
+                target=proposal,
+                data={"base_version": proposal.base.version, "proposed_by": proposal.proposed_by.get_username()},
+            )
+    except IntegrityError as exc:
+        raise PolicyError(f"proposal #{proposal.pk} was closed by someone else at the same moment") from exc
+    proposal.refresh_from_db()
+    return proposal
+
+
+def _open(proposal: PolicyProposal, *, action: str) -> PolicyProposal:
+    """The proposal re-read under a row lock; refused when it is confirmed or withdrawn already."""
+    locked = PolicyProposal.objects.select_for_update().select_related("base", "proposed_by").get(pk=proposal.pk)
+    closure = PolicyProposalClosure.objects.select_related("closed_by").filter(proposal=locked).first()
+    if closure is not None:
+        raise PolicyError(
+            f"proposal #{locked.pk} cannot be {action}: it was already {closure.outcome} by "
+            f"{closure.closed_by.get_username()}"
+        )
+    return locked
 
 
 def _checked(

@@ -8,4 +8,6 @@ app_name = "policies"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.policy_page, name="page"),
+    path("proposals/<int:proposal_id>/confirm/", views.proposal_confirm, name="proposal-confirm"),
+    path("proposals/<int:proposal_id>/withdraw/", views.proposal_withdraw, name="proposal-withdraw"),
 ]

@@ -27,6 +27,7 @@ from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies import services as policy_services
+from auditportal.policies.models import PolicyProposal
 from auditportal.reports import services as report_services
 from auditportal.reports import signing as report_signing
 from tests.approvals import conftest as approval_helpers
@@ -199,7 +200,29 @@ def _trial_verdict_changed(request: pytest.FixtureRequest) -> Callable[[], objec
 
 def _fairness_policy_created(request: pytest.FixtureRequest) -> Callable[[], object]:
     erin = _user(request, "erin")
-    return lambda: policy_services.policy_create(user=erin, tolerance=0.1, reason="Stricter review board")
+    return lambda: policy_services.policy_create(user=erin, tolerance=0.01, reason="Stricter review board")
+
+
+def _fairness_policy_proposal(request: pytest.FixtureRequest) -> PolicyProposal:
+    made = policy_services.policy_create(user=_user(request, "erin"), approval_quorum=1, reason="Faster approvals")
+    assert isinstance(made, PolicyProposal)
+    return made
+
+
+def _fairness_policy_proposed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    erin = _user(request, "erin")
+    return lambda: policy_services.policy_create(user=erin, approval_quorum=1, reason="Faster approvals")
+
+
+def _fairness_policy_proposal_confirmed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    proposal = _fairness_policy_proposal(request)
+    second = make_user("irene", [Role.ADMIN])
+    return lambda: policy_services.policy_proposal_confirm(user=second, proposal=proposal)
+
+
+def _fairness_policy_proposal_withdrawn(request: pytest.FixtureRequest) -> Callable[[], object]:
+    proposal = _fairness_policy_proposal(request)
+    return lambda: policy_services.policy_proposal_withdraw(user=_user(request, "erin"), proposal=proposal)
 
 
 def _verdict_document_frozen(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -369,6 +392,9 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.TRIAL_EARLY_STOPPED: _trial_early_stopped,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
+    Verb.FAIRNESS_POLICY_PROPOSED: _fairness_policy_proposed,
+    Verb.FAIRNESS_POLICY_PROPOSAL_CONFIRMED: _fairness_policy_proposal_confirmed,
+    Verb.FAIRNESS_POLICY_PROPOSAL_WITHDRAWN: _fairness_policy_proposal_withdrawn,
     Verb.VERDICT_DOCUMENT_FROZEN: _verdict_document_frozen,
     Verb.REVIEW_REQUEST_CREATED: lambda request: lambda: _review_request(request),
     Verb.REVIEW_REQUEST_REVISED: _transition(

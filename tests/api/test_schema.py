@@ -205,6 +205,18 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         body={"reason": "Stricter", "tolerance": 0.04},
         media_type="application/json",
     )
+    # A loosening is a proposal (202) that a second administrator confirms; another one is withdrawn.
+    for outcome, alpha in (("confirm", 0.1), ("withdraw", 0.2)):
+        looser = {"reason": "Looser", "alpha": alpha}
+        proposal = call("pat", "POST", "/api/v1/policy/", 202, body=looser, media_type="application/json")
+        call("pat", "GET", "/api/v1/policy/proposals/", 200)
+        call(
+            "erin",
+            "POST",
+            f"/api/v1/policy/proposals/{{proposal_id}}/{outcome}/",
+            200,
+            path_parameters={"proposal_id": proposal["id"]},
+        )
     verified = call(
         "pat",
         "POST",

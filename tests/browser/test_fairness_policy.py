@@ -12,10 +12,9 @@ from tests.factories import make_user
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_administrator_creates_version_2_through_the_form_and_sees_it_in_the_history(
-    page: Any, live_server: Any
-) -> None:
+def test_an_administrator_proposes_a_loosening_and_a_second_one_confirms_it(page: Any, live_server: Any) -> None:
     make_user("erin", [Role.ADMIN])
+    make_user("irene", [Role.ADMIN])
     log_in(page, live_server.url, "erin")
     page.click("nav >> text=Fairness policy")
     page.wait_for_selector("#policy-history")
@@ -28,14 +27,28 @@ def test_an_administrator_creates_version_2_through_the_form_and_sees_it_in_the_
     page.fill("#id_reason", "Committee decision: recall gaps above 8 points, groups of 30 or more to pass")
     page.click("#policy-form button[type=submit]")
 
+    # A wider tolerance and one metric fewer loosen the policy: a proposal, not a version.
+    page.wait_for_selector("#policy-proposals")
+    proposal = page.inner_text("#policy-proposals")
+    assert "a wider tolerance δ" in proposal
+    assert "fewer judged metrics" in proposal
+    assert "Waiting for an administrator other than erin" in proposal
+    assert page.locator(".confirm-proposal").count() == 0
+    assert "version 1 is active" in page.inner_text("h1")
+
+    page.context.clear_cookies()
+    log_in(page, live_server.url, "irene")
+    page.goto(f"{live_server.url}/policy/")
+    page.click(".confirm-proposal button[type=submit]")
     page.wait_for_selector("#policy-history tr[data-version='2']")
     row = page.inner_text("#policy-history tr[data-version='2']")
     assert "active" in row
     assert "0.08" in row
-    assert "erin" in row
+    assert "erin, confirmed by irene" in row
     assert "Committee decision" in row
     assert "active" not in page.inner_text("#policy-history tr[data-version='1']")
     assert "version 2 is active" in page.inner_text("h1")
+    assert page.locator("#policy-proposals").count() == 0
     page.screenshot(path=str(ARTIFACTS / "fairness-policy.png"), full_page=True)
     policy = policy_active()
     assert (policy.version, policy.tolerance, policy.min_group_size) == (2, 0.08, 30)

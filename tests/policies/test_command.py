@@ -39,16 +39,16 @@ def test_show_prints_the_active_version_and_its_values(db: None) -> None:
 
 def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> None:
     text = _run(
-        "set", "--tolerance", "0.1", "--alpha", "0.01", "--metrics", "tpr,fpr", "--min-group-size", "30",
+        "set", "--tolerance", "0.01", "--alpha", "0.01", "--min-group-size", "30",
         "--reason", "Board decision", "--user", "erin",
     )  # fmt: skip
     assert text.startswith("Created fairness policy version 2; later verdicts are judged under it.\n")
     policy = policy_active()
     assert policy.as_document() == {
         "version": 2,
-        "tolerance": 0.1,
+        "tolerance": 0.01,
         "alpha": 0.01,
-        "metrics": ["tpr", "fpr"],
+        "metrics": ["tpr", "fpr", "equalized_odds", "selection_rate", "ppv"],
         "reference_rule": "largest",
         "min_group_size": 30,
     }
@@ -58,8 +58,8 @@ def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> 
     _run("set", "--approval-quorum", "3", "--reason", "three signatures", "--user", "erin")
     assert policy_active().approval_quorum == 3
     assert "approval quorum 3 committee members" in _run("show")
-    _run("set", "--no-min-group-size", "--reason", "no minimum", "--user", "erin")
-    assert (policy_active().version, policy_active().min_group_size, policy_active().tolerance) == (4, None, 0.1)
+    _run("set", "--min-group-size", "40", "--reason", "larger groups", "--user", "erin")
+    assert (policy_active().version, policy_active().min_group_size, policy_active().tolerance) == (4, 40, 0.01)
     history = _run("show", "--history")
     assert [line for line in history.splitlines() if line.startswith("Fairness policy")] == [
         "Fairness policy version 4 (active)",
@@ -70,7 +70,7 @@ def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> 
 
 
 def test_without_user_it_acts_as_the_command_line_account(db: None) -> None:
-    _run("set", "--tolerance", "0.1", "--reason", "operator")
+    _run("set", "--tolerance", "0.01", "--reason", "operator")
     policy = policy_active()
     assert policy.created_by is not None
     assert policy.created_by.username == CLI_USERNAME

@@ -20,9 +20,9 @@ from auditportal.experiments.models import Trial, TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies.models import FairnessPolicy
-from auditportal.policies.services import policy_create
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.factories import TrialFactory, client_for
+from tests.policies.helpers import policy_change
 
 SPEC = AuditSpec(label="label", prediction="pred", attributes=("gender",))
 # recall 0.60 vs 0.90 over thousands of positives: FAIL under any tolerance below 0.25
@@ -59,8 +59,8 @@ def test_a_policy_change_leaves_existing_audits_untouched_and_judges_new_ones(
 
     # A lenient tolerance that every comparison of this file passes (groups of 5 rows: the exact bounds
     # of 1 in 3 against 2 in 2 reach a TPR gap of 0.992).
-    policy = policy_create(user=erin, tolerance=0.999, reason="lenient, for the test")
-    assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin, target_id=str(policy.pk)).exists()
+    policy = policy_change(user=erin, tolerance=0.999, reason="lenient, for the test")
+    assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, target_id=str(policy.pk)).exists()
 
     assert PredictionAudit.objects.values("verdict", "result", "policy", "parameters").get(pk=before.pk) == stored
     after = _audit(bob, tmp_path)
@@ -76,7 +76,7 @@ def test_a_policy_change_leaves_trial_verdicts_untouched_until_the_next_validati
     assert (verdict.policy.version, verdict.verdict, verdict.tolerance) == (1, "FAIL", 0.05)
     stored = TrialVerdict.objects.values().get(pk=verdict.pk)
 
-    policy_create(user=erin, tolerance=0.4, reason="lenient, for the test")
+    policy_change(user=erin, tolerance=0.4, reason="lenient, for the test")
     assert TrialVerdict.objects.values().get(pk=verdict.pk) == stored
 
     (later,) = trial_verdicts_update(trial=trial, step=6, metrics=_metrics(GAP))
@@ -90,7 +90,7 @@ def test_a_minimum_group_size_applies_to_trial_verdicts(trial: Trial, erin: User
     same = {"female": (2700, 300, 300, 2700), "male": (2700, 300, 300, 2700)}
     (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=_metrics(same))
     assert verdict.verdict == "PASS"
-    policy_create(user=erin, min_group_size=10_000, reason="larger groups before a PASS")
+    policy_change(user=erin, min_group_size=10_000, reason="larger groups before a PASS")
     (verdict,) = trial_verdicts_update(trial=trial, step=6, metrics=_metrics(same))
     assert verdict.verdict == "INCONCLUSIVE"
     (tpr,) = [c for c in verdict.document["comparisons"] if c["metric"] == "tpr"]
@@ -108,7 +108,7 @@ def test_the_experiment_page_and_its_progress_show_the_verdicts_policy(trial: Tr
 
 
 def test_the_audit_form_has_no_tolerance_and_names_the_policy(bob: User, erin: User) -> None:
-    policy_create(user=erin, tolerance=0.1, alpha=0.01, reason="stricter alpha")
+    policy_change(user=erin, tolerance=0.1, alpha=0.01, reason="stricter alpha")
     response = client_for(bob).get(reverse("audits:prediction-new"))
     form = response.context["form"]
     assert "tolerance" not in form.fields
@@ -125,7 +125,7 @@ def test_the_audit_page_shows_the_policy_version_with_a_link(bob: User, tmp_path
 
 @pytest.mark.parametrize("field", ["tolerance", "alpha"])
 def test_the_audit_api_refuses_a_tolerance_or_alpha(field: str, bob: User, erin: User, dataset_storage: Path) -> None:
-    policy_create(user=erin, tolerance=0.1, reason="stricter")
+    policy_change(user=erin, tolerance=0.1, reason="stricter")
     upload = SimpleUploadedFile("scores.csv", PREDICTIONS_CSV.encode(), content_type="text/csv")
     data = {"file": upload, "label": "label", "prediction": "pred", "attributes": ["gender"], field: "0.2"}
     response = client_for(bob).post("/api/v1/audits/predictions/", data)

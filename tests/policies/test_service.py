@@ -14,6 +14,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 from auditportal.policies.services import PolicyError, policy_create
+from tests.policies.helpers import policy_change
 
 ONE_OF = "the metrics are one or more of tpr, fpr, equalized_odds, selection_rate, ppv, not"
 NEEDS_TPR = "the metrics must include tpr: trial verdicts judge recall (the trainer's EOD)"
@@ -34,9 +35,11 @@ def test_version_1_is_seeded_from_the_settings(db: None) -> None:
 
 
 def test_an_administrator_creates_the_next_version_with_an_event(erin: User) -> None:
-    policy = policy_create(user=erin, tolerance=0.1, alpha=0.01, reason="  Board decision 2026-11  ")
+    policy = policy_create(user=erin, tolerance=0.01, alpha=0.01, reason="  Board decision 2026-11  ")
+    assert isinstance(policy, FairnessPolicy)  # it only tightens: at once
     assert policy_active() == policy
-    assert (policy.version, policy.tolerance, policy.alpha, policy.created_by) == (2, 0.1, 0.01, erin)
+    assert (policy.version, policy.tolerance, policy.alpha, policy.created_by) == (2, 0.01, 0.01, erin)
+    assert policy.confirmed_by is None
     assert policy.reason == "Board decision 2026-11"
     event = Event.objects.get(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin)
     assert (event.target_type, event.target_id) == ("policies.fairnesspolicy", str(policy.pk))
@@ -44,8 +47,8 @@ def test_an_administrator_creates_the_next_version_with_an_event(erin: User) -> 
 
 
 def test_values_not_given_carry_over_from_the_active_version(erin: User) -> None:
-    policy_create(user=erin, tolerance=0.1, metrics=["tpr", "fpr"], min_group_size=30, reason="first")
-    second = policy_create(user=erin, alpha=0.01, reason="second")
+    policy_change(user=erin, tolerance=0.1, metrics=["tpr", "fpr"], min_group_size=30, reason="first")
+    second = policy_change(user=erin, alpha=0.01, reason="second")
     assert second.as_document() == {
         "version": 3,
         "tolerance": 0.1,
@@ -54,12 +57,12 @@ def test_values_not_given_carry_over_from_the_active_version(erin: User) -> None
         "reference_rule": "largest",
         "min_group_size": 30,
     }
-    third = policy_create(user=erin, min_group_size=None, reason="no minimum")
+    third = policy_change(user=erin, min_group_size=None, reason="no minimum")
     assert (third.version, third.min_group_size, third.tolerance) == (4, None, 0.1)
 
 
 def test_metrics_are_kept_in_one_order_without_repeats(erin: User) -> None:
-    policy = policy_create(user=erin, metrics=["ppv", " tpr", "ppv"], reason="order")
+    policy = policy_change(user=erin, metrics=["ppv", " tpr", "ppv"], reason="order")
     assert policy.metrics == ["tpr", "ppv"]
 
 
@@ -107,8 +110,8 @@ def test_impossible_or_empty_changes_are_refused(
 
 
 def test_going_back_to_earlier_values_is_a_new_version(erin: User) -> None:
-    policy_create(user=erin, tolerance=0.1, reason="looser")
-    back = policy_create(user=erin, tolerance=0.05, reason="back to the seed")
+    policy_change(user=erin, tolerance=0.1, reason="looser")
+    back = policy_change(user=erin, tolerance=0.05, reason="back to the seed")
     assert (back.version, back.tolerance) == (3, 0.05)
     assert list(FairnessPolicy.objects.values_list("version", flat=True)) == [3, 2, 1]
 
@@ -120,22 +123,29 @@ def test_two_administrators_at_once_each_get_a_version(erin: User) -> None:
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
-    def create(tolerance: float) -> None:
+    # Two tightenings of different values: the later one, re-read against the earlier, still only
+    # tightens. (Two tolerances would not do: the second, larger one loosens the first and becomes a
+    # proposal, as it should.)
+    def create(field: str) -> None:
         try:
             barrier.wait()
-            policy_create(user=erin, tolerance=tolerance, reason=f"to {tolerance}")
+            policy_create(user=erin, reason=f"lower {field}", **{field: 0.01})
         except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=create, args=(value,)) for value in (0.1, 0.2)]
+    threads = [threading.Thread(target=create, args=(field,)) for field in ("tolerance", "alpha")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
-    rows = dict(FairnessPolicy.objects.values_list("version", "tolerance"))
+    rows = {
+        version: (tolerance, alpha)
+        for version, tolerance, alpha in FairnessPolicy.objects.values_list("version", "tolerance", "alpha")
+    }
     assert sorted(rows) == [1, 2, 3]
-    assert {rows[2], rows[3]} == {0.1, 0.2}
+    assert rows[2] in {(0.01, 0.05), (0.05, 0.01)}
+    assert rows[3] == (0.01, 0.01)
     assert Event.objects.filter(verb=Verb.FAIRNESS_POLICY_CREATED, actor=erin).count() == 2

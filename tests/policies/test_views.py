@@ -9,8 +9,8 @@ from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
-from auditportal.policies.services import policy_create
 from tests.factories import client_for
+from tests.policies.helpers import SECOND_ADMIN, policy_change
 
 API = "/api/v1/policy/"
 NEEDS_TPR = "the metrics must include tpr: trial verdicts judge recall (the trainer's EOD)"
@@ -50,10 +50,10 @@ def test_an_administrator_creates_the_next_version_through_the_form(erin: User) 
     client = client_for(erin)
     form = client.get(reverse("policies:page")).context["form"]
     assert form["tolerance"].value() == 0.05  # starts from the active version
-    response = client.post(reverse("policies:page"), _form(metrics=["tpr", "fpr"], min_group_size="25"))
+    response = client.post(reverse("policies:page"), _form(tolerance="0.04", min_group_size="25"))
     assert response.status_code == 302
     policy = policy_active()
-    assert (policy.version, policy.tolerance, policy.metrics, policy.min_group_size) == (2, 0.1, ["tpr", "fpr"], 25)
+    assert (policy.version, policy.tolerance, policy.min_group_size) == (2, 0.04, 25)
     html = client.get(reverse("policies:page")).content.decode()
     assert "Fairness policy version 2 is active; later verdicts use it." in html
     assert 'data-version="2" class="active"' in html
@@ -88,17 +88,15 @@ def test_the_form_shows_the_services_message(
 
 
 def test_the_api_lists_the_active_version_and_the_history(bob: User, erin: User) -> None:
-    policy_create(user=erin, tolerance=0.1, reason="looser")
+    policy_change(user=erin, tolerance=0.1, reason="looser")
     body = client_for(bob).get(API).json()
     assert body["active"]["version"] == 2
-    assert [(item["version"], item["active"], item["created_by"]) for item in body["history"]] == [
-        (2, True, "erin"),
-        (1, False, None),
-    ]
+    rows = [(item["version"], item["active"], item["created_by"], item["confirmed_by"]) for item in body["history"]]
+    assert rows == [(2, True, "erin", SECOND_ADMIN), (1, False, None, None)]
     assert body["history"][0]["reason"] == "looser"
     assert set(body["active"]) == {
         "version", "tolerance", "alpha", "metrics", "reference_rule", "min_group_size", "approval_quorum",
-        "reason", "created_by", "created_at", "active",
+        "reason", "created_by", "confirmed_by", "proposal", "created_at", "active",
     }  # fmt: skip
 
 

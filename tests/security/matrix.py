@@ -90,6 +90,11 @@ audits:prediction-retire           GET  -         login  405    405    405    40
 audits:prediction-retire           POST reason    login  404    403    403    302    403    302    403    302    404
 policies:page                      GET  -         login  403    200    200    200    200    200    200    200    403
 policies:page                      POST -         login  403    403    403    403    403    403    403    200    403
+# A proposal to loosen the policy (another administrator's): any other administrator confirms or withdraws it.
+policies:proposal-confirm          GET  -         login  405    405    405    405    405    405    405    405    405
+policies:proposal-confirm          POST -         login  403    403    403    403    403    403    403    302    403
+policies:proposal-withdraw         GET  -         login  405    405    405    405    405    405    405    405    405
+policies:proposal-withdraw         POST -         login  403    403    403    403    403    403    403    302    403
 evidence:document                  GET  -         login  404    200    200    200    200    200    200    200    404
 evidence:canonical                 GET  -         login  404    200    200    200    200    200    200    200    404
 # Freezing a trial's validation: ML engineers and reviewers.
@@ -153,6 +158,11 @@ api-prediction-audit-retire        GET  -         401    405    405    405    40
 api-prediction-audit-retire        POST reason    401    404    403    403    200    403    200    403    200    404
 api-policy                         GET  -         401    403    200    200    200    200    200    200    200    403
 api-policy                         POST -         401    403    403    403    403    403    403    403    400    403
+api-policy-proposals               GET  -         401    403    200    200    200    200    200    200    200    403
+api-policy-proposal-confirm        GET  -         401    405    405    405    405    405    405    405    405    405
+api-policy-proposal-confirm        POST -         401    403    403    403    403    403    403    403    200    403
+api-policy-proposal-withdraw       GET  -         401    405    405    405    405    405    405    405    405    405
+api-policy-proposal-withdraw       POST -         401    403    403    403    403    403    403    403    200    403
 api-verdict-document               GET  -         401    404    200    200    200    200    200    200    200    404
 api-verdict-document-canonical     GET  -         401    404    200    200    200    200    200    200    200    404
 # The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_only); a

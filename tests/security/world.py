@@ -24,6 +24,7 @@ from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.documents.findings import FAIL
 from auditportal.outbox.models import OutboxMessage
+from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
 from tests.approvals.conftest import in_review, keys, trial_document, vote
@@ -188,6 +189,10 @@ def build_world(runs: Path, scratch: Path) -> World:
     )
     # A task the broker has not taken yet, for the admin's outbox pages.
     OutboxMessage.objects.create(name="approvals.tag_checkpoint", args=[request.pk], last_error="broker down")
+    # A second administrator's proposal to loosen the policy: the admin class may confirm it.
+    proposal = policy_services.policy_create(
+        user=make_user("iris", [Role.ADMIN]), approval_quorum=1, reason="faster approvals"
+    )
     gate_token = account_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret
@@ -225,5 +230,6 @@ def build_world(runs: Path, scratch: Path) -> World:
         "report_id": report.pk,
         "number": 1,
         "authority_id": CertificateAuthority.objects.get().pk,
+        "proposal_id": proposal.pk,
     }
     return world
