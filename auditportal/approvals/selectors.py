@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -281,6 +281,8 @@ class Queue:
     """What waits for one user, per role they hold."""
 
     to_vote: list[ReviewRequest] = field(default_factory=list)
+    # Paused rounds (a role changed) that this user may resume.
+    to_resume: list[ReviewRequest] = field(default_factory=list)
     waivers_to_vote: list[Waiver] = field(default_factory=list)
     to_start: list[ReviewRequest] = field(default_factory=list)
     to_recommend: list[ReviewRequest] = field(default_factory=list)
@@ -293,12 +295,20 @@ class Queue:
     def count(self) -> int:
         return sum(
             len(items)
-            for items in (self.to_vote, self.waivers_to_vote, self.to_start, self.to_recommend, self.my_drafts)
+            for items in (
+                self.to_vote,
+                self.to_resume,
+                self.waivers_to_vote,
+                self.to_start,
+                self.to_recommend,
+                self.my_drafts,
+            )
         )
 
 
 def review_queue(*, user: User) -> Queue:
-    """Committee members: requests in review and proposed waivers they may vote on and have not; reviewers
+    """Committee members and administrators: paused rounds they may resume; committee members: requests in
+    review and proposed waivers they may vote on and have not; reviewers
     (and committee members): submitted requests to take into review, and requests in review without
     their recommendation; requesters: their drafts (new or sent back) and their open requests."""
     queue = Queue()
@@ -313,6 +323,13 @@ def review_queue(*, user: User) -> Queue:
                 for waiver in request.waivers.filter(round=request.round, state=WaiverState.PROPOSED):
                     if not waiver.votes.filter(voter=user).exists():
                         queue.waivers_to_vote.append(waiver)
+    if user.has_role(Role.ETHICS_COMMITTEE) or user.has_role(Role.ADMIN):
+        paused = requests.filter(
+            state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW],
+            pauses__round=F("round"),
+            pauses__resumptions__isnull=True,
+        ).distinct()
+        queue.to_resume = [request for request in paused if rules.refusal(user, request, "resume") is None]
     if user.has_role(Role.REVIEWER) or user.has_role(Role.ETHICS_COMMITTEE):
         queue.to_start = [
             request

@@ -151,6 +151,9 @@ def test_the_page_and_the_api_resume_a_paused_round(
 ) -> None:
     request = in_review(audit_request, carol)
     account_services.role_grant(user=carol, role=Role.ETHICS_COMMITTEE, granted_by=erin)
+    assert selectors.review_queue(user=hank).to_resume == [request]
+    assert selectors.review_queue(user=erin).to_resume == []  # erin made the change
+    assert 'id="queue-to-resume"' in client_for(hank).get("/approvals/").content.decode()
     page = client_for(hank).get(request.get_absolute_url()).content.decode()
     assert 'id="pause-banner"' in page
     assert 'id="resume"' in page
