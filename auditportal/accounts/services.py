@@ -15,6 +15,7 @@ from knox.settings import CONSTANTS
 
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, TokenScope, User
 from auditportal.accounts.rules import check_manage_tokens
+from auditportal.accounts.signals import role_changed
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
@@ -47,6 +48,8 @@ def role_grant(*, user: User, role: Role, granted_by: User | None) -> RoleGrant:
     if created:
         event_record(actor=granted_by, verb=Verb.ROLE_GRANTED, target=user, data={"role": role.value})
     user.forget_roles()
+    if created:
+        role_changed.send(sender=User, user=user, role=Role(role), change="granted", by=granted_by)
     return grant
 
 
@@ -56,6 +59,8 @@ def role_revoke(*, user: User, role: Role, revoked_by: User | None) -> bool:
     if deleted:
         event_record(actor=revoked_by, verb=Verb.ROLE_REVOKED, target=user, data={"role": role.value})
     user.forget_roles()
+    if deleted:
+        role_changed.send(sender=User, user=user, role=Role(role), change="revoked", by=revoked_by)
     return bool(deleted)
 
 

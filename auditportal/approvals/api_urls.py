@@ -21,6 +21,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     ),
     path(_R + "withdraw/", apis.ReviewRequestWithdrawApi.as_view(), name="api-review-request-withdraw"),
     path(_R + "revoke/", apis.ReviewRequestRevokeApi.as_view(), name="api-review-request-revoke"),
+    path(_R + "resume/", apis.ReviewRequestResumeApi.as_view(), name="api-review-request-resume"),
     path(_R + "recommend/", apis.ReviewRequestRecommendApi.as_view(), name="api-review-request-recommend"),
     path(_R + "comments/", apis.ReviewCommentApi.as_view(), name="api-review-request-comment"),
     path(_R + "votes/", apis.ReviewVoteApi.as_view(), name="api-review-request-vote"),

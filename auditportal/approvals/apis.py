@@ -67,6 +67,9 @@ def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = Fals
         {"id": d.pk, "sha256": d.sha256, "kind": d.kind, "verdict": d.document.get("verdict")} for d in documents
     ]
     body["document_sha256"] = sorted(d.sha256 for d in documents)
+    body["paused"] = selectors.review_request_pause(request=request)
+    suspension = selectors.review_request_suspension(request=request)
+    body["suspension"] = selectors.suspension_as_json(suspension) if suspension is not None else None
     body["findings"] = [status.as_json() for status in selectors.review_request_findings(request=request)]
     body["tally"] = selectors.review_request_tally(request=request).as_json()
     body["votes"] = [vote_as_json(vote) for vote in selectors.review_request_votes(request=request)]
@@ -282,11 +285,27 @@ class _TimelineEventSerializer(serializers.Serializer[Any]):
     data = serializers.DictField()  # type: ignore[assignment]  # a field, not Serializer.data
 
 
+class _SuspensionSerializer(serializers.Serializer[Any]):
+    """Why a request was suspended (selectors.suspension_as_json)."""
+
+    reason = serializers.CharField()
+    cause = serializers.DictField(help_text='what happened, as data: {"kind": "prediction_audit_retired", "id": 5}')
+    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_null=True, help_text="who caused it; null: the system")
+    was = serializers.ChoiceField(choices=RequestState.choices, help_text="the state it was suspended from")
+    next = serializers.CharField(help_text="how the model is approved again: a new review request")
+
+
 class _ReviewRequestRecordSerializer(_ReviewRequestSerializer):
     """A review request with its documents, findings, votes, waivers and history."""
 
     documents = _DocumentRefSerializer(many=True)
     document_sha256 = serializers.ListField(child=serializers.CharField())
+    paused = serializers.CharField(
+        allow_null=True,
+        help_text="why the round is paused (a voter's role changed) and who resumes it; null when it is not",
+    )
+    suspension = _SuspensionSerializer(allow_null=True, help_text="why the request is suspended; null when it is not")
     findings = _FindingSerializer(many=True)
     tally = _TallySerializer()
     votes = _VoteSerializer(many=True)
@@ -445,6 +464,22 @@ class ReviewRequestRevokeApi(APIView):
         return _detail(request, review_request)
 
 
+class ReviewRequestResumeApi(APIView):
+    """Resume a round paused by a role change (a committee member or an administrator other than whose
+    role changed and who changed it), saying what was reviewed."""
+
+    @extend_schema(request=_ReasonSerializer, responses=_ReviewRequestRecordSerializer)
+    def post(self, request: Request, request_id: int) -> Response:
+        serializer = _ReasonSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        review_request = services.review_round_resume(
+            user=request_user(request),
+            request=_request(request, request_id),
+            reason=serializer.validated_data["reason"],
+        )
+        return _detail(request, review_request)
+
+
 class ReviewRequestRecommendApi(APIView):
     class InputSerializer(serializers.Serializer[Any]):
         choice = serializers.CharField()
@@ -562,6 +597,9 @@ class GateApi(APIView):
         policy_version = serializers.IntegerField()
         expires = serializers.DateTimeField(allow_null=True, help_text="when the approval lapses; null: never")
         revoked_at = serializers.DateTimeField(allow_null=True)
+        suspension = _SuspensionSerializer(
+            allow_null=True, help_text="why the approval was suspended and how it comes back; null unless suspended"
+        )
 
     class UnknownModelSerializer(serializers.Serializer[Any]):
         detail = serializers.CharField()

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from auditportal.accounts.models import Role
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
@@ -28,11 +29,14 @@ class RequestState(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     WITHDRAWN = "withdrawn", "Withdrawn"
     REVOKED = "revoked", "Revoked"
+    # The evidence it rests on was retired (or, later, monitoring found a problem): final; the model
+    # comes back through a new request (services.approval_suspend, ApprovalSuspension).
+    SUSPENDED = "suspended", "Suspended"
 
 
 # A model identifier has at most one request in these states: the gate's answer is never ambiguous.
 OPEN_STATES = (RequestState.DRAFT, RequestState.SUBMITTED, RequestState.IN_REVIEW, RequestState.APPROVED)
-FINAL_STATES = (RequestState.REJECTED, RequestState.WITHDRAWN, RequestState.REVOKED)
+FINAL_STATES = (RequestState.REJECTED, RequestState.WITHDRAWN, RequestState.REVOKED, RequestState.SUSPENDED)
 
 
 class SubjectKind(models.TextChoices):
@@ -121,6 +125,9 @@ class ReviewVote(models.Model):
     request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="votes")
     round = models.PositiveIntegerField()
     voter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # The role through which the vote was cast (checked as it was cast): a vote counts as cast, so
+    # revoking the role later does not drop it (docs/approvals.md, "Votes, roles and evidence").
+    voter_role = models.CharField(max_length=32, choices=Role.choices)
     choice = models.CharField(max_length=8, choices=VoteChoice.choices)
     reason = models.TextField()
     # The SHA-256s of the verdict documents the voter approved or rejected, sorted.
@@ -262,6 +269,9 @@ class WaiverVote(models.Model):
 
     waiver = models.ForeignKey(Waiver, on_delete=models.PROTECT, related_name="votes")
     voter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # The role through which the vote was cast (checked as it was cast): a vote counts as cast, so
+    # revoking the role later does not drop it (docs/approvals.md, "Votes, roles and evidence").
+    voter_role = models.CharField(max_length=32, choices=Role.choices)
     choice = models.CharField(max_length=8, choices=VoteChoice.choices)
     reason = models.TextField()
     document_sha256 = models.JSONField(default=list)
@@ -281,3 +291,81 @@ class WaiverVote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.voter} votes {self.choice} on waiver #{self.waiver_id}"
+
+
+class RoleChange(models.TextChoices):
+    GRANTED = "granted", "granted"
+    REVOKED = "revoked", "revoked"
+
+
+class RoundPause(models.Model):
+    """A round paused because the committee or reviewer role of someone who voted or could vote in it
+    changed (accounts.signals.role_changed). No decision is reached while a pause of the request's
+    current round has no resumption. Written once."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="pauses")
+    round = models.PositiveIntegerField()
+    # Whose role changed, which role, and how.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    role = models.CharField(max_length=32, choices=Role.choices)
+    change = models.CharField(max_length=8, choices=RoleChange.choices)
+    # Who changed it (null: a command run without naming an administrator).
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    paused_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request", "paused_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(change__in=RoleChange.values), name="approvals_pause_change_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Round {self.round} of request #{self.request_id} paused: role of {self.user} {self.change}"
+
+
+class RoundResumption(models.Model):
+    """Someone other than whose role changed (and who changed it) reviewed the pauses and resumed the
+    round. Written once; the votes cast before stand as cast."""
+
+    request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="resumptions")
+    round = models.PositiveIntegerField()
+    pauses = models.ManyToManyField(RoundPause, related_name="resumptions")
+    resumed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    resumed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["request", "resumed_at", "id"]
+        constraints = [models.CheckConstraint(condition=~models.Q(reason=""), name="approvals_resumption_has_reason")]
+
+    def __str__(self) -> str:
+        return f"Round {self.round} of request #{self.request_id} resumed by {self.resumed_by}"
+
+
+class ApprovalSuspension(models.Model):
+    """Why a request (approved or pending) was suspended: the evidence it rests on was retired, or
+    another cause (``cause``: what, as data, e.g. ``{"kind": "prediction_audit_retired", "id": 5}``).
+    Written once, with the request's move to ``suspended`` (services.approval_suspend); an approval
+    comes back only through a new review request."""
+
+    request = models.OneToOneField(ReviewRequest, on_delete=models.PROTECT, related_name="suspension")
+    round = models.PositiveIntegerField()
+    state_before = models.CharField(max_length=16, choices=RequestState.choices)
+    reason = models.TextField()
+    cause = models.JSONField(default=dict)
+    # Null: the system (a task, a monitor) suspended it.
+    suspended_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    suspended_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-suspended_at", "-id"]
+        constraints = [models.CheckConstraint(condition=~models.Q(reason=""), name="approvals_suspension_has_reason")]
+
+    def __str__(self) -> str:
+        return f"Request #{self.request_id} suspended: {self.reason[:60]}"

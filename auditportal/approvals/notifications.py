@@ -29,6 +29,7 @@ _DECISIONS = {
     Verb.REVIEW_REQUEST_APPROVED: "approved",
     Verb.REVIEW_REQUEST_REJECTED: "rejected",
     Verb.REVIEW_REQUEST_REVOKED: "approval revoked",
+    Verb.REVIEW_REQUEST_SUSPENDED: "suspended",
 }
 
 

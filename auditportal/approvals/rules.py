@@ -19,7 +19,17 @@ from django.core.exceptions import PermissionDenied
 
 from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import Role, User
-from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, VoteChoice, WaiverVote
+from auditportal.approvals.models import (
+    RequestState,
+    ReviewRequest,
+    ReviewVote,
+    RoundPause,
+    VoteChoice,
+    WaiverVote,
+)
+from auditportal.audits.models import PredictionAudit
+from auditportal.datasets.models import DatasetVersion
+from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.errors import UserError
 from auditportal.policies.selectors import policy_active
 
@@ -97,6 +107,13 @@ ACTIONS: dict[str, Action] = {
             Who.ANYONE,
         ),
         Action(
+            "resume",
+            "resume",
+            (RequestState.SUBMITTED, RequestState.IN_REVIEW),
+            (Role.ETHICS_COMMITTEE, Role.ADMIN),
+            Who.ELIGIBLE,
+        ),
+        Action(
             "comment",
             "comment on",
             _ALL,
@@ -109,11 +126,17 @@ ACTIONS: dict[str, Action] = {
 # The requester may also propose a waiver and comment, whatever their roles.
 _REQUESTER_MAY = frozenset({"propose_waiver", "comment"})
 
+# What a paused round refuses: the actions that can decide the request or a waiver.
+_PAUSED_REFUSES = frozenset({"vote", "vote_waiver"})
+
 
 def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
     """Who may never vote on ``request`` or its waivers, by user id, with why (separation of duties):
     the requester, whoever ran the prediction audit or launched the experiment, and the data stewards
-    who registered the dataset and its version."""
+    who registered the dataset and its version; and, keyed on the evidence rather than on its rows,
+    whoever ran another audit or launched another trial whose frozen document has the same SHA-256 as
+    one the request rests on, ran an audit of the same predictions file (its SHA-256), or registered a
+    dataset version of the same file."""
     reasons: dict[int, str] = {}
 
     def add(user_id: int | None, why: str) -> None:
@@ -121,15 +144,79 @@ def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
             reasons.setdefault(user_id, why)
 
     add(request.requested_by_id, f"made review request #{request.pk}")
+    audit_ids: set[int] = set()
+    version: DatasetVersion | None = None
     if request.prediction_audit is not None:
         add(request.prediction_audit.created_by_id, f"ran prediction audit #{request.prediction_audit_id}")
+        audit_ids.add(request.prediction_audit.pk)
     if request.trial is not None:
         experiment = request.trial.experiment
         add(experiment.launched_by_id, f"launched experiment {experiment.pk}")
         version = experiment.dataset_version
         add(version.created_by_id, f"registered dataset version {version.dataset.name} v{version.number}")
         add(version.dataset.created_by_id, f"registered dataset {version.dataset.name}")
+    if request.pk is None:
+        return reasons
+    hashes = set(request.documents.values_list("sha256", flat=True))
+    audit_ids |= set(
+        request.documents.filter(prediction_audit__isnull=False).values_list("prediction_audit_id", flat=True)
+    )
+    same_document = VerdictDocument.objects.filter(sha256__in=hashes).exclude(prediction_audit_id__in=audit_ids)
+    if request.trial_id is not None:
+        same_document = same_document.exclude(trial_id=request.trial_id)
+    for document in same_document.select_related("prediction_audit", "trial__experiment").order_by("id"):
+        same = f"whose verdict document has the same SHA-256 ({document.short_hash})"
+        if document.prediction_audit is not None:
+            add(
+                document.prediction_audit.created_by_id, f"ran prediction audit #{document.prediction_audit_id}, {same}"
+            )
+        elif document.trial is not None:
+            experiment = document.trial.experiment
+            add(experiment.launched_by_id, f"launched experiment {experiment.pk}, {same}")
+    files = set(PredictionAudit.objects.filter(pk__in=audit_ids).values_list("sha256", flat=True))
+    for audit in PredictionAudit.objects.filter(sha256__in=files).exclude(pk__in=audit_ids).order_by("id"):
+        add(audit.created_by_id, f"ran prediction audit #{audit.pk} of the same file (SHA-256 {audit.sha256[:12]})")
+    if version is not None:
+        for other in (
+            DatasetVersion.objects.filter(sha256=version.sha256)
+            .exclude(pk=version.pk)
+            .select_related("dataset")
+            .order_by("id")
+        ):
+            add(
+                other.created_by_id,
+                f"registered dataset version {other.dataset.name} v{other.number} of the same file "
+                f"(SHA-256 {other.sha256[:12]})",
+            )
     return reasons
+
+
+def open_pauses(request: ReviewRequest) -> list[RoundPause]:
+    """The pauses of the request's current round that no one has resumed yet (oldest first); none for a
+    request that is not submitted or in review."""
+    if request.pk is None or request.state not in (RequestState.SUBMITTED, RequestState.IN_REVIEW):
+        return []
+    return list(
+        RoundPause.objects.filter(request=request, round=request.round, resumptions__isnull=True)
+        .select_related("user", "changed_by")
+        .order_by("paused_at", "id")
+    )
+
+
+def pause_message(pauses: list[RoundPause]) -> str | None:
+    """What a page and the API say about a paused round: whose role changed, how, when and by whom, and
+    who resumes it; None when ``pauses`` is empty."""
+    if not pauses:
+        return None
+    changes = ", and ".join(
+        f"the role of {pause.user.username} ({Role(pause.role).label.lower()}) was {pause.change} on "
+        f"{pause.paused_at:%Y-%m-%d %H:%M} UTC by {pause.changed_by.username if pause.changed_by else 'a command'}"
+        for pause in pauses
+    )
+    return (
+        f"paused: {changes}; an administrator or a committee member resumes it after review "
+        "(not the person whose role changed, nor who changed it)"
+    )
 
 
 def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
@@ -155,6 +242,15 @@ def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
             return SeparationOfDuties(
                 f"{user.username} cannot {action.phrase} {label}: they {why} (separation of duties)."
             )
+    pauses = open_pauses(request) if name == "resume" or name in _PAUSED_REFUSES else []
+    if name == "resume":
+        for pause in pauses:
+            if user.pk == pause.user_id:
+                return ActionForbidden(f"{user.username}'s role changed: someone else must resume {label}.")
+            if user.pk == pause.changed_by_id:
+                return ActionForbidden(
+                    f"{user.username} changed the role of {pause.user.username}: someone else must resume {label}."
+                )
     if request.state not in action.states:
         allowed = " or ".join(RequestState(state).label.lower() for state in action.states)
         return IllegalTransition(
@@ -162,6 +258,12 @@ def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
             f"only a request that is {allowed} can be {_past(name)}.",
             field="state",
         )
+    if name == "resume" and not pauses:
+        return IllegalTransition(
+            f"Review request #{request.pk} is not paused: there is nothing to resume.", field="state"
+        )
+    if name in _PAUSED_REFUSES and pauses:
+        return IllegalTransition(f"Review request #{request.pk} is {pause_message(pauses)}.", field="state")
     return None
 
 
@@ -210,16 +312,15 @@ def current_votes(votes: Iterable[V]) -> dict[int, V]:
 
 
 def tally_votes(votes: Iterable[V], request: ReviewRequest) -> tuple[list[str], list[str]]:
-    """Usernames of the current approving and rejecting votes of people who are committee members and
-    eligible now (a member who lost the role, or a vote that should not have been, does not count)."""
+    """Usernames of the current approving and rejecting votes, counted as cast: by members who held the
+    committee role when they voted (``voter_role``, recorded with the vote). A role revoked later does
+    not drop the vote (the change pauses the round instead, services.review_round_pause); a voter whom
+    the separation of duties excludes does not count, whenever that became known."""
     ineligible = ineligible_voters(request)
-    members = set(
-        User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).values_list("pk", flat=True)
-    )
     approvals: list[str] = []
     rejections: list[str] = []
     for voter_id, vote in current_votes(votes).items():
-        if voter_id not in members or voter_id in ineligible:
+        if vote.voter_role != Role.ETHICS_COMMITTEE or voter_id in ineligible:
             continue
         (approvals if vote.choice == VoteChoice.APPROVE else rejections).append(vote.voter.username)
     return approvals, rejections
@@ -236,6 +337,7 @@ def _past(name: str) -> str:
         "vote": "voted on",
         "propose_waiver": "given a waiver",
         "vote_waiver": "voted on for a waiver",
+        "resume": "resumed",
         "revoke": "revoked",
         "comment": "commented on",
     }[name]

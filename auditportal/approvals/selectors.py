@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from auditportal.activity.models import Event
 from auditportal.approvals import rules, services
 from auditportal.approvals.models import (
     FINAL_STATES,
+    ApprovalSuspension,
     Comment,
     Recommendation,
     RequestState,
@@ -242,6 +243,30 @@ def review_request_timeline(*, request: ReviewRequest) -> QuerySet[Event]:
     return Event.objects.filter(target_type=ReviewRequest._meta.label_lower, target_id=str(request.pk)).order_by("seq")
 
 
+def review_request_pause(*, request: ReviewRequest) -> str | None:
+    """Why the request's round is paused ("paused: the role of frank (...) was revoked on ... by erin;
+    an administrator or a committee member resumes it after review ..."), or None when it is not."""
+    return rules.pause_message(rules.open_pauses(request))
+
+
+def review_request_suspension(*, request: ReviewRequest) -> ApprovalSuspension | None:
+    """The request's suspension (what was retired, by whom, why), or None when it is not suspended."""
+    if request.state != RequestState.SUSPENDED:
+        return None
+    return ApprovalSuspension.objects.select_related("suspended_by").filter(request=request).first()
+
+
+def suspension_as_json(suspension: ApprovalSuspension) -> dict[str, Any]:
+    return {
+        "reason": suspension.reason,
+        "cause": suspension.cause,
+        "at": suspension.suspended_at.isoformat(),
+        "by": suspension.suspended_by.username if suspension.suspended_by else None,
+        "was": suspension.state_before,
+        "next": services.SUSPENSION_NEXT,
+    }
+
+
 def review_request_actions(*, user: User, request: ReviewRequest) -> dict[str, str | None]:
     """Per action (rules.ACTIONS), None when ``user`` may take it now, or why not: for pages to offer
     only what the services would accept."""
@@ -256,6 +281,8 @@ class Queue:
     """What waits for one user, per role they hold."""
 
     to_vote: list[ReviewRequest] = field(default_factory=list)
+    # Paused rounds (a role changed) that this user may resume.
+    to_resume: list[ReviewRequest] = field(default_factory=list)
     waivers_to_vote: list[Waiver] = field(default_factory=list)
     to_start: list[ReviewRequest] = field(default_factory=list)
     to_recommend: list[ReviewRequest] = field(default_factory=list)
@@ -268,12 +295,20 @@ class Queue:
     def count(self) -> int:
         return sum(
             len(items)
-            for items in (self.to_vote, self.waivers_to_vote, self.to_start, self.to_recommend, self.my_drafts)
+            for items in (
+                self.to_vote,
+                self.to_resume,
+                self.waivers_to_vote,
+                self.to_start,
+                self.to_recommend,
+                self.my_drafts,
+            )
         )
 
 
 def review_queue(*, user: User) -> Queue:
-    """Committee members: requests in review and proposed waivers they may vote on and have not; reviewers
+    """Committee members and administrators: paused rounds they may resume; committee members: requests in
+    review and proposed waivers they may vote on and have not; reviewers
     (and committee members): submitted requests to take into review, and requests in review without
     their recommendation; requesters: their drafts (new or sent back) and their open requests."""
     queue = Queue()
@@ -288,6 +323,13 @@ def review_queue(*, user: User) -> Queue:
                 for waiver in request.waivers.filter(round=request.round, state=WaiverState.PROPOSED):
                     if not waiver.votes.filter(voter=user).exists():
                         queue.waivers_to_vote.append(waiver)
+    if user.has_role(Role.ETHICS_COMMITTEE) or user.has_role(Role.ADMIN):
+        paused = requests.filter(
+            state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW],
+            pauses__round=F("round"),
+            pauses__resumptions__isnull=True,
+        ).distinct()
+        queue.to_resume = [request for request in paused if rules.refusal(user, request, "resume") is None]
     if user.has_role(Role.REVIEWER) or user.has_role(Role.ETHICS_COMMITTEE):
         queue.to_start = [
             request
@@ -375,6 +417,8 @@ class GateAnswer:
     # When the approval lapses (the earliest expiry of the waivers it rests on); None: it does not.
     expires: datetime | None
     revoked_at: datetime | None
+    # Why the approval was suspended and how it comes back (suspension_as_json); None unless suspended.
+    suspension: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -386,6 +430,7 @@ class GateAnswer:
             "policy_version": self.policy_version,
             "expires": _iso(self.expires),
             "revoked_at": _iso(self.revoked_at),
+            "suspension": self.suspension,
         }
 
 
@@ -393,8 +438,9 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
     """Is this model approved? The answer comes from its approved request if it has one, otherwise from
     its latest request (approved: false); None when no request names the model.
 
-    Approved means: the request is approved, not revoked, and none of the waivers it rests on has
-    expired. Not scoped by user: pipelines ask with a gate token (apis.GateApi).
+    Approved means: the request is approved, not revoked or suspended, and none of the waivers it rests
+    on has expired. A suspended request's answer says why and how the model comes back (``suspension``).
+    Not scoped by user: pipelines ask with a gate token (apis.GateApi).
     """
     if "\x00" in model_identifier:  # PostgreSQL cannot even compare text holding one
         raise services.ApprovalError("A model identifier cannot contain NUL characters.", field="model")
@@ -407,6 +453,7 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
         waiver = request.waivers.filter(round=request.round, state=WaiverState.APPROVED).order_by("expires_at").first()
         expires = waiver.expires_at if waiver is not None else None
     approved = request.state == RequestState.APPROVED and (expires is None or timezone.now() < expires)
+    suspension = review_request_suspension(request=request)
     return GateAnswer(
         approved=approved,
         request=request.pk,
@@ -416,6 +463,7 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
         policy_version=request.policy.version,
         expires=expires,
         revoked_at=request.revoked_at,
+        suspension=suspension_as_json(suspension) if suspension is not None else None,
     )
 
 

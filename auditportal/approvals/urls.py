@@ -19,6 +19,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_R + "request-changes/", views.review_request_request_changes, name="request-changes"),
     path(_R + "withdraw/", views.review_request_withdraw, name="withdraw"),
     path(_R + "revoke/", views.review_request_revoke, name="revoke"),
+    path(_R + "resume/", views.review_round_resume, name="resume"),
     path(_R + "recommend/", views.review_request_recommend, name="recommend"),
     path(_R + "comments/", views.review_comment_add, name="comment"),
     path(_R + "vote/", views.review_vote_cast, name="vote"),

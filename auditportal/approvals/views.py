@@ -182,12 +182,15 @@ def _page(
             return bound[name]
         return make() if actions[_ACTION_OF_FORM[name]] is None else None
 
+    paused = selectors.review_request_pause(request=review_request)
+    # Resuming is offered, or its refusal explained, only while the round is paused.
+    workflow = (*_WORKFLOW, "resume") if paused else _WORKFLOW
     context = {
         "r": review_request,
         "actions": actions,
         # The sections (votes, waivers, recommendations, comments) say inline why their form is missing.
-        "any_action": any(actions[name] is None for name in _WORKFLOW),
-        "refused": {name: why for name, why in actions.items() if why is not None and name in _WORKFLOW},
+        "any_action": any(actions[name] is None for name in workflow),
+        "refused": {name: why for name, why in actions.items() if why is not None and name in workflow},
         "documents": [(document, _forest(document.document)) for document in documents],
         "hashes": hashes,
         "fails": fails,
@@ -215,6 +218,10 @@ def _page(
         "changes_form": offered("request_changes", lambda: ReasonForm(prefix="request_changes")),
         "withdraw_form": offered("withdraw", lambda: ReasonForm(prefix="withdraw")),
         "revoke_form": offered("revoke", lambda: ReasonForm(prefix="revoke")),
+        "resume_form": offered("resume", lambda: ReasonForm(prefix="resume")),
+        "paused": paused,
+        "suspension": selectors.review_request_suspension(request=review_request),
+        "suspension_next": services.SUSPENSION_NEXT,
         "revise_form": offered(
             "revise",
             lambda: ReviewRequestReviseForm(
@@ -242,6 +249,7 @@ _ACTION_OF_FORM = {
     "request_changes": "request_changes",
     "withdraw": "withdraw",
     "revoke": "revoke",
+    "resume": "resume",
     "revise": "revise",
 }
 
@@ -429,6 +437,11 @@ review_request_revoke = _reason_action(
     services.review_request_revoke,
     "revoke",
     "The approval of review request #{pk} is revoked: the gate answers approved: false.",
+)
+review_round_resume = _reason_action(
+    services.review_round_resume,
+    "resume",
+    "The round of review request #{pk} is resumed: the committee may vote again; the votes cast stand.",
 )
 
 

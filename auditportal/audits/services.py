@@ -17,6 +17,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.audits import rules
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
+from auditportal.audits.signals import prediction_audit_retired
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.models import FreezeTrigger, VerdictDocument
 from auditportal.evidence.services import verdict_document_store
@@ -167,6 +168,7 @@ def prediction_audit_retire(*, user: User, audit: PredictionAudit, reason: str) 
                 f" by {audit.retired_by or 'an unknown user'}."
             )
         event_record(actor=user, verb=Verb.PREDICTION_AUDIT_RETIRED, target=audit, data={"reason": reason})
+        prediction_audit_retired.send(sender=PredictionAudit, audit=audit, by=user, reason=reason)
     logger.info("%s retired by %s", audit, user)
     return audit
 

@@ -322,6 +322,25 @@ def _transition(state: str, call: Callable[[User, ReviewRequest], object], who: 
     return scenario
 
 
+def _round_paused(request: pytest.FixtureRequest) -> Callable[[], object]:
+    _review_request(request, state="in_review")
+    oscar, erin = _user(request, "oscar"), _user(request, "erin")
+    return lambda: account_services.role_grant(user=oscar, role=Role.ETHICS_COMMITTEE, granted_by=erin)
+
+
+def _round_resumed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    made = _review_request(request, state="in_review")
+    account_services.role_grant(user=_user(request, "oscar"), role=Role.ETHICS_COMMITTEE, granted_by=None)
+    return lambda: approval_services.review_round_resume(user=_member("dave"), request=made, reason="reviewed")
+
+
+def _suspended(request: pytest.FixtureRequest) -> Callable[[], object]:
+    made = _review_request(request, state="approved")
+    return lambda: approval_services.approval_suspend(
+        request=made, reason="evidence retired", by=None, cause={"kind": "monitoring"}
+    )
+
+
 def _approved_by_second_vote(choice: str) -> Scenario:
     def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
         made = _review_request(request, state="in_review")
@@ -425,6 +444,9 @@ SCENARIOS: dict[Verb, Scenario] = {
         "carol",
     ),
     Verb.REVIEW_REQUEST_CHECKPOINT_TAGGED: _checkpoint_tagged,
+    Verb.REVIEW_REQUEST_PAUSED: _round_paused,
+    Verb.REVIEW_REQUEST_RESUMED: _round_resumed,
+    Verb.REVIEW_REQUEST_SUSPENDED: _suspended,
     Verb.REVIEW_COMMENT_ADDED: _transition(
         "draft", lambda u, r: approval_services.review_comment_add(user=u, request=r, body="why?"), "carol"
     ),

@@ -84,6 +84,7 @@ def test_the_gate_answers_404_for_unknown_models_false_before_approval_true_afte
         "policy_version": request.policy.version,
         "expires": None,
         "revoked_at": None,
+        "suspension": None,
     }
     services.review_request_revoke(user=dave, request=request, reason="retracted by the vendor")
     status, body = _ask(token, model)

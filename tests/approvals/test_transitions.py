@@ -47,6 +47,9 @@ def _to_state(request: ReviewRequest, state: RequestState, fixtures: pytest.Fixt
     if state == RequestState.REVOKED:
         _to_state(request, RequestState.APPROVED, fixtures)
         services.review_request_revoke(user=fixtures.getfixturevalue("frank"), request=request, reason="recalled")
+    if state == RequestState.SUSPENDED:
+        _to_state(request, RequestState.APPROVED, fixtures)
+        services.approval_suspend(request=request, reason="its audit was retired", by=None, cause={"kind": "test"})
     request.refresh_from_db()
     assert request.state == state
     return request

@@ -6,6 +6,8 @@ and the checkpoint's tag (docs/approvals.md), one module per job:
 - ``waivers``: waivers proposed and voted on;
 - ``decision``: the request decided by its votes, and what follows on commit (mail, report, tag);
 - ``checkpoint``: the answer written into the trial's checkpoint metadata;
+- ``pauses``: a round paused when a voter's role changes, and resumed by someone else;
+- ``suspension``: an approval (or a pending request) suspended when what it rests on is retired;
 - ``common``: the error users get, and reading, locking and moving a request.
 
 Every write is one transaction with its activity event. A request's events all target the request, so
@@ -42,6 +44,13 @@ from auditportal.approvals.services.lifecycle import (
     review_request_submit,
     review_request_withdraw,
 )
+from auditportal.approvals.services.pauses import PAUSING_ROLES, review_round_pause, review_round_resume
+from auditportal.approvals.services.suspension import (
+    SUSPENSION_NEXT,
+    approval_suspend,
+    approvals_suspend_for_audit,
+    approvals_suspend_for_dataset_version,
+)
 from auditportal.approvals.services.votes import (
     PASSWORD_FAILURE_WINDOW,
     PASSWORD_FAILURES_ALLOWED,
@@ -56,10 +65,15 @@ __all__ = [
     "MAIL_SUBMITTED_TASK",
     "PASSWORD_FAILURES_ALLOWED",
     "PASSWORD_FAILURE_WINDOW",
+    "PAUSING_ROLES",
     "REPORT_GENERATE_TASK",
+    "SUSPENSION_NEXT",
     "TAG_CHECKPOINT_TASK",
     "ApprovalError",
     "ReauthenticationFailed",
+    "approval_suspend",
+    "approvals_suspend_for_audit",
+    "approvals_suspend_for_dataset_version",
     "checkpoint_metadata",
     "current_votes",
     "decide",
@@ -74,6 +88,8 @@ __all__ = [
     "review_request_submit",
     "review_request_tag_checkpoint",
     "review_request_withdraw",
+    "review_round_pause",
+    "review_round_resume",
     "review_vote_cast",
     "tally_votes",
     "waiver_propose",

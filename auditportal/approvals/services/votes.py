@@ -11,7 +11,7 @@ from typing import Final
 from django.db import transaction
 from django.utils import timezone
 
-from auditportal.accounts.models import User
+from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
 from auditportal.activity.services import event_record
 from auditportal.approvals.models import Acknowledgement, ReviewRequest, ReviewVote, VoteChoice
@@ -35,6 +35,10 @@ from auditportal.lib.transactions import inside_atomic_block
 # the oldest of them leaves the window (a guessed password must not sign a vote).
 PASSWORD_FAILURES_ALLOWED: Final = 5
 PASSWORD_FAILURE_WINDOW: Final = timedelta(minutes=15)
+
+# The role a vote is cast through (rules.ACTIONS["vote"]), recorded on the vote: it counts as cast,
+# whatever happens to the voter's roles later.
+VOTER_ROLE: Final = Role.ETHICS_COMMITTEE
 
 
 class ReauthenticationFailed(UserError):
@@ -87,6 +91,7 @@ def review_vote_cast(
             request=request,
             round=request.round,
             voter=user,
+            voter_role=VOTER_ROLE,
             choice=choice,
             reason=reason,
             document_sha256=hashes,
@@ -113,6 +118,7 @@ def review_vote_cast(
             data={
                 "vote": vote.pk,
                 "round": request.round,
+                "voter_role": VOTER_ROLE.value,
                 "choice": choice,
                 "reason": reason,
                 "document_sha256": hashes,

@@ -15,7 +15,7 @@ from auditportal.activity.services import event_record
 from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver, WaiverState, WaiverVote
 from auditportal.approvals.rules import IllegalTransition, check, decide, quorum, tally_votes
 from auditportal.approvals.services.common import ApprovalError, _choice, _findings, _fresh, _locked, _required
-from auditportal.approvals.services.votes import _confirmed_hashes, _reauthenticate
+from auditportal.approvals.services.votes import VOTER_ROLE, _confirmed_hashes, _reauthenticate
 from auditportal.fairness.documents.findings import FAIL
 
 
@@ -114,7 +114,13 @@ def waiver_vote_cast(
         hashes = _confirmed_hashes(request, list(request.documents.order_by("id")), document_sha256)
         previous = waiver.votes.filter(voter=user).order_by("-cast_at", "-id").first()
         vote = WaiverVote.objects.create(
-            waiver=waiver, voter=user, choice=choice, reason=reason, document_sha256=hashes, supersedes=previous
+            waiver=waiver,
+            voter=user,
+            voter_role=VOTER_ROLE,
+            choice=choice,
+            reason=reason,
+            document_sha256=hashes,
+            supersedes=previous,
         )
         event_record(
             actor=user,
@@ -123,6 +129,7 @@ def waiver_vote_cast(
             data={
                 "waiver": waiver.pk,
                 "vote": vote.pk,
+                "voter_role": VOTER_ROLE.value,
                 "choice": choice,
                 "reason": reason,
                 "document_sha256": hashes,

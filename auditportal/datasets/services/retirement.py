@@ -11,6 +11,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.datasets import rules
 from auditportal.datasets.models import DatasetVersion
+from auditportal.datasets.signals import dataset_version_retired
 from auditportal.fairness.errors import UserError
 
 
@@ -39,4 +40,5 @@ def dataset_version_retire(*, user: User, version: DatasetVersion, reason: str) 
             target=locked,
             data={"dataset": locked.dataset.name, "number": locked.number, "reason": cleaned},
         )
+        dataset_version_retired.send(sender=DatasetVersion, version=locked, by=user, reason=cleaned)
     return locked

@@ -30,5 +30,8 @@ class Command(BaseCommand):
             raise SystemExit(1)
         self.stdout.write(json.dumps(answer.as_json(), indent=2))
         if not answer.approved:
-            self.stderr.write(f"not approved: review request #{answer.request} is {answer.state}")
+            why = f"not approved: review request #{answer.request} is {answer.state}"
+            if answer.suspension is not None:
+                why += f": {answer.suspension['reason']}\n{answer.suspension['next']}"
+            self.stderr.write(why)
             raise SystemExit(1)
