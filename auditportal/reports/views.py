@@ -74,18 +74,15 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
     report = selectors.report_get(user=user, report_id=report_id)
     form = SignForm(request.POST)
     if form.is_valid():
-        if not user.check_password(form.cleaned_data["password"]):
-            form.add_error("password", "That is not your password; the report was not signed.")
+        try:
+            revision = services.report_sign_member(report=report, member=user, password=form.cleaned_data["password"])
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
-            try:
-                revision = services.report_sign_member(report=report, member=user)
-            except UserError as exc:
-                add_user_error(form, exc)
-            else:
-                messages.success(
-                    request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
-                )
-                return redirect("reports:detail", report_id=report.pk)
+            messages.success(
+                request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
+            )
+            return redirect("reports:detail", report_id=report.pk)
     return _detail(request, report, form)
 
 
