@@ -88,7 +88,8 @@ def user_reauthenticate(
             "the action is refused"
         )
     with transaction.atomic(durable=True):
-        User.objects.select_for_update().filter(pk=user.pk).exists()
+        # One attempt at a time per member: parallel guesses must not pass the count together.
+        User.objects.select_for_update().only("pk").get(pk=user.pk)
         since = timezone.now() - PASSWORD_FAILURE_WINDOW
         failures = list(
             Event.objects.filter(verb__in=FAILURE_VERBS, actor=user, at__gte=since)
