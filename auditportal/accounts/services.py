@@ -14,6 +14,10 @@ from knox.models import get_digest_token
 from knox.settings import CONSTANTS
 
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, TokenScope, User
+from auditportal.accounts.reauth import PASSWORD_FAILURE_WINDOW as PASSWORD_FAILURE_WINDOW
+from auditportal.accounts.reauth import PASSWORD_FAILURES_ALLOWED as PASSWORD_FAILURES_ALLOWED
+from auditportal.accounts.reauth import ReauthenticationFailed as ReauthenticationFailed
+from auditportal.accounts.reauth import user_reauthenticate as user_reauthenticate
 from auditportal.accounts.rules import check_manage_tokens
 from auditportal.accounts.signals import role_changed
 from auditportal.activity.models import Verb

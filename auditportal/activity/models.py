@@ -61,6 +61,7 @@ class Verb(models.TextChoices):
     SIGNING_CERTIFICATE_ISSUED = "signing_certificate.issued", "report signing certificate issued"
     REPORT_CREATED = "report.created", "signed report created"
     REPORT_SIGNED = "report.signed", "report signed by a member"
+    REPORT_SIGN_REAUTH_FAILED = "report.reauthentication_failed", "report signature refused: wrong password"
 
 
 class Event(models.Model):

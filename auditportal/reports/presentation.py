@@ -62,12 +62,16 @@ def yes_no(value: bool) -> str:
     return "yes" if value else "NO"
 
 
+def _trusted(value: bool | None) -> str:
+    return "not judged (the signed bytes were changed or cannot be read)" if value is None else yes_no(value)
+
+
 def verification_lines(value: dict[str, Any]) -> list[str]:
     """``verification_json``'s value as text for a terminal."""
     file = value["file"]
     lines = [f"File: {file['name']} ({file['size']:,} bytes, SHA-256 {file['sha256']})"]
     if value["error"]:
-        lines.append(f"Cannot read it: {value['error']}")
+        lines.append(f"Not verified: {value['error']}")
     signatures = value["signatures"]
     for number, item in enumerate(signatures, start=1):
         kind = "certification" if item["certification"] else "approval"
@@ -76,7 +80,7 @@ def verification_lines(value: dict[str, Any]) -> list[str]:
             f"  signer:   {item['signer']} ({item['role'] or 'no role'}, {item['organisation'] or 'no organisation'})",
             f"  time:     {item['signed_at'] or 'not given'} (as the signer's clock said)",
             f"  valid:    {yes_no(item['intact'] and item['valid'])}",
-            f"  trusted:  {yes_no(item['trusted'])}",
+            f"  trusted:  {_trusted(item['trusted'])}",
             "  modified after it: "
             + (
                 "no"

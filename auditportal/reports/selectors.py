@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -10,7 +11,7 @@ from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
 from auditportal.reports import rules, signing
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
-from auditportal.reports.verification import PdfVerification, verify_pdf
+from auditportal.reports.verification import Bounds, PdfVerification, verify_pdf_bounded
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -121,16 +122,28 @@ class ReportVerification:
 
 def report_verify(*, data: bytes) -> ReportVerification:
     """Every signature of ``data`` checked against all the portal's roots (old ones included, no
-    network), and the stored report revision it is, or starts with."""
-    pdf = verify_pdf(data, trust_roots=trust_roots())
+    network), within the bounds the settings give (REPORT_VERIFY_*: a file past one is answered
+    "not verified", never checked at length), and the stored report revision it is, or starts with."""
+    pdf = verify_pdf_bounded(data, trust_roots=trust_roots(), bounds=verify_bounds())
     match = _match(pdf.sha256, exact=True)
     if match is None:
         # Newest signature first: the longest stored prefix of the file.
         for check in reversed(pdf.signatures):
+            if not check.signed_sha256:
+                continue
             match = _match(check.signed_sha256, exact=False)
             if match is not None:
                 break
     return ReportVerification(pdf=pdf, match=match)
+
+
+def verify_bounds() -> Bounds:
+    return Bounds(
+        max_signatures=settings.REPORT_VERIFY_MAX_SIGNATURES,
+        max_revisions=settings.REPORT_VERIFY_MAX_REVISIONS,
+        cpu_seconds=settings.REPORT_VERIFY_CPU_SECONDS,
+        memory_bytes=settings.REPORT_VERIFY_MAX_MEMORY_BYTES,
+    )
 
 
 def _match(sha256: str, *, exact: bool) -> StoredMatch | None:

@@ -18,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from auditportal.accounts.models import User
+from auditportal.accounts.services import user_reauthenticate
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.documents.report_context import ReportContext
@@ -383,11 +384,16 @@ def report_generate(
     return report
 
 
-def report_sign_member(*, report: Report, member: User) -> ReportRevision:
+def report_sign_member(*, report: Report, member: User, password: str) -> ReportRevision:
     """Add ``member``'s signature to the newest revision of ``report``, as a new stored revision.
 
-    Only an ethics-committee member listed among the report's signatories may sign, once. The newest
-    file is checked against its recorded SHA-256 before anything is added to it.
+    Only an ethics-committee member listed among the report's signatories may sign, once. A signature
+    is a decision on the record: ``password`` must be the member's own, checked now by accounts'
+    re-authentication service (a wrong one is refused and recorded, REPORT_SIGN_REAUTH_FAILED; five
+    within 15 minutes, votes' included, lock the member's signing). The newest file is checked
+    against its recorded SHA-256 before anything is added to it.
+
+    Must not run inside an open transaction (a wrong password's record must commit).
     """
     rules.check_sign(member)
     context = ReportContext.from_json(report.context)
@@ -399,6 +405,9 @@ def report_sign_member(*, report: Report, member: User) -> ReportRevision:
         raise NotASignatory(f"{member.get_username()} is not among the signatories of report #{report.pk}.")
     person = context.signatories[index - 1]
     field_name = rendering.member_field(index)
+    if report.revisions.filter(field_name=field_name).exists():
+        raise AlreadySigned(f"{member.get_username()} has already signed report #{report.pk}.")
+    user_reauthenticate(user=member, password=password, purpose="report_signature", target=report)
     font = _stamp_font()
     file_name: str | None = None
     try:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -16,6 +17,7 @@ from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
 from auditportal.reports.models import Report
 from auditportal.reports.presentation import verification_json
+from auditportal.reports.throttling import verify_wait
 
 
 @login_required
@@ -74,18 +76,15 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
     report = selectors.report_get(user=user, report_id=report_id)
     form = SignForm(request.POST)
     if form.is_valid():
-        if not user.check_password(form.cleaned_data["password"]):
-            form.add_error("password", "That is not your password; the report was not signed.")
+        try:
+            revision = services.report_sign_member(report=report, member=user, password=form.cleaned_data["password"])
+        except UserError as exc:
+            add_user_error(form, exc)
         else:
-            try:
-                revision = services.report_sign_member(report=report, member=user)
-            except UserError as exc:
-                add_user_error(form, exc)
-            else:
-                messages.success(
-                    request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
-                )
-                return redirect("reports:detail", report_id=report.pk)
+            messages.success(
+                request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
+            )
+            return redirect("reports:detail", report_id=report.pk)
     return _detail(request, report, form)
 
 
@@ -98,15 +97,27 @@ def report_verify(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(f"{rules.VERIFY_REFUSED}; anyone can with the CA certificate.")
     form = VerifyForm(request.POST, request.FILES) if request.method == "POST" else VerifyForm()
     result = None
+    status = 200
     if request.method == "POST" and form.is_valid():
-        uploaded = form.cleaned_data["file"]
-        data = b"".join(uploaded.chunks())
-        result = verification_json(selectors.report_verify(data=data), file_name=uploaded.name)
+        wait = verify_wait(request)
+        if wait is not None:
+            form.add_error(
+                None,
+                f"You have verified {settings.REPORT_VERIFY_PER_HOUR} files in the last hour, the most allowed "
+                f"(REPORT_VERIFY_PER_HOUR); try again in {wait} s.",
+            )
+            status = 429
+        else:
+            uploaded = form.cleaned_data["file"]
+            data = b"".join(uploaded.chunks())
+            result = verification_json(selectors.report_verify(data=data), file_name=uploaded.name)
+    if form.errors and status == 200:
+        status = 400
     return render(
         request,
         "reports/verify.html",
         {"form": form, "result": result, "authorities": selectors.certificate_authority_list()},
-        status=400 if form.errors else 200,
+        status=status,
     )
 
 

@@ -182,6 +182,17 @@ SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()
 REPORT_STORAGE_DIR = Path(env_str("REPORT_STORAGE_DIR", str(VAR_DIR / "reports"))).resolve()
 REPORT_ORGANISATION = env_str("REPORT_ORGANISATION", "Bias audit portal")
 REPORT_VERIFY_MAX_BYTES = env_size("REPORT_VERIFY_MAX_SIZE", 64 * 1024**2)
+# Checking an uploaded PDF costs more than linearly in its signatures (reports/verification.py): a
+# file with more signatures or revisions (incremental updates) than these is refused unchecked (a
+# portal report has one signature and one revision per signatory, and its certification); the check
+# runs in a child process stopped after REPORT_VERIFY_CPU_SECONDS of CPU time (three times that on the
+# clock, plus 5 s) or at REPORT_VERIFY_MAX_MEMORY of address space; each member may verify
+# REPORT_VERIFY_PER_HOUR files an hour, on the page and the API together (429 past it).
+REPORT_VERIFY_MAX_SIGNATURES = env_int("REPORT_VERIFY_MAX_SIGNATURES", 30, minimum=1)
+REPORT_VERIFY_MAX_REVISIONS = env_int("REPORT_VERIFY_MAX_REVISIONS", 40, minimum=2)
+REPORT_VERIFY_CPU_SECONDS = env_int("REPORT_VERIFY_CPU_SECONDS", 30, minimum=1)
+REPORT_VERIFY_MAX_MEMORY_BYTES = env_size("REPORT_VERIFY_MAX_MEMORY", 1024**3)
+REPORT_VERIFY_PER_HOUR = env_int("REPORT_VERIFY_PER_HOUR", 30, minimum=1)
 REPORT_KEY_PASSPHRASE_MIN_LENGTH = 16
 _report_key_passphrase = env_optional("REPORT_KEY_PASSPHRASE")
 if _report_key_passphrase is None:

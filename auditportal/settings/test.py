@@ -12,6 +12,9 @@ os.environ.setdefault("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix="auditportal-tes
 # the production defaults).
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("SECURE_COOKIES", "false")
+# The verification throttle counts in the process's cache, across tests: tests/reports/test_bounds.py
+# sets a low rate for its own test.
+os.environ.setdefault("REPORT_VERIFY_PER_HOUR", "100000")
 
 from auditportal.settings.base import *  # noqa: F403
 

@@ -387,7 +387,17 @@ def _report_created(request: pytest.FixtureRequest) -> Callable[[], object]:
 
 def _report_signed(request: pytest.FixtureRequest) -> Callable[[], object]:
     report = report_services.report_generate(context=_report_context(request))
-    return lambda: report_services.report_sign_member(report=report, member=_user(request, "dave"))
+    return lambda: report_services.report_sign_member(report=report, member=_user(request, "dave"), password=PASSWORD)
+
+
+def _report_sign_refused(request: pytest.FixtureRequest) -> Callable[[], object]:
+    report = report_services.report_generate(context=_report_context(request))
+
+    def call() -> None:
+        with pytest.raises(account_services.ReauthenticationFailed):
+            report_services.report_sign_member(report=report, member=_user(request, "dave"), password="wrong")
+
+    return call
 
 
 SCENARIOS: dict[Verb, Scenario] = {
@@ -464,6 +474,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.SIGNING_CERTIFICATE_ISSUED: _signing_certificate_issued,
     Verb.REPORT_CREATED: _report_created,
     Verb.REPORT_SIGNED: _report_signed,
+    Verb.REPORT_SIGN_REAUTH_FAILED: _report_sign_refused,
 }
 
 

@@ -14,7 +14,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.reports import services, signing
 from tests.database import rows_shared_by_tests
-from tests.factories import DatasetVersionFactory, PredictionAuditFactory, make_user
+from tests.factories import PASSWORD, DatasetVersionFactory, PredictionAuditFactory, make_user
 from tests.keys import KeyPool
 from tests.reports.helpers import SignedReport, decided_context
 
@@ -116,8 +116,8 @@ def _fay() -> User:
 def _signed(audit: PredictionAudit, version: DatasetVersion, dave: User, fay: User) -> SignedReport:
     report = services.report_generate(context=decided_context(audit, version, [dave, fay]))
     first = report.revisions.get()
-    second = services.report_sign_member(report=report, member=dave)
-    third = services.report_sign_member(report=report, member=fay)
+    second = services.report_sign_member(report=report, member=dave, password=PASSWORD)
+    third = services.report_sign_member(report=report, member=fay, password=PASSWORD)
     return SignedReport(report=report, revisions=[first, second, third])
 
 

@@ -45,7 +45,7 @@ from tests.reports.test_independent_tools import _pdfsig
 
 __all__ = ["audit_request", "demo_version", "fake_trainer", "frank", "runs", "unfair_trial_request"]
 
-from tests.factories import TrialFactory, client_for
+from tests.factories import PASSWORD, TrialFactory, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -158,8 +158,8 @@ def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocatio
     assert Report.objects.count() == 1
 
     # Both approving members sign (their votes re-authenticated them; the page asks the password again).
-    services.report_sign_member(report=report, member=dave)
-    newest = services.report_sign_member(report=report, member=frank)
+    services.report_sign_member(report=report, member=dave, password=PASSWORD)
+    newest = services.report_sign_member(report=report, member=frank, password=PASSWORD)
     path = tmp_path / "report.pdf"
     path.write_bytes(newest.path.read_bytes())
     signatures = _pdfsig(path, nss_database(tmp_path / "nss"))
@@ -234,7 +234,7 @@ def test_a_rejected_request_gets_a_report_signed_by_the_rejecting_members(
     decision = _decision_event(request, Verb.REVIEW_REQUEST_REJECTED)
     assert context.chain_head is not None
     assert context.chain_head.seq == decision.seq
-    signed = services.report_sign_member(report=report, member=frank)
+    signed = services.report_sign_member(report=report, member=frank, password=PASSWORD)
     assert (signed.number, signed.signer) == (2, frank)
 
 

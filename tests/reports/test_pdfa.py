@@ -19,6 +19,7 @@ from weasyprint import HTML
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.documents.report_context import Figure
 from auditportal.reports import services
+from tests.factories import PASSWORD
 from tests.reports import pdfa
 from tests.reports.helpers import SignedReport, decided_context, pdf_tool
 
@@ -47,7 +48,7 @@ def test_a_report_with_figures_meets_them_too(
         figures=(Figure(title="Recall", svg=SVG, caption="Text in the SVG."),),
     )
     report = services.report_generate(context=context)
-    services.report_sign_member(report=report, member=member_dave)  # type: ignore[arg-type]
+    services.report_sign_member(report=report, member=member_dave, password=PASSWORD)  # type: ignore[arg-type]
     newest = report.revisions.order_by("-number").first()
     assert newest is not None
     data = newest.path.read_bytes()

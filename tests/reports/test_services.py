@@ -25,6 +25,7 @@ from auditportal.reports.models import (
 )
 from auditportal.reports.selectors import report_verify
 from auditportal.reports.tasks import report_generate_task
+from tests.factories import PASSWORD
 from tests.reports.helpers import SignedReport, decided_context
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +107,7 @@ def test_a_member_signature_is_a_new_revision_and_the_old_file_stays(signed_repo
 
 def test_a_member_signs_once(signed_report: SignedReport, member_dave: User) -> None:
     with pytest.raises(services.AlreadySigned, match="dave has already signed report"):
-        services.report_sign_member(report=signed_report.report, member=member_dave)
+        services.report_sign_member(report=signed_report.report, member=member_dave, password=PASSWORD)
     assert signed_report.report.revisions.count() == 3
 
 
@@ -115,9 +116,9 @@ def test_only_listed_committee_members_sign(
 ) -> None:
     report = services.report_generate(context=decided_context(audit, dataset_version, [member_dave]))
     with pytest.raises(services.NotASignatory, match="fay is not among the signatories"):
-        services.report_sign_member(report=report, member=member_fay)
+        services.report_sign_member(report=report, member=member_fay, password=PASSWORD)
     with pytest.raises(PermissionDenied, match="Only a ethics-committee member can sign a report"):
-        services.report_sign_member(report=report, member=carol)
+        services.report_sign_member(report=report, member=carol, password=PASSWORD)
     assert report.revisions.count() == 1
 
 
@@ -129,7 +130,7 @@ def test_a_stored_file_changed_on_disk_is_not_signed_on(
     path.chmod(0o640)
     path.write_bytes(path.read_bytes() + b"\n% appended\n")
     with pytest.raises(services.ReportIntegrityError, match=r"differs from the [0-9a-f]{64} recorded for report"):
-        services.report_sign_member(report=report, member=member_dave)
+        services.report_sign_member(report=report, member=member_dave, password=PASSWORD)
     assert report.revisions.count() == 1
 
 
@@ -161,7 +162,7 @@ def test_rotation_certifies_new_reports_with_the_new_keys_and_old_ones_still_ver
     new_authority = services.certificate_authority_create(actor=erin, reason="yearly rotation")
     assert Event.objects.filter(verb=Verb.CERTIFICATE_AUTHORITY_CREATED, actor=erin).exists()
     report = services.report_generate(context=decided_context(audit, None, [member_dave]))
-    revision = services.report_sign_member(report=report, member=member_dave)
+    revision = services.report_sign_member(report=report, member=member_dave, password=PASSWORD)
     assert report.revisions.get(number=1).certificate.authority == new_authority
     assert revision.certificate.authority == new_authority
     # Both authorities stay trusted: the report made under the old one verifies, as does the new one.

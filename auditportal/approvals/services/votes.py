@@ -1,18 +1,21 @@
-"""The committee's signed votes on a request: the voter's password checked again at each vote, a wrong
-one recorded (committed although the vote is refused) and five within 15 minutes locking their votes;
+"""The committee's signed votes on a request: the voter's password checked again at each vote by
+accounts' re-authentication service (a wrong one recorded, committed although the vote is refused; five
+within 15 minutes, votes and report signatures together, lock their votes);
 the vote that meets the rule decides the request (decision.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import timedelta
 from typing import Final
 
 from django.db import transaction
-from django.utils import timezone
 
 from auditportal.accounts.models import Role, User
-from auditportal.activity.models import Event, Verb
+from auditportal.accounts.services import PASSWORD_FAILURE_WINDOW as PASSWORD_FAILURE_WINDOW
+from auditportal.accounts.services import PASSWORD_FAILURES_ALLOWED as PASSWORD_FAILURES_ALLOWED
+from auditportal.accounts.services import ReauthenticationFailed as ReauthenticationFailed
+from auditportal.accounts.services import user_reauthenticate
+from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.approvals.models import Acknowledgement, ReviewRequest, ReviewVote, VoteChoice
 from auditportal.approvals.rules import check
@@ -28,21 +31,13 @@ from auditportal.approvals.services.common import (
 from auditportal.approvals.services.decision import _check_approvable, _decide
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.documents.findings import INCONCLUSIVE
-from auditportal.fairness.errors import UserError
-from auditportal.lib.transactions import inside_atomic_block
 
-# A wrong password at a vote is recorded; this many within the window lock the voter's votes until
-# the oldest of them leaves the window (a guessed password must not sign a vote).
-PASSWORD_FAILURES_ALLOWED: Final = 5
-PASSWORD_FAILURE_WINDOW: Final = timedelta(minutes=15)
+# PASSWORD_FAILURE_WINDOW, PASSWORD_FAILURES_ALLOWED and ReauthenticationFailed are accounts' (the
+# re-authentication service), re-exported where votes' callers have always found them.
 
 # The role a vote is cast through (rules.ACTIONS["vote"]), recorded on the vote: it counts as cast,
 # whatever happens to the voter's roles later.
 VOTER_ROLE: Final = Role.ETHICS_COMMITTEE
-
-
-class ReauthenticationFailed(UserError):
-    """The password given with a vote is not the voter's."""
 
 
 def review_vote_cast(
@@ -134,40 +129,9 @@ def review_vote_cast(
 
 
 def _reauthenticate(*, user: User, password: str, request: ReviewRequest) -> None:
-    """Check the voter's password now; a failure commits its event and raises."""
-    if inside_atomic_block():
-        raise RuntimeError(
-            "a vote must not be cast inside an atomic block: a wrong password's record must commit although "
-            "the vote is refused"
-        )
-    since = timezone.now() - PASSWORD_FAILURE_WINDOW
-    failures = list(
-        Event.objects.filter(verb=Verb.REVIEW_VOTE_REAUTH_FAILED, actor=user, at__gte=since)
-        .order_by("at")
-        .values_list("at", flat=True)
-    )
-    if len(failures) >= PASSWORD_FAILURES_ALLOWED:
-        until = failures[-PASSWORD_FAILURES_ALLOWED] + PASSWORD_FAILURE_WINDOW
-        raise ReauthenticationFailed(
-            f"{len(failures)} wrong passwords in {PASSWORD_FAILURE_WINDOW.seconds // 60} minutes: your votes are "
-            f"locked until {until:%H:%M} UTC.",
-            field="password",
-        )
-    if password and user.check_password(password):
-        return
-    with transaction.atomic(durable=True):
-        event_record(
-            actor=user,
-            verb=Verb.REVIEW_VOTE_REAUTH_FAILED,
-            target=request,
-            data={"round": request.round, "empty": not password},
-        )
-    raise ReauthenticationFailed(
-        "The password is not yours: a vote is signed by entering your password again."
-        if password
-        else "Enter your password: a vote is signed by entering it again.",
-        field="password",
-    )
+    """Check the voter's password now (accounts' one re-authentication service, whose failures votes
+    and report signatures count together); a failure commits its event and raises."""
+    user_reauthenticate(user=user, password=password, purpose="vote", target=request, data={"round": request.round})
 
 
 def _confirmed_hashes(
