@@ -69,12 +69,13 @@ def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> 
     ]
 
 
-def test_without_user_it_acts_as_the_command_line_account(db: None) -> None:
-    _run("set", "--tolerance", "0.1", "--reason", "operator")
-    policy = policy_active()
-    assert policy.created_by is not None
-    assert policy.created_by.username == CLI_USERNAME
-    assert policy.created_by.has_role(Role.ADMIN)
+def test_without_user_it_is_refused_and_no_account_takes_the_administrator_role(db: None) -> None:
+    # Before: the portal-cli account granted itself the administrator role ("role granted admin, by -").
+    with pytest.raises(CommandError, match=r"^--user is required: name the administrator acting"):
+        _run("set", "--tolerance", "0.1", "--reason", "operator")
+    assert FairnessPolicy.objects.count() == 1
+    assert not User.objects.filter(username=CLI_USERNAME).exists()
+    assert not Event.objects.filter(verb=Verb.ROLE_GRANTED).exists()
 
 
 @pytest.mark.parametrize("name", ["bob", "carol", "dave"])

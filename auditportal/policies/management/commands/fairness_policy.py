@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role
 from auditportal.policies import selectors, services
 from auditportal.policies.models import FairnessPolicy
@@ -20,7 +20,7 @@ FLAGS = {
 }
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Show the fairness policy verdicts are judged under (show [--history]), or create its next version "
         "(set ... --reason TEXT; administrators only). Existing verdicts keep the version they were judged under."
@@ -47,7 +47,7 @@ class Command(BaseCommand):
             help="distinct ethics-committee members whose approval a review request or a waiver needs",
         )
         change.add_argument("--reason", required=True, help="why the policy changes (shown in its history)")
-        change.add_argument("--user", help="act as this user (needs the administrator role)")
+        change.add_argument("--user", help="the administrator acting (required)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "show":
