@@ -29,7 +29,9 @@ def test_show_rotate_and_print_the_authorities() -> None:
     assert "New certificate authority #" in _run("rotate", "--authority", "--reason", "first setup", "--user", "erin")
     first = CertificateAuthority.objects.get()
     assert first.fingerprint in _run("show")
-    assert "New organisation certificate #" in _run("rotate", "--organisation", "--reason", "key exposed", "--user", "erin")
+    assert "New organisation certificate #" in _run(
+        "rotate", "--organisation", "--reason", "key exposed", "--user", "erin"
+    )
     assert SigningCertificate.objects.filter(kind=CertificateKind.ORGANISATION, authority=first).count() == 2
     _run("rotate", "--authority", "--reason", "new root", "--user", "erin")
     second = CertificateAuthority.objects.order_by("-id").first()
