@@ -11,7 +11,8 @@ from django.contrib.auth import admin as auth_admin  # noqa: F401
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
 from auditportal.accounts import services
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
@@ -137,6 +138,15 @@ ACCOUNT_ACTIONS = [
 ]
 
 
+def _own_password_change(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    return redirect("accounts:password-change")
+
+
+# The admin site's "Change password" changed one's own password without an event: it is the portal's
+# page, which goes through accounts.services.user_password_change.
+admin.site.password_change = _own_password_change  # type: ignore[method-assign,assignment]
+
+
 # Roles (RoleGrant, changed through accounts.services) are the portal's permissions; Django's groups
 # are not used, and their add page was one more form to get wrong (a huge permission id overflowed
 # SQLite's integers: a server error).
@@ -166,7 +176,7 @@ class PortalUserAdmin(admin.ModelAdmin[User]):
     list_filter = ["is_active", "is_staff", "is_superuser", "role_grants__role"]
     search_fields = ["username", "first_name", "last_name", "email"]
     ordering = ["username"]
-    fields = [
+    fields = readonly_fields = (
         "username",
         "first_name",
         "last_name",
@@ -176,8 +186,7 @@ class PortalUserAdmin(admin.ModelAdmin[User]):
         "is_superuser",
         "last_login",
         "date_joined",
-    ]
-    readonly_fields = fields
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -24,7 +24,7 @@ from auditportal.lib.forms import add_user_error
 @require_http_methods(["GET", "POST"])
 def password_change(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    form = PasswordChangeForm(request.POST or None)
+    form = PasswordChangeForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
             services.user_password_change(
@@ -48,7 +48,7 @@ def password_set(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
     account = services.password_link_user(uidb64=uidb64, token=token)
     if account is None:
         return render(request, "accounts/password_set.html", {"form": None}, status=404)
-    form = PasswordSetForm(request.POST or None)
+    form = PasswordSetForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
             services.user_password_set_from_link(

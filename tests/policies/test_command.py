@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from auditportal.accounts.cli import CLI_USERNAME
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
