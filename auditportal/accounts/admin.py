@@ -4,15 +4,20 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.auth.admin import UserAdmin
+
+# The accounts app is listed before django.contrib.auth (settings/base.py): auth's admin module must
+# register Group before it is unregistered below.
+from django.contrib.auth import admin as auth_admin  # noqa: F401
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
+from auditportal.accounts import services
 from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
 from auditportal.accounts.permissions import request_user
-from auditportal.accounts.rules import can_manage_roles
+from auditportal.accounts.rules import can_manage_roles, can_manage_users
 from auditportal.accounts.services import api_token_revoke, role_grant, role_revoke
 from auditportal.fairness.errors import UserError
 
@@ -72,6 +77,76 @@ def _role_action(role: Role, *, grant: bool) -> RoleAction:
 ROLE_ACTIONS = [_role_action(role, grant=grant) for grant in (True, False) for role in Role]
 
 
+def _account_action(name: str, description: str, change: Callable[[User, User], bool]) -> RoleAction:
+    """An action that calls one accounts service per selected user (``change(user, acting)``: whether it
+    changed anything), reporting each refusal by the user's name."""
+
+    def action(modeladmin: admin.ModelAdmin[User], request: HttpRequest, queryset: QuerySet[User]) -> None:
+        acting = request.user
+        if not isinstance(acting, User) or not can_manage_users(acting):
+            modeladmin.message_user(
+                request, "Only an administrator can change accounts; nothing changed.", messages.ERROR
+            )
+            return
+        changed = []
+        for user in queryset.order_by("username"):
+            try:
+                if change(user, acting):
+                    changed.append(user.username)
+            except (UserError, PermissionDenied) as exc:
+                modeladmin.message_user(request, f"{user.username}: {exc}", messages.ERROR)
+        if changed:
+            modeladmin.message_user(request, f"{description}: {', '.join(changed)}.", messages.SUCCESS)
+        else:
+            modeladmin.message_user(request, "Nothing to change.", messages.WARNING)
+
+    action.__name__ = name
+    return admin.action(description=description)(action)
+
+
+def _force_reset(user: User, acting: User) -> bool:
+    services.user_password_reset_force(user=user, reset_by=acting)
+    return True
+
+
+ACCOUNT_ACTIONS = [
+    _account_action(
+        "force_password_reset", "Force a password reset (the owner sets a new one from a mailed link)", _force_reset
+    ),
+    _account_action("activate", "Activate", lambda user, acting: services.user_activate(user=user, by=acting)),
+    _account_action("deactivate", "Deactivate", lambda user, acting: services.user_deactivate(user=user, by=acting)),
+    _account_action(
+        "give_staff",
+        "Give admin-site access",
+        lambda user, acting: services.user_flags_set(user=user, by=acting, is_staff=True),
+    ),
+    _account_action(
+        "take_staff",
+        "Take admin-site access away",
+        lambda user, acting: services.user_flags_set(user=user, by=acting, is_staff=False, is_superuser=False),
+    ),
+    _account_action(
+        "give_superuser",
+        "Make superuser (admin site only; no portal role)",
+        lambda user, acting: services.user_flags_set(user=user, by=acting, is_staff=True, is_superuser=True),
+    ),
+    _account_action(
+        "take_superuser",
+        "Take superuser away",
+        lambda user, acting: services.user_flags_set(user=user, by=acting, is_superuser=False),
+    ),
+]
+
+
+def _own_password_change(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    return redirect("accounts:password-change")
+
+
+# The admin site's "Change password" changed one's own password without an event: it is the portal's
+# page, which goes through accounts.services.user_password_change.
+admin.site.password_change = _own_password_change  # type: ignore[method-assign,assignment]
+
+
 # Roles (RoleGrant, changed through accounts.services) are the portal's permissions; Django's groups
 # are not used, and their add page was one more form to get wrong (a huge permission id overflowed
 # SQLite's integers: a server error).
@@ -79,9 +154,46 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class PortalUserAdmin(UserAdmin):  # type: ignore[type-arg]
+class PortalUserAdmin(admin.ModelAdmin[User]):
+    """Accounts, read only: not Django's UserAdmin, whose password form let a superuser set any member's
+    password (and then sign that member's votes) and whose add form took a password, both without an
+    event. Every change is an action calling accounts.services, which writes the event; nobody sets
+    another person's password here (docs/governance.md, "Accounts and passwords"). Accounts are made with
+    ``manage.py account create``."""
+
     inlines = [RoleGrantInline]
-    actions = ROLE_ACTIONS
+    actions = [*ACCOUNT_ACTIONS, *ROLE_ACTIONS]
+    list_display = [
+        "username",
+        "email",
+        "first_name",
+        "last_name",
+        "is_active",
+        "is_staff",
+        "is_superuser",
+        "last_login",
+    ]
+    list_filter = ["is_active", "is_staff", "is_superuser", "role_grants__role"]
+    search_fields = ["username", "first_name", "last_name", "email"]
+    ordering = ["username"]
+    fields = readonly_fields = (
+        "username",
+        "first_name",
+        "last_name",
+        "email",
+        "is_active",
+        "is_staff",
+        "is_superuser",
+        "last_login",
+        "date_joined",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    # The change page shows the account; the actions on the list change it.
+    def has_change_permission(self, request: HttpRequest, obj: User | None = None) -> bool:
+        return False
 
     # Deleting an account would drop its role grants without a revocation event; deactivate it instead.
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

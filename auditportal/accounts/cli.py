@@ -1,20 +1,44 @@
+"""What every portal management command shares: who it acts as (``cli_user``) and, through
+``PortalCommand``, the record of who ran it at the shell (docs/governance.md, "Commands")."""
+
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.services import role_grant
+from auditportal.activity.context import command_context
 
 CLI_USERNAME = "portal-cli"
 
+# Roles a command must never take without naming the person who holds them: what such a role does
+# (policy, roles, tokens, stewards, signing keys, accounts) must be traceable to an administrator.
+PRIVILEGED_ROLES = frozenset({Role.ADMIN})
+
+
+class PortalCommand(BaseCommand):
+    """A management command whose events record the command and the operating-system user who ran it
+    (``data["cli"]``, covered by the hash chain: activity/context.py)."""
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        with command_context(command=self._command_name()):
+            return super().execute(*args, **options)
+
+    def _command_name(self) -> str:
+        return type(self).__module__.rsplit(".", 1)[-1]
+
 
 def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
-    """The account a management command acts as: ``username`` (given with ``flag``), which must hold
-    ``role``.
+    """The account a management command acts as: ``username`` (given with ``flag``), an active account
+    that holds ``role``.
 
-    Shell access to the server is operator-level trust, so without it commands act as the
-    ``portal-cli`` system account (it cannot log in); the activity log still names it.
+    A privileged role (administrator) must be named: the command then acts as that person, and the log
+    names them beside the operating-system user. For other roles the command may act, without ``flag``,
+    as the ``portal-cli`` system account (it cannot log in), which is given that role on first use and
+    never the administrator's.
     """
     if username is not None:
         user = User.objects.filter(username=username, is_active=True).first()
@@ -23,11 +47,24 @@ def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
         if not user.has_role(role):
             raise CommandError(f"{flag} {username!r} does not hold the {role.label.lower()} role")
         return user
+    if role in PRIVILEGED_ROLES:
+        raise CommandError(
+            f"{flag} is required: name the {role.label.lower()} acting (an active account holding the role); "
+            "administrators' commands are never run as a system account"
+        )
     with transaction.atomic():
         user, created = User.objects.get_or_create(username=CLI_USERNAME, defaults={"first_name": "Command line"})
         if created:
             user.set_unusable_password()
             user.save(update_fields=["password"])
+        held = PRIVILEGED_ROLES & {Role(role) for role in user.roles}
+        if held:
+            # Granted by an earlier version of this function; it would act unnamed with them.
+            raise CommandError(
+                f"the {CLI_USERNAME} account holds the {', '.join(sorted(r.label.lower() for r in held))} role, "
+                f"which a system account must not: revoke it (`manage.py grant_role {CLI_USERNAME} admin --revoke "
+                "--by ADMIN`), or name the acting user with " + flag
+            )
         if not user.has_role(role):
             role_grant(user=user, role=role, granted_by=None)
     return user

@@ -67,3 +67,14 @@ def can_manage_tokens(user: User) -> bool:
 def check_manage_tokens(user: User) -> None:
     if not can_manage_tokens(user):
         raise PermissionDenied("Only an administrator can create or revoke API tokens.")
+
+
+def can_manage_users(user: User) -> bool:
+    """Administrators create accounts, force password resets, (de)activate accounts and give admin-site
+    access: never set a password (accounts.services, docs/governance.md "Accounts and passwords")."""
+    return has_any_role(user, Role.ADMIN) and user.is_active
+
+
+def check_manage_users(user: User | None, *, action: str) -> None:
+    if user is None or not can_manage_users(user):
+        raise PermissionDenied(f"Only an administrator can {action}.")

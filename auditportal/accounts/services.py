@@ -1,5 +1,11 @@
-"""Writes of the accounts app: users and their roles, and machine accounts' API tokens (docs/approvals.md,
-"API tokens"). Every write records its activity event in the same transaction."""
+"""Writes of the accounts app: users, their passwords and roles, and machine accounts' API tokens
+(docs/approvals.md, "API tokens"; docs/governance.md, "Accounts and passwords"). Every write records its
+activity event in the same transaction.
+
+No one sets another person's password: an account is made without one, and its owner sets it from a
+one-time link mailed to them (``user_create``, ``user_password_reset_force``); an administrator can
+only take a password away and have the link sent. So a committee member's vote, which re-checks their
+password, is theirs."""
 
 from __future__ import annotations
 
@@ -8,8 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.tokens import default_token_generator
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import models, transaction
 from django.utils import timezone
+from django.utils.encoding import force_str
+from django.utils.http import urlsafe_base64_decode
 from knox.models import get_digest_token
 from knox.settings import CONSTANTS
 
@@ -18,32 +30,272 @@ from auditportal.accounts.reauth import PASSWORD_FAILURE_WINDOW as PASSWORD_FAIL
 from auditportal.accounts.reauth import PASSWORD_FAILURES_ALLOWED as PASSWORD_FAILURES_ALLOWED
 from auditportal.accounts.reauth import ReauthenticationFailed as ReauthenticationFailed
 from auditportal.accounts.reauth import user_reauthenticate as user_reauthenticate
-from auditportal.accounts.rules import check_manage_tokens
+from auditportal.accounts.rules import check_manage_tokens, check_manage_users
 from auditportal.accounts.signals import role_changed
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
 from auditportal.lib.lengths import fit_column
+from auditportal.outbox.services import task_enqueue
+
+# The Celery task (accounts/tasks.py) that mails a member the one-time link to set their password.
+MAIL_ACCOUNT_LINK_TASK = "accounts.mail_password_link"
 
 
 class TokenError(UserError):
     """Something about a token to make or revoke that the administrator must fix; ``field`` names it."""
 
 
+class AccountError(UserError):
+    """Something about an account or a password that must be fixed; ``field`` names it."""
+
+
 @transaction.atomic
 def user_create(
     *,
     username: str,
-    password: str,
-    email: str = "",
+    email: str,
+    created_by: User,
+    first_name: str = "",
+    last_name: str = "",
     roles: Iterable[Role] = (),
-    created_by: User | None = None,
 ) -> User:
-    user = User.objects.create_user(username=username, email=email, password=password)
-    event_record(actor=created_by, verb=Verb.USER_CREATED, target=user, data={"username": username})
+    """A person's account (administrators only), without a password: its owner sets one from the link
+    mailed to ``email`` once this commits. The administrator never knows it."""
+    check_manage_users(created_by, action="create accounts")
+    username = _username(username)
+    email = _email(email)
+    user = User(username=username, email=email, first_name=first_name, last_name=last_name)
+    user.set_unusable_password()
+    user.save()
+    event_record(actor=created_by, verb=Verb.USER_CREATED, target=user, data={"username": username, "email": email})
     for role in roles:
         role_grant(user=user, role=role, granted_by=created_by)
+    _password_link_send(user=user, reason="new account")
     return user
+
+
+@transaction.atomic
+def user_bootstrap_create(*, username: str, email: str, password: str) -> User:
+    """The portal's first administrator (``manage.py createsuperuser``), with the password they typed
+    themselves: only while no active administrator or superuser exists, so it cannot make a second
+    identity for someone who already administers the portal."""
+    if administrators_exist():
+        raise AccountError(
+            "An administrator already exists: accounts are created by an administrator "
+            "(`manage.py account create --user ADMIN`), and their owners set their passwords.",
+            field="username",
+        )
+    username = _username(username)
+    user = User(username=username, email=_email(email, required=False), is_staff=True, is_superuser=True)
+    _validated(password, user)
+    user.set_password(password)
+    user.save()
+    event_record(actor=None, verb=Verb.USER_CREATED, target=user, data={"username": username, "bootstrap": True})
+    role_grant(user=user, role=Role.ADMIN, granted_by=None)
+    return user
+
+
+def administrators_exist(*, superusers: bool = True) -> bool:
+    """Whether any active account holds the administrator role (or, with ``superusers``, is a superuser)."""
+    admins = models.Q(role_grants__role=Role.ADMIN)
+    if superusers:
+        admins |= models.Q(is_superuser=True)
+    return User.objects.filter(admins, is_active=True).exists()
+
+
+@transaction.atomic
+def user_demo_create(*, username: str, password: str, role: Role) -> User:
+    """A demo account with a known password (``manage.py seed_demo``): development only (DEBUG), the
+    one place a password is set by someone other than its owner, and the event says so."""
+    if not settings.DEBUG:
+        raise AccountError("Demo accounts are made only with DEBUG on; they do not belong in production.")
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        user = User.objects.create(username=username)
+        event_record(actor=None, verb=Verb.USER_CREATED, target=user, data={"username": username, "demo": True})
+    user.set_password(password)
+    user.save(update_fields=["password"])
+    event_record(actor=None, verb=Verb.USER_PASSWORD_CHANGED, target=user, data={"how": "demo seed"})
+    role_grant(user=user, role=role, granted_by=None)
+    return user
+
+
+def user_password_change(*, user: User, old_password: str, new_password: str) -> User:
+    """``user`` changes their own password, proving they know the current one."""
+    if not user.has_usable_password() or not user.check_password(old_password or ""):
+        raise AccountError("The current password is not right.", field="old_password")
+    _validated(new_password, user)
+    with transaction.atomic():
+        user.set_password(new_password)
+        user.save(update_fields=["password"])
+        event_record(actor=user, verb=Verb.USER_PASSWORD_CHANGED, target=user, data={"how": "current password"})
+    return user
+
+
+def user_password_reset_force(*, user: User, reset_by: User) -> User:
+    """An administrator takes ``user``'s password away (their sessions end with it: a session holds a
+    hash of the password) and has a one-time link mailed to them to set a new one. The administrator
+    neither sets nor learns the new password."""
+    check_manage_users(reset_by, action="force a password reset")
+    if not user.email:
+        raise AccountError(
+            f"{user.username} has no e-mail address to send the link to; they set it themselves, or a new "
+            "account is made for them.",
+            field="email",
+        )
+    with transaction.atomic():
+        user = User.objects.select_for_update().get(pk=user.pk)
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        event_record(actor=reset_by, verb=Verb.USER_PASSWORD_RESET_FORCED, target=user, data={"email": user.email})
+        _password_link_send(user=user, reason="reset")
+    return user
+
+
+def password_link_user(*, uidb64: str, token: str) -> User | None:
+    """The account a password link is for, if the link is still good (not used, not expired)."""
+    try:
+        pk = int(force_str(urlsafe_base64_decode(uidb64)))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    user = User.objects.filter(pk=pk, is_active=True).first()
+    if user is None or not default_token_generator.check_token(user, token):
+        return None
+    return user
+
+
+def user_password_set_from_link(*, uidb64: str, token: str, new_password: str) -> User:
+    """The owner sets their password from the one-time link; the link stops working once it is used
+    (the token covers the password it replaces) or after PASSWORD_LINK_HOURS."""
+    user = password_link_user(uidb64=uidb64, token=token)
+    if user is None:
+        raise AccountError(
+            "This link has expired or was already used. Ask an administrator for a new one.", field="token"
+        )
+    _validated(new_password, user)
+    with transaction.atomic():
+        # Checked again under the row's lock: of two uses of one link at once, the second finds it spent.
+        user = User.objects.select_for_update().get(pk=user.pk)
+        if not default_token_generator.check_token(user, token):
+            raise AccountError("This link was already used. Ask an administrator for a new one.", field="token")
+        user.set_password(new_password)
+        user.save(update_fields=["password"])
+        event_record(actor=user, verb=Verb.USER_PASSWORD_CHANGED, target=user, data={"how": "password link"})
+    return user
+
+
+def user_activate(*, user: User, by: User) -> bool:
+    """Let ``user`` log in again; whether anything changed."""
+    return _active_set(user=user, by=by, active=True)
+
+
+def user_deactivate(*, user: User, by: User) -> bool:
+    """``user`` can no longer log in, and their sessions and votes stop at the next request; the account
+    and everything it did stay (accounts are never deleted). Whether anything changed."""
+    if user.pk == by.pk:
+        raise AccountError("You cannot deactivate your own account; another administrator can.", field="is_active")
+    return _active_set(user=user, by=by, active=False)
+
+
+def user_flags_set(*, user: User, by: User, is_staff: bool | None = None, is_superuser: bool | None = None) -> bool:
+    """Give or take admin-site access (``is_staff``) and Django's superuser flag (which opens the admin site,
+    never a portal role). Whether anything changed."""
+    check_manage_users(by, action="change admin-site access")
+    wanted = {"is_staff": is_staff, "is_superuser": is_superuser}
+    with transaction.atomic():
+        user = User.objects.select_for_update().get(pk=user.pk)
+        changes = {
+            name: [getattr(user, name), value]
+            for name, value in wanted.items()
+            if value is not None and getattr(user, name) != value
+        }
+        if not changes:
+            return False
+        for name, (_, value) in changes.items():
+            setattr(user, name, value)
+        user.save(update_fields=list(changes))
+        event_record(actor=by, verb=Verb.USER_FLAGS_CHANGED, target=user, data=changes)
+    return True
+
+
+def user_email_change(*, user: User, by: User, email: str, password: str = "") -> User:
+    """Change the address password links go to. The owner changes their own, confirming with their
+    password. An administrator may correct it only on an account no one has used yet (never logged in,
+    no password): otherwise they could point a member's address at their own mailbox, force a reset
+    and set the member's password."""
+    email = _email(email)
+    if by.pk == user.pk:
+        if not user.has_usable_password() or not user.check_password(password or ""):
+            raise AccountError("The password is not right.", field="password")
+    else:
+        check_manage_users(by, action="change another person's e-mail address")
+        if user.last_login is not None or user.has_usable_password():
+            raise AccountError(
+                f"{user.username} has used their account: only they can change its e-mail address.", field="email"
+            )
+    with transaction.atomic():
+        user = User.objects.select_for_update().get(pk=user.pk)
+        old = user.email
+        if old == email:
+            return user
+        user.email = email
+        user.save(update_fields=["email"])
+        event_record(actor=by, verb=Verb.USER_EMAIL_CHANGED, target=user, data={"from": old, "to": email})
+    return user
+
+
+def _active_set(*, user: User, by: User, active: bool) -> bool:
+    check_manage_users(by, action="activate or deactivate accounts")
+    with transaction.atomic():
+        user = User.objects.select_for_update().get(pk=user.pk)
+        if user.is_active == active:
+            return False
+        user.is_active = active
+        user.save(update_fields=["is_active"])
+        event_record(actor=by, verb=Verb.USER_ACTIVATED if active else Verb.USER_DEACTIVATED, target=user)
+    return True
+
+
+def _password_link_send(*, user: User, reason: str) -> None:
+    # The task makes the link when it mails it: the token is never stored (the outbox row holds the id).
+    task_enqueue(name=MAIL_ACCOUNT_LINK_TASK, kwargs={"user_id": user.pk, "reason": reason})
+
+
+def _username(username: str) -> str:
+    username = fit_column(User, "username", (username or "").strip(), field="username")
+    if not username:
+        raise AccountError("The username is required.", field="username")
+    try:
+        User.username_validator(username)
+    except ValidationError as exc:
+        raise AccountError(f"{username!r}: {' '.join(exc.messages)}", field="username") from exc
+    if User.objects.filter(username=username).exists():
+        raise AccountError(f"There is already an account named {username!r}.", field="username")
+    return username
+
+
+def _email(email: str, *, required: bool = True) -> str:
+    email = (email or "").strip()
+    if not email:
+        if required:
+            raise AccountError(
+                "The e-mail address is required: its owner sets their password from a link mailed there.",
+                field="email",
+            )
+        return ""
+    try:
+        validate_email(email)
+    except ValidationError as exc:
+        raise AccountError(f"{email!r} is not an e-mail address.", field="email") from exc
+    return fit_column(User, "email", email, field="email")
+
+
+def _validated(password: str, user: User) -> None:
+    try:
+        validate_password(password or "", user)
+    except ValidationError as exc:
+        raise AccountError(" ".join(exc.messages), field="new_password") from exc
 
 
 @transaction.atomic

@@ -8,6 +8,12 @@ class Verb(models.TextChoices):
     """Every kind of event the trail records; services write one of these, never a bare string."""
 
     USER_CREATED = "user.created", "user created"
+    USER_PASSWORD_CHANGED = "user.password_changed", "password changed by its owner"
+    USER_PASSWORD_RESET_FORCED = "user.password_reset_forced", "password reset forced by an administrator"
+    USER_ACTIVATED = "user.activated", "user activated"
+    USER_DEACTIVATED = "user.deactivated", "user deactivated"
+    USER_FLAGS_CHANGED = "user.flags_changed", "admin-site access changed"
+    USER_EMAIL_CHANGED = "user.email_changed", "e-mail address changed"
     ROLE_GRANTED = "role.granted", "role granted"
     ROLE_REVOKED = "role.revoked", "role revoked"
     DATASET_CREATED = "dataset.created", "dataset created"

@@ -6,6 +6,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from auditportal.activity.chain import GENESIS, event_hash, normalise_data
+from auditportal.activity.context import CLI_KEY, command_data
 from auditportal.activity.models import Event, Verb
 
 if TYPE_CHECKING:
@@ -34,7 +35,12 @@ def event_record(
     at = timezone.now()
     actor_username = actor.get_username() if actor is not None else ""
     target_type, target_id = target._meta.label_lower, str(target.pk)
-    stored = normalise_data(data or {})
+    data = dict(data or {})
+    command = command_data()
+    if command is not None:
+        # Inside a management command: who ran it at the shell, covered by the hash with the rest.
+        data[CLI_KEY] = command
+    stored = normalise_data(data)
     return Event.objects.create(
         seq=seq,
         prev_hash=prev_hash,

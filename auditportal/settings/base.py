@@ -52,6 +52,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
+    # Before django.contrib.auth: its changepassword and createsuperuser commands are replaced by the
+    # accounts app's (docs/governance.md, "Accounts and passwords"); Django takes the first app's.
+    "auditportal.accounts",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -66,7 +69,6 @@ INSTALLED_APPS = [
     # Login throttling (settings/security.py): failed logins per username, in its own tables.
     "axes",
     "auditportal.outbox",
-    "auditportal.accounts",
     "auditportal.activity",
     "auditportal.datasets",
     "auditportal.experiments",

@@ -45,6 +45,11 @@ CSRF_COOKIE_HTTPONLY = True
 SESSION_IDLE_MINUTES = env_int("SESSION_IDLE_MINUTES", 30, minimum=1)
 SESSION_COOKIE_AGE = SESSION_IDLE_MINUTES * 60
 
+# A password link (a new account's first password, or a reset an administrator forced) works once,
+# for this long (Django's PasswordResetTokenGenerator; accounts/services.py).
+PASSWORD_LINK_HOURS = env_int("PASSWORD_LINK_HOURS", 24, minimum=1)
+PASSWORD_RESET_TIMEOUT = PASSWORD_LINK_HOURS * 3600
+
 # Content-Security-Policy (lib/middleware.ContentSecurityPolicyMiddleware): scripts and styles from
 # the portal's own static files only, no inline script, style attribute or <style> element.
 CONTENT_SECURITY_POLICY: dict[str, tuple[str, ...]] = {

@@ -5,7 +5,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from auditportal.accounts.cli import CLI_USERNAME
 from auditportal.accounts.models import Role, RoleGrant, User
+from auditportal.activity.context import os_user
 from auditportal.activity.models import Event
 from tests.factories import make_user
 
@@ -17,18 +19,29 @@ def _run(*args: str) -> str:
 
 
 @pytest.mark.django_db
-def test_it_bootstraps_the_first_administrator_as_the_cli_account() -> None:
+def test_it_bootstraps_the_first_administrator_naming_the_shell_user() -> None:
     root = make_user("root")
     root.is_superuser = root.is_staff = True
     root.save(update_fields=["is_superuser", "is_staff"])
-    assert not root.has_role(Role.ADMIN)  # createsuperuser grants no portal role
-    assert _run("root", "admin") == "Granted the administrator role to root (by portal-cli).\n"
+    assert not root.has_role(Role.ADMIN)  # a superuser holds no portal role
+    assert _run("root", "admin") == "Granted the administrator role to root (by the first-administrator bootstrap).\n"
     grant = RoleGrant.objects.get(user=root, role=Role.ADMIN)
-    assert grant.granted_by is not None
-    assert grant.granted_by.username == "portal-cli"
+    assert grant.granted_by is None
     event = Event.objects.get(verb="role.granted", target_id=str(root.pk))
-    assert event.actor == grant.granted_by
-    assert event.data == {"role": "admin"}
+    assert event.actor is None
+    assert event.data == {"role": "admin", "cli": {"command": "grant_role", "os_user": os_user()}}
+    assert not User.objects.filter(username=CLI_USERNAME).exists()
+
+
+@pytest.mark.django_db
+def test_once_an_administrator_exists_by_is_required() -> None:
+    make_user("erin", [Role.ADMIN])
+    make_user("mallory")
+    for args in (["mallory", "admin"], ["mallory", "ethics_committee"]):
+        with pytest.raises(CommandError, match=r"^--by is required: name the administrator acting"):
+            _run(*args)
+    assert not RoleGrant.objects.filter(user__username="mallory").exists()
+    assert not User.objects.filter(username=CLI_USERNAME).exists()
 
 
 def test_an_administrator_named_with_by_is_recorded(erin: User, oscar: User) -> None:
@@ -61,9 +74,9 @@ def test_granting_a_held_role_changes_nothing(carol: User, erin: User) -> None:
     assert Event.objects.count() == before
 
 
-def test_it_refuses_an_unknown_user_or_role(db: None, oscar: User) -> None:
+def test_it_refuses_an_unknown_user_or_role(erin: User, oscar: User) -> None:
     with pytest.raises(CommandError, match=r"^no user named 'zed'$"):
-        _run("zed", "reviewer")
+        _run("zed", "reviewer", "--by", "erin")
     with pytest.raises(CommandError, match="invalid choice: 'overlord'"):
         _run("oscar", "overlord")
-    assert not RoleGrant.objects.exists()
+    assert not RoleGrant.objects.exclude(user=erin).exists()

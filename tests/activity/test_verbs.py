@@ -57,7 +57,26 @@ def _experiment(request: pytest.FixtureRequest) -> Experiment:
 
 def _user_created(request: pytest.FixtureRequest) -> Callable[[], object]:
     erin = _user(request, "erin")
-    return lambda: account_services.user_create(username="zoe", password="a long passphrase", created_by=erin)
+    return lambda: account_services.user_create(username="zoe", email="zoe@example.org", created_by=erin)
+
+
+def _account(change: Callable[[User, User], object]) -> Scenario:
+    """``change(dave, erin)``: erin, an administrator, changes dave's account (or dave his own)."""
+
+    def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
+        dave, erin = _user(request, "dave"), _user(request, "erin")
+        return lambda: change(dave, erin)
+
+    return scenario
+
+
+def _deactivated_then(change: Callable[[User, User], object]) -> Scenario:
+    def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
+        dave, erin = _user(request, "dave"), _user(request, "erin")
+        account_services.user_deactivate(user=dave, by=erin)
+        return lambda: change(dave, erin)
+
+    return scenario
 
 
 def _role_granted(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -402,6 +421,24 @@ def _report_sign_refused(request: pytest.FixtureRequest) -> Callable[[], object]
 
 SCENARIOS: dict[Verb, Scenario] = {
     Verb.USER_CREATED: _user_created,
+    Verb.USER_PASSWORD_CHANGED: _account(
+        lambda dave, erin: account_services.user_password_change(
+            user=dave, old_password=PASSWORD, new_password="a new passphrase of dave's"
+        )
+    ),
+    Verb.USER_PASSWORD_RESET_FORCED: _account(
+        lambda dave, erin: account_services.user_password_reset_force(user=dave, reset_by=erin)
+    ),
+    Verb.USER_ACTIVATED: _deactivated_then(lambda dave, erin: account_services.user_activate(user=dave, by=erin)),
+    Verb.USER_DEACTIVATED: _account(lambda dave, erin: account_services.user_deactivate(user=dave, by=erin)),
+    Verb.USER_FLAGS_CHANGED: _account(
+        lambda dave, erin: account_services.user_flags_set(user=dave, by=erin, is_staff=True)
+    ),
+    Verb.USER_EMAIL_CHANGED: _account(
+        lambda dave, erin: account_services.user_email_change(
+            user=dave, by=dave, email="dave@new.example", password=PASSWORD
+        )
+    ),
     Verb.ROLE_GRANTED: _role_granted,
     Verb.ROLE_REVOKED: _role_revoked,
     Verb.DATASET_CREATED: _dataset_registered,

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from auditportal.accounts.cli import CLI_USERNAME
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
@@ -69,12 +69,13 @@ def test_set_creates_the_next_version_as_the_named_administrator(erin: User) -> 
     ]
 
 
-def test_without_user_it_acts_as_the_command_line_account(db: None) -> None:
-    _run("set", "--tolerance", "0.01", "--reason", "operator")
-    policy = policy_active()
-    assert policy.created_by is not None
-    assert policy.created_by.username == CLI_USERNAME
-    assert policy.created_by.has_role(Role.ADMIN)
+def test_without_user_it_is_refused_and_no_account_takes_the_administrator_role(db: None) -> None:
+    # Before: the portal-cli account granted itself the administrator role ("role granted admin, by -").
+    with pytest.raises(CommandError, match=r"^--user is required: name the administrator acting"):
+        _run("set", "--tolerance", "0.1", "--reason", "operator")
+    assert FairnessPolicy.objects.count() == 1
+    assert not User.objects.filter(username=CLI_USERNAME).exists()
+    assert not Event.objects.filter(verb=Verb.ROLE_GRANTED).exists()
 
 
 @pytest.mark.django_db  # the member comes from a fixture fetched by name

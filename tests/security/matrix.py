@@ -48,6 +48,11 @@ login                              GET  -         200    200    200    200    20
 login                              POST -         200    200    200    200    200    200    200    200    200    200
 logout                             GET  -         405    405    405    405    405    405    405    405    405    405
 logout                             POST -         302    302    302    302    302    302    302    302    302    302
+# One's own password (the current one asked; an empty form: 400). A password link that is not one: 404.
+accounts:password-change           GET  -         login  200    200    200    200    200    200    200    200    200
+accounts:password-change           POST -         login  400    400    400    400    400    400    400    400    400
+accounts:password-set              GET  -         404    404    404    404    404    404    404    404    404    404
+accounts:password-set              POST -         404    404    404    404    404    404    404    404    404    404
 # A staged upload is private to the steward who uploaded it: 404 to everyone else.
 datasets:upload                    GET  -         login  403    200    200    403    403    403    403    403    403
 datasets:upload                    POST -         login  403    200    200    403    403    403    403    403    403
@@ -203,8 +208,9 @@ admin:login                        GET  -         200    200    200    200    20
 admin:login                        POST -         200    200    200    200    200    200    200    200    200    200
 admin:logout                       GET  -         302    302    302    302    302    302    302    302    302    405
 admin:logout                       POST -         302    302    302    302    302    302    302    302    302    302
-admin:password_change              GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
-admin:password_change              POST -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
+# The admin site's own "change password" is the portal's page, which writes the event.
+admin:password_change              GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 302
+admin:password_change              POST -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 302
 admin:password_change_done         GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
 admin:autocomplete                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 403
 admin:jsi18n                       GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
@@ -212,8 +218,6 @@ admin:jsi18n                       GET  -         alogin alogin alogin alogin al
 admin:view_on_site                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 404
 admin:app_list                     GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
 admin/(?P<url>.*)$                 GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 404
-admin:auth_user_password_change    GET  -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
-admin:auth_user_password_change    POST -         alogin alogin alogin alogin alogin alogin alogin alogin alogin 200
 """
 # fmt: on
 
@@ -223,7 +227,7 @@ admin:auth_user_password_change    POST -         alogin alogin alogin alogin al
 ADMIN_MODELS = """
 # model                          kind
 accounts.apitoken                view-only
-accounts.user                    users
+accounts.user                    view-only
 activity.event                   view-only
 approvals.acknowledgement        view-only
 approvals.comment                view-only
@@ -245,21 +249,22 @@ reports.signingcertificate       view-only
 """
 
 # The superuser's answer per view and kind: a view-only admin shows rows and refuses add, change and
-# delete (lib/admin.EvidenceAdmin); users are never deleted (their names stay in the activity log);
+# delete (lib/admin.EvidenceAdmin; users too: they change only through the list's actions, which call
+# accounts.services, and are never deleted: their names stay in the activity log);
 # an empty POST to a form shows it again with its errors (200). "redirect" is <object_id>/, which
 # sends to the change page.
 ADMIN_VIEWS = """
-view         method  view-only  users  editable
-changelist   GET     200        200    200
-changelist   POST    200        200    200
-add          GET     403        200    200
-add          POST    403        200    200
-change       GET     200        200    200
-change       POST    403        200    200
-delete       GET     403        403    200
-delete       POST    403        403    200
-history      GET     200        200    200
-redirect     GET     302        302    302
+view         method  view-only  editable
+changelist   GET     200        200
+changelist   POST    200        200
+add          GET     403        200
+add          POST    403        200
+change       GET     200        200
+change       POST    403        200
+delete       GET     403        200
+delete       POST    403        200
+history      GET     200        200
+redirect     GET     302        302
 """
 
 _ADMIN_MODEL_ROUTE = re.compile(r"^admin:(?P<model>[a-z]+_[a-z]+)_(?P<view>changelist|add|history|delete|change)$")

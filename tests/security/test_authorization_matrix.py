@@ -126,7 +126,8 @@ def _values(world: World, route: Route) -> dict[str, object]:
         values["object_id"] = row.pk
     values.update(
         app_label="accounts",  # the admin's page of one app
-        id=world.users["steward"].pk,  # the admin's password change of a user
+        uidb64="MQ",  # a password link that is not one
+        token="no-such-token",
         content_type_id=ContentType.objects.get_for_model(type(world.report)).pk,
         url="no-such-page/",  # the admin's catch-all
     )

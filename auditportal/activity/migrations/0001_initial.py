@@ -6,6 +6,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -14,28 +15,19 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="Event",
+            name='Event',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
-                ("verb", models.CharField(max_length=64)),
-                ("target_type", models.CharField(max_length=64)),
-                ("target_id", models.CharField(max_length=64)),
-                ("data", models.JSONField(blank=True, default=dict)),
-                (
-                    "actor",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
+                ('verb', models.CharField(max_length=64)),
+                ('target_type', models.CharField(max_length=64)),
+                ('target_id', models.CharField(max_length=64)),
+                ('data', models.JSONField(blank=True, default=dict)),
+                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-at", "-id"],
-                "indexes": [models.Index(fields=["target_type", "target_id"], name="activity_event_target_idx")],
+                'ordering': ['-at', '-id'],
+                'indexes': [models.Index(fields=['target_type', 'target_id'], name='activity_event_target_idx')],
             },
         ),
     ]

@@ -4,31 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("activity", "0001_initial"),
+        ('activity', '0001_initial'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="event",
-            name="verb",
-            field=models.CharField(
-                choices=[
-                    ("user.created", "user created"),
-                    ("role.granted", "role granted"),
-                    ("role.revoked", "role revoked"),
-                    ("dataset.created", "dataset created"),
-                    ("dataset_version.registered", "dataset version registered"),
-                    ("prediction_audit.created", "prediction audit created"),
-                    ("experiment.launched", "experiment launched"),
-                    ("experiment.started", "experiment started"),
-                    ("experiment.launch_failed", "experiment launch failed"),
-                    ("experiment.finished", "experiment finished"),
-                    ("experiment.failed", "experiment failed"),
-                    ("experiment.cancelled", "experiment cancelled"),
-                    ("trial_verdict.changed", "trial verdict changed"),
-                ],
-                max_length=64,
-            ),
+            model_name='event',
+            name='verb',
+            field=models.CharField(choices=[('user.created', 'user created'), ('role.granted', 'role granted'), ('role.revoked', 'role revoked'), ('dataset.created', 'dataset created'), ('dataset_version.registered', 'dataset version registered'), ('prediction_audit.created', 'prediction audit created'), ('experiment.launched', 'experiment launched'), ('experiment.started', 'experiment started'), ('experiment.launch_failed', 'experiment launch failed'), ('experiment.finished', 'experiment finished'), ('experiment.failed', 'experiment failed'), ('experiment.cancelled', 'experiment cancelled'), ('trial_verdict.changed', 'trial verdict changed')], max_length=64),
         ),
     ]

@@ -4,36 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("activity", "0002_event_verb_choices"),
+        ('activity', '0002_event_verb_choices'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="event",
-            name="verb",
-            field=models.CharField(
-                choices=[
-                    ("user.created", "user created"),
-                    ("role.granted", "role granted"),
-                    ("role.revoked", "role revoked"),
-                    ("dataset.created", "dataset created"),
-                    ("dataset_version.registered", "dataset version registered"),
-                    ("prediction_audit.created", "prediction audit created"),
-                    ("experiment.launched", "experiment launched"),
-                    ("experiment.started", "experiment started"),
-                    ("experiment.launch_failed", "experiment launch failed"),
-                    ("experiment.finished", "experiment finished"),
-                    ("experiment.failed", "experiment failed"),
-                    ("experiment.cancelled", "experiment cancelled"),
-                    ("trial_verdict.changed", "trial verdict changed"),
-                    ("fairness_policy.created", "fairness policy version created"),
-                    ("verdict_document.frozen", "verdict document frozen"),
-                    ("dataset_version.integrity_failed", "dataset version failed its integrity check"),
-                    ("dataset_version.retired", "dataset version retired"),
-                    ("prediction_audit.retired", "prediction audit retired"),
-                ],
-                max_length=64,
-            ),
+            model_name='event',
+            name='verb',
+            field=models.CharField(choices=[('user.created', 'user created'), ('role.granted', 'role granted'), ('role.revoked', 'role revoked'), ('dataset.created', 'dataset created'), ('dataset_version.registered', 'dataset version registered'), ('prediction_audit.created', 'prediction audit created'), ('experiment.launched', 'experiment launched'), ('experiment.started', 'experiment started'), ('experiment.launch_failed', 'experiment launch failed'), ('experiment.finished', 'experiment finished'), ('experiment.failed', 'experiment failed'), ('experiment.cancelled', 'experiment cancelled'), ('trial_verdict.changed', 'trial verdict changed'), ('fairness_policy.created', 'fairness policy version created'), ('verdict_document.frozen', 'verdict document frozen'), ('dataset_version.integrity_failed', 'dataset version failed its integrity check'), ('dataset_version.retired', 'dataset version retired'), ('prediction_audit.retired', 'prediction audit retired')], max_length=64),
         ),
     ]

@@ -4,61 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("activity", "0008_report_verbs"),
+        ('activity', '0008_report_verbs'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="event",
-            name="verb",
-            field=models.CharField(
-                choices=[
-                    ("user.created", "user created"),
-                    ("role.granted", "role granted"),
-                    ("role.revoked", "role revoked"),
-                    ("dataset.created", "dataset created"),
-                    ("dataset_version.registered", "dataset version registered"),
-                    ("prediction_audit.created", "prediction audit created"),
-                    ("experiment.launched", "experiment launched"),
-                    ("experiment.started", "experiment started"),
-                    ("experiment.launch_failed", "experiment launch failed"),
-                    ("experiment.finished", "experiment finished"),
-                    ("experiment.failed", "experiment failed"),
-                    ("experiment.cancelled", "experiment cancelled"),
-                    ("trial.early_stopped", "trial stopped early by the search"),
-                    ("trial_verdict.changed", "trial verdict changed"),
-                    ("fairness_policy.created", "fairness policy version created"),
-                    ("verdict_document.frozen", "verdict document frozen"),
-                    ("dataset_version.integrity_failed", "dataset version failed its integrity check"),
-                    ("dataset_version.retired", "dataset version retired"),
-                    ("prediction_audit.retired", "prediction audit retired"),
-                    ("review_request.created", "review request created"),
-                    ("review_request.revised", "review request revised"),
-                    ("review_request.submitted", "review request submitted"),
-                    ("review_request.review_started", "review of a request started"),
-                    ("review_request.changes_requested", "changes requested on a review request"),
-                    ("review_request.withdrawn", "review request withdrawn"),
-                    ("review_request.approved", "review request approved"),
-                    ("review_request.rejected", "review request rejected"),
-                    ("review_request.revoked", "approval revoked"),
-                    ("review_request.recommended", "reviewer recommendation recorded"),
-                    ("review_request.checkpoint_tagged", "approval written to the checkpoint"),
-                    ("review_comment.added", "comment added to a review request"),
-                    ("review_vote.cast", "committee vote cast"),
-                    ("review_vote.reauthentication_failed", "vote refused: wrong password"),
-                    ("waiver.proposed", "waiver proposed"),
-                    ("waiver_vote.cast", "committee vote on a waiver cast"),
-                    ("waiver.approved", "waiver approved"),
-                    ("waiver.rejected", "waiver rejected"),
-                    ("api_token.created", "API token created"),
-                    ("api_token.revoked", "API token revoked"),
-                    ("certificate_authority.created", "report certificate authority created"),
-                    ("signing_certificate.issued", "report signing certificate issued"),
-                    ("report.created", "signed report created"),
-                    ("report.signed", "report signed by a member"),
-                ],
-                max_length=64,
-            ),
+            model_name='event',
+            name='verb',
+            field=models.CharField(choices=[('user.created', 'user created'), ('role.granted', 'role granted'), ('role.revoked', 'role revoked'), ('dataset.created', 'dataset created'), ('dataset_version.registered', 'dataset version registered'), ('prediction_audit.created', 'prediction audit created'), ('experiment.launched', 'experiment launched'), ('experiment.started', 'experiment started'), ('experiment.launch_failed', 'experiment launch failed'), ('experiment.finished', 'experiment finished'), ('experiment.failed', 'experiment failed'), ('experiment.cancelled', 'experiment cancelled'), ('trial.early_stopped', 'trial stopped early by the search'), ('trial_verdict.changed', 'trial verdict changed'), ('fairness_policy.created', 'fairness policy version created'), ('verdict_document.frozen', 'verdict document frozen'), ('dataset_version.integrity_failed', 'dataset version failed its integrity check'), ('dataset_version.retired', 'dataset version retired'), ('prediction_audit.retired', 'prediction audit retired'), ('review_request.created', 'review request created'), ('review_request.revised', 'review request revised'), ('review_request.submitted', 'review request submitted'), ('review_request.review_started', 'review of a request started'), ('review_request.changes_requested', 'changes requested on a review request'), ('review_request.withdrawn', 'review request withdrawn'), ('review_request.approved', 'review request approved'), ('review_request.rejected', 'review request rejected'), ('review_request.revoked', 'approval revoked'), ('review_request.recommended', 'reviewer recommendation recorded'), ('review_request.checkpoint_tagged', 'approval written to the checkpoint'), ('review_comment.added', 'comment added to a review request'), ('review_vote.cast', 'committee vote cast'), ('review_vote.reauthentication_failed', 'vote refused: wrong password'), ('waiver.proposed', 'waiver proposed'), ('waiver_vote.cast', 'committee vote on a waiver cast'), ('waiver.approved', 'waiver approved'), ('waiver.rejected', 'waiver rejected'), ('api_token.created', 'API token created'), ('api_token.revoked', 'API token revoked'), ('certificate_authority.created', 'report certificate authority created'), ('signing_certificate.issued', 'report signing certificate issued'), ('report.created', 'signed report created'), ('report.signed', 'report signed by a member')], max_length=64),
         ),
     ]

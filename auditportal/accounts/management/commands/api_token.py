@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from auditportal.accounts import services
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import ApiToken, Role, TokenScope
 from auditportal.fairness.errors import UserError
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "API tokens for machine accounts (administrators): create one for the gate or for the API (the token is "
         "printed once; only its hash is kept), revoke one, or list them. An API token acts with its account's "
@@ -29,10 +29,10 @@ class Command(BaseCommand):
             default=TokenScope.GATE.value,
             help="gate: read the approval gate only (default); api: the rest of /api/v1/ with the account's roles",
         )
-        create.add_argument("--user", help="act as this user (needs the administrator role)")
+        create.add_argument("--user", help="the administrator acting (required)")
         revoke = actions.add_parser("revoke", help="refuse a token from now on")
         revoke.add_argument("id", type=int, help="the token's id (see list)")
-        revoke.add_argument("--user", help="act as this user (needs the administrator role)")
+        revoke.add_argument("--user", help="the administrator acting (required)")
         actions.add_parser("list", help="every token: id, account, name, scope, expiry, revoked")
 
     def handle(self, *args: Any, **options: Any) -> None:

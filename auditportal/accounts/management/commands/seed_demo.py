@@ -5,11 +5,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from auditportal.accounts.models import Role, User
-from auditportal.accounts.services import role_grant, user_create
+from auditportal.accounts.cli import PortalCommand
+from auditportal.accounts.models import Role
+from auditportal.accounts.services import user_demo_create, user_flags_set
 from auditportal.lib.files import write_private_text
 
 DEMO_USERS: tuple[tuple[str, Role], ...] = (
@@ -21,7 +22,7 @@ DEMO_USERS: tuple[tuple[str, Role], ...] = (
 )
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = "Create (or reset) one demo user per role and print their passwords. Development only."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -40,16 +41,10 @@ class Command(BaseCommand):
         with transaction.atomic():
             for username, role in DEMO_USERS:
                 password = options["password"] or secrets.token_urlsafe(9)
-                user = User.objects.filter(username=username).first()
-                if user is None:
-                    user = user_create(username=username, password=password, roles=[role])
-                else:
-                    user.set_password(password)
-                    user.save(update_fields=["password"])
-                    role_grant(user=user, role=role, granted_by=None)
-                if role == Role.ADMIN and not (user.is_staff and user.is_superuser):
-                    user.is_staff = user.is_superuser = True
-                    user.save(update_fields=["is_staff", "is_superuser"])
+                # The one place a password is set for someone (DEBUG only): the event says "demo seed".
+                user = user_demo_create(username=username, password=password, role=role)
+                if role == Role.ADMIN:
+                    user_flags_set(user=user, by=user, is_staff=True, is_superuser=True)
                 rows.append((username, password, role.label))
         lines = ["Demo users (development only):"]
         lines += [f"  {username:<10} {password:<16} {label}" for username, password, label in rows]

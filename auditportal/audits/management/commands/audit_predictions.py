@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role, User
 from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
@@ -33,7 +33,7 @@ FLAGS = {
 FAIL_ON_EXIT_STATUS = 3
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Audit an existing model's predictions in a CSV or Parquet file: per-group rates with intervals and "
         "sample-size-aware PASS/FAIL/INCONCLUSIVE verdicts against a tolerance. Stores the result."

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import User
 from auditportal.datasets import rules
 from auditportal.datasets.models import Dataset, DatasetSteward
@@ -12,7 +12,7 @@ from auditportal.datasets.services import dataset_steward_add, dataset_steward_r
 from auditportal.fairness.errors import UserError
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "List a dataset's stewards (its owners: only they or an administrator add versions and retire "
         "them), or add or remove one; each change is an event in the activity log."
@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--by",
             metavar="USERNAME",
-            help="the administrator acting (default: the portal-cli system account, which holds the admin role)",
+            help="the administrator acting (required)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -4,16 +4,16 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.datasets import demo, rules, services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Generate the seeded demo credit dataset (no download) with a known recall gap between genders, "
         "register it, and print the new version's id as the last line."

@@ -4,15 +4,15 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.datasets import rules, services
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = "Register a CSV or Parquet file as a new dataset version. Prints the new version's id as the last line."
 
     def add_arguments(self, parser: CommandParser) -> None:

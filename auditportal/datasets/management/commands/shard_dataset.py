@@ -3,15 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from auditportal.accounts.cli import PortalCommand
 from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard, shard_dir_default
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import sharding
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = "Write K stratified Parquet parts of a dataset version (see docs/shard-format.md), or --check them."
 
     def add_arguments(self, parser: CommandParser) -> None:

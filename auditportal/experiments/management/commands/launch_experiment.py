@@ -4,9 +4,9 @@ import json
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import selectors, services
@@ -16,7 +16,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.lib.jsonlimits import JSONInputError, json_loads
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Launch an experiment on a dataset version (queued for the Celery worker) and print its id as the "
         "last line; with --wait, block until it ends and exit 0 only when every trial completed. With "

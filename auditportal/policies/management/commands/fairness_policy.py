@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role, User
 from auditportal.policies import selectors, services
 from auditportal.policies.models import FairnessPolicy, PolicyProposal
@@ -21,7 +21,7 @@ FLAGS = {
 }
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Show the fairness policy verdicts are judged under (show [--history]), or create its next version "
         "(set ... --reason TEXT; administrators only). A change that loosens anything is a proposal that a "
@@ -50,14 +50,14 @@ class Command(BaseCommand):
             help="distinct ethics-committee members whose approval a review request or a waiver needs",
         )
         change.add_argument("--reason", required=True, help="why the policy changes (shown in its history)")
-        change.add_argument("--user", help="act as this user (needs the administrator role)")
+        change.add_argument("--user", help="the administrator acting (required)")
         for name, text in (
             ("confirm", "confirm a pending proposal (an administrator other than its proposer)"),
             ("withdraw", "withdraw a pending or stale proposal"),
         ):
             close = actions.add_parser(name, help=text)
             close.add_argument("proposal", type=int, metavar="ID", help="the proposal's number (see show)")
-            close.add_argument("--user", help="act as this user (needs the administrator role)")
+            close.add_argument("--user", help="the administrator acting (required)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "show":

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role
 from auditportal.fairness.errors import UserError
 from auditportal.reports import selectors, services
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Show the report certificate authorities, or rotate: a new organisation key (--organisation) or a new "
         "authority with a new organisation key under it (--authority). Earlier keys and certificates stay, so "
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         which.add_argument("--organisation", action="store_true", help="a new organisation key and certificate")
         which.add_argument("--authority", action="store_true", help="a new root, and an organisation key under it")
         rotate.add_argument("--reason", required=True, help="why (kept in the activity log)")
-        rotate.add_argument("--user", help="act as this administrator (default: the portal-cli account)")
+        rotate.add_argument("--user", help="the administrator acting (required)")
         pem = sub.add_parser("pem", help="print the newest authority's certificate (PEM)")
         pem.add_argument("--id", type=int, help="another authority's id")
 
