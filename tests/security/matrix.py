@@ -93,6 +93,9 @@ audits:prediction                  GET  -         login  404    200    200    20
 audits:prediction-comparisons-csv  GET  -         login  404    200    200    200    200    200    200    200    404
 audits:prediction-retire           GET  -         login  405    405    405    405    405    405    405    405    405
 audits:prediction-retire           POST reason    login  404    403    403    302    403    302    403    302    404
+# A large file's audit while a worker has it: its uploader's alone (404 to everyone else).
+audits:prediction-queued           GET  -         login  404    404    404    200    404    404    404    404    404
+audits:prediction-queued-status    GET  -         login  404    404    404    200    404    404    404    404    404
 policies:page                      GET  -         login  403    200    200    200    200    200    200    200    403
 policies:page                      POST -         login  403    403    403    403    403    403    403    200    403
 # A proposal to loosen the policy (another administrator's): any other administrator confirms or withdraws it.
@@ -134,6 +137,9 @@ approvals:waiver                   GET  -         login  405    405    405    40
 approvals:waiver                   POST waiver    login  404    403    403    400    403    400    400    403    404
 approvals:waiver-vote              GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:waiver-vote              POST wvote     login  404    403    403    403    403    403    302    403    404
+# Resuming a round paused by a role change: the world's request is not paused (400 to who may resume).
+approvals:resume                   GET  -         login  405    405    405    405    405    405    405    405    405
+approvals:resume                   POST resume    login  404    403    403    403    403    403    400    400    404
 # Reports are signed by the committee members named in them.
 reports:list                       GET  -         login  200    200    200    200    200    200    200    200    200
 reports:detail                     GET  -         login  404    200    200    200    200    200    200    200    404
@@ -161,6 +167,7 @@ api-prediction-audit-list          POST -         401    403    403    403    41
 api-prediction-audit               GET  -         401    404    200    200    200    200    200    200    200    404
 api-prediction-audit-retire        GET  -         401    405    405    405    405    405    405    405    405    405
 api-prediction-audit-retire        POST reason    401    404    403    403    200    403    200    403    200    404
+api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
 api-policy                         GET  -         401    403    200    200    200    200    200    200    200    403
 api-policy                         POST -         401    403    403    403    403    403    403    403    400    403
 api-policy-proposals               GET  -         401    403    200    200    200    200    200    200    200    403
@@ -186,6 +193,8 @@ api-review-request-request-changes GET  -         401    405    405    405    40
 api-review-request-request-changes POST reason    401    404    403    403    403    403    200    403    403    404
 api-review-request-withdraw        GET  -         401    405    405    405    405    405    405    405    405    405
 api-review-request-withdraw        POST reason    401    404    403    403    200    403    403    403    403    404
+api-review-request-resume          GET  -         401    405    405    405    405    405    405    405    405    405
+api-review-request-resume          POST reason    401    404    403    403    403    403    403    400    400    404
 api-review-request-revoke          GET  -         401    405    405    405    405    405    405    405    405    405
 api-review-request-revoke          POST reason    401    404    403    403    403    403    403    400    400    404
 api-review-request-recommend       GET  -         401    405    405    405    405    405    405    405    405    405

@@ -16,7 +16,7 @@ from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver
-from auditportal.audits.models import PredictionAudit
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion, StagedUpload
 from auditportal.evidence.models import VerdictDocument
@@ -147,6 +147,13 @@ def build_world(runs: Path, scratch: Path) -> World:
     experiment.save(update_fields=["name"])
     audit = PredictionAuditFactory.create(created_by=users["eng"], original_name=NAMES["audit"])
     other_audit = PredictionAuditFactory.create(created_by=users["eng2"])
+    # A large file's audit a worker has not taken yet: its uploader's alone.
+    queued = QueuedPredictionAudit.objects.create(
+        owner=users["eng"],
+        original_name="matrix-large.csv",
+        storage_path="audit-uploads/none/matrix-large.csv",
+        size_bytes=1,
+    )
 
     # An audit's request with an approving vote: its INCONCLUSIVE comparisons are acknowledged.
     audit_request = approval_services.review_request_create(
@@ -231,5 +238,6 @@ def build_world(runs: Path, scratch: Path) -> World:
         "number": 1,
         "authority_id": CertificateAuthority.objects.get().pk,
         "proposal_id": proposal.pk,
+        "queued_id": queued.pk,
     }
     return world
