@@ -129,7 +129,8 @@ def test_two_administrators_at_once_each_get_a_version(erin: User) -> None:
     def create(field: str) -> None:
         try:
             barrier.wait()
-            policy_create(user=erin, reason=f"lower {field}", **{field: 0.01})
+            values: dict[str, Any] = {field: 0.01}
+            policy_create(user=erin, reason=f"lower {field}", **values)
         except BaseException as exc:
             errors.append(exc)
         finally:
