@@ -33,11 +33,10 @@ from auditportal.approvals.forms import (
     WaiverVoteForm,
 )
 from auditportal.approvals.models import RequestState, ReviewRequest, Waiver, WaiverState
+from auditportal.evidence.selectors import verdict_document_forest
 from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.figures.audit import verdict_document_forest_plot
-from auditportal.fairness.figures.serialize import figure_json
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.params import as_id
 
@@ -191,7 +190,7 @@ def _page(
         # The sections (votes, waivers, recommendations, comments) say inline why their form is missing.
         "any_action": any(actions[name] is None for name in workflow),
         "refused": {name: why for name, why in actions.items() if why is not None and name in workflow},
-        "documents": [(document, _forest(document.document)) for document in documents],
+        "documents": [(document, verdict_document_forest(document=document)) for document in documents],
         "hashes": hashes,
         "fails": fails,
         "inconclusive": inconclusive,
@@ -252,11 +251,6 @@ _ACTION_OF_FORM = {
     "resume": "resume",
     "revise": "revise",
 }
-
-
-def _forest(document: dict[str, Any]) -> dict[str, Any] | None:
-    figure = verdict_document_forest_plot(document)
-    return None if figure is None else figure_json(figure)
 
 
 def _reply_to(form: forms.Form | None) -> int | None:

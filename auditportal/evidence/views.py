@@ -7,15 +7,12 @@ from django.shortcuts import render
 from auditportal.accounts.permissions import request_user
 from auditportal.evidence import presentation, selectors
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.figures.audit import verdict_document_forest_plot
-from auditportal.fairness.figures.serialize import figure_json
 
 
 @login_required
 def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpResponse:
     document = selectors.verdict_document_get(user=request_user(request), document_id=document_id)
     value = document.document
-    forest = verdict_document_forest_plot(value)
     return render(
         request,
         "evidence/document.html",
@@ -25,7 +22,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
             "headline": document.headline,
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
-            "forest_plot": None if forest is None else figure_json(forest),
+            "forest_plot": selectors.verdict_document_forest(document=document),
         },
     )
 

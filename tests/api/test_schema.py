@@ -27,15 +27,17 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from auditportal.accounts.models import User
+from auditportal.accounts.models import Role, User
+from auditportal.accounts.services import role_grant
 from auditportal.approvals.models import ReviewRequest, Waiver
+from auditportal.approvals.rules import open_pauses
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Template
 from tests.api.conftest import Portal, session_of
 from tests.api.schemas import portal_schema, strict_schema
 from tests.audits.conftest import PREDICTIONS_CSV
-from tests.factories import PASSWORD, client_for
+from tests.factories import PASSWORD, client_for, make_user
 
 CHECKS = [
     not_a_server_error,
@@ -294,6 +296,21 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     review_request = ReviewRequest.objects.get(pk=created["id"])
     findings = call("pat", "GET", "/api/v1/review-requests/{request_id}/", 200, path_parameters=own)["findings"]
     for member in ("dave", "frank"):
+        if member == "frank":
+            # A committee role granted mid-round pauses it; another committee member resumes it.
+            role_grant(
+                user=make_user("gina", []), role=Role.ETHICS_COMMITTEE, granted_by=User.objects.get(username="erin")
+            )
+            for paused in [r for r in ReviewRequest.objects.order_by("pk") if open_pauses(r)]:
+                call(
+                    "frank",
+                    "POST",
+                    "/api/v1/review-requests/{request_id}/resume/",
+                    200,
+                    path_parameters={"request_id": paused.pk},
+                    body={"reason": "gina joined the committee; nothing else changed"},
+                    media_type="application/json",
+                )
         call(
             member,
             "POST",
