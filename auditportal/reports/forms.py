@@ -15,7 +15,8 @@ class VerifyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["file"].help_text = (
             f"A report downloaded from this portal, or a copy someone sent you; at most "
-            f"{human_size(settings.REPORT_VERIFY_MAX_BYTES)}. It is checked, not kept."
+            f"{human_size(settings.REPORT_VERIFY_MAX_BYTES)}. It is checked, not kept. You may verify "
+            f"{settings.REPORT_VERIFY_PER_HOUR} files an hour (here and through the API together)."
         )
 
     def clean_file(self) -> Any:

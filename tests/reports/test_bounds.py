@@ -189,3 +189,12 @@ def test_verifying_is_throttled_per_member_on_the_page_and_the_api_together(
     # Another member has their own count.
     assert client_for(member_fay).post(reverse("api-report-verify"), {"file": _upload(b"hello")}).status_code == 200
     cache.clear()
+
+
+def test_the_verify_page_says_how_many_files_a_member_may_verify_an_hour_before_they_hit_the_limit(
+    settings: SettingsWrapper, member_dave: User
+) -> None:
+    settings.REPORT_VERIFY_PER_HOUR = 7
+    page = client_for(member_dave).get(reverse("reports:verify"))
+    assert page.status_code == 200
+    assert "You may verify 7 files an hour (here and through the API together)." in page.content.decode()
