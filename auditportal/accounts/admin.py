@@ -302,9 +302,7 @@ class RoleGrantProposalAdmin(admin.ModelAdmin[RoleGrantProposal]):
                 continue
             done.append(f"#{proposal.pk}")
         if done:
-            self.message_user(
-                request, f"{'Confirmed' if confirm else 'Withdrew'} {', '.join(done)}.", messages.SUCCESS
-            )
+            self.message_user(request, f"{'Confirmed' if confirm else 'Withdrew'} {', '.join(done)}.", messages.SUCCESS)
 
     @admin.action(description="Confirm the selected role proposals (two-person rule)")
     def confirm(self, request: HttpRequest, queryset: QuerySet[RoleGrantProposal]) -> None:

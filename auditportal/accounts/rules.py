@@ -86,10 +86,7 @@ def can_confirm_role_proposal(user: User, proposal: RoleGrantProposal) -> bool:
     """An active administrator other than the proposer and the grantee (whether the proposal is still
     open is the service's)."""
     return (
-        can_manage_roles(user)
-        and user.is_active
-        and user.pk != proposal.proposed_by_id
-        and user.pk != proposal.user_id
+        can_manage_roles(user) and user.is_active and user.pk != proposal.proposed_by_id and user.pk != proposal.user_id
     )
 
 

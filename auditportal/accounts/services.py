@@ -356,9 +356,7 @@ def administrator_bootstrap_open(*, by: User) -> bool:
     if RoleGrant.objects.filter(role=Role.ADMIN).exclude(user=by).exists():
         return False
     return not (
-        Event.objects.filter(
-            verb=Verb.ROLE_GRANTED, target_type=User._meta.label_lower, data__role=Role.ADMIN.value
-        )
+        Event.objects.filter(verb=Verb.ROLE_GRANTED, target_type=User._meta.label_lower, data__role=Role.ADMIN.value)
         .exclude(target_id=str(by.pk))
         .exists()
     )
@@ -431,7 +429,11 @@ def role_grant_confirm(*, proposal: RoleGrantProposal, by: User) -> RoleGrant:
             RoleGrantProposalClosure.objects.create(
                 proposal=proposal, outcome=RoleProposalOutcome.CONFIRMED, closed_by=by
             )
-            people = {"proposal": proposal.pk, "proposed_by": proposer.get_username(), "confirmed_by": by.get_username()}
+            people = {
+                "proposal": proposal.pk,
+                "proposed_by": proposer.get_username(),
+                "confirmed_by": by.get_username(),
+            }
             event_record(
                 actor=by,
                 verb=Verb.ROLE_GRANT_PROPOSAL_CONFIRMED,

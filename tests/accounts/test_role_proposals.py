@@ -35,7 +35,7 @@ def _propose(user: User, role: Role, by: User) -> RoleGrantProposal:
 
 
 def test_the_deciding_roles_are_the_committee_and_the_administrators() -> None:
-    assert DECIDING_ROLES == {Role.ETHICS_COMMITTEE, Role.ADMIN}
+    assert {Role.ETHICS_COMMITTEE, Role.ADMIN} == DECIDING_ROLES
 
 
 def test_one_administrator_cannot_give_another_account_the_committee_role_alone(erin: User, oscar: User) -> None:
@@ -185,7 +185,7 @@ def test_grant_role_withdraws_and_refuses_unknown_ids(erin: User, frank: User, o
     assert _cmd("--withdraw", str(proposal.pk), "--by", "erin") == (
         f"Withdrew role proposal #{proposal.pk} (oscar as administrator).\n"
     )
-    with pytest.raises(CommandError, match="^--confirm 999: no role proposal with that id$"):
+    with pytest.raises(CommandError, match=r"^--confirm 999: no role proposal with that id$"):
         _cmd("--confirm", "999", "--by", "frank")
     with pytest.raises(CommandError, match="already withdrawn by erin"):
         _cmd("--confirm", str(proposal.pk), "--by", "frank")
@@ -220,8 +220,10 @@ def test_the_admin_action_proposes_and_another_administrator_confirms(erin: User
     changelist = "admin:accounts_rolegrantproposal_changelist"
     assert _admin_client(erin).get(reverse(changelist)).status_code == 200
     refused = _post(_admin_client(erin), changelist, "confirm", proposal.pk)
-    assert refused == [f"#{proposal.pk}: You proposed role proposal #{proposal.pk}: an administrator who is neither "
-                       "its proposer nor its grantee must confirm it (two-person rule)."]
+    assert refused == [
+        f"#{proposal.pk}: You proposed role proposal #{proposal.pk}: an administrator who is neither "
+        "its proposer nor its grantee must confirm it (two-person rule)."
+    ]
     assert _post(_admin_client(frank), changelist, "confirm", proposal.pk) == [f"Confirmed #{proposal.pk}."]
     assert RoleGrant.objects.get(user=oscar, role=Role.ETHICS_COMMITTEE).granted_by == frank
 

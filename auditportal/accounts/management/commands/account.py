@@ -60,7 +60,8 @@ class Command(PortalCommand):
                 for proposal in RoleGrantProposal.objects.filter(user=user).order_by("pk"):
                     self.stdout.write(
                         f"Proposed the {proposal.get_role_display().lower()} role: role proposal #{proposal.pk}; "
-                        f"another administrator confirms it (`manage.py grant_role --confirm {proposal.pk} --by ADMIN`)."
+                        "another administrator confirms it "
+                        f"(`manage.py grant_role --confirm {proposal.pk} --by ADMIN`)."
                     )
                 return
             target = User.objects.filter(username=options["username"]).first()
