@@ -15,10 +15,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from auditportal.accounts import services
-from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
+from auditportal.accounts.models import ApiToken, Role, RoleGrant, RoleGrantProposal, User
 from auditportal.accounts.permissions import request_user
 from auditportal.accounts.rules import can_manage_roles, can_manage_users
-from auditportal.accounts.services import api_token_revoke, role_grant, role_revoke
+from auditportal.accounts.services import (
+    api_token_revoke,
+    role_grant_confirm,
+    role_grant_propose,
+    role_grant_withdraw,
+    role_revoke,
+)
 from auditportal.fairness.errors import UserError
 
 
@@ -29,8 +35,8 @@ class RoleGrantInline(admin.TabularInline[RoleGrant, User]):
     model = RoleGrant
     fk_name = "user"
     extra = 0
-    fields = ("role", "granted_at", "granted_by")
-    readonly_fields = ("role", "granted_at", "granted_by")
+    fields = ("role", "granted_at", "granted_by", "proposal")
+    readonly_fields = ("role", "granted_at", "granted_by", "proposal")
 
     def has_add_permission(self, request: HttpRequest, obj: User | None = None) -> bool:
         return False
@@ -55,19 +61,32 @@ def _role_action(role: Role, *, grant: bool) -> RoleAction:
                 request, "Only an administrator can grant or revoke roles; nothing changed.", messages.ERROR
             )
             return
-        changed = []
+        changed, proposed = [], []
         for user in queryset.order_by("username"):
-            if grant and not user.has_role(role):
-                role_grant(user=user, role=role, granted_by=acting)
-                changed.append(user.username)
-            elif not grant and role_revoke(user=user, role=role, revoked_by=acting):
-                changed.append(user.username)
+            try:
+                if grant and not user.has_role(role):
+                    result = role_grant_propose(user=user, role=role, by=acting)
+                    if isinstance(result, RoleGrantProposal):
+                        proposed.append(f"{user.username} (#{result.pk})")
+                    else:
+                        changed.append(user.username)
+                elif not grant and role_revoke(user=user, role=role, revoked_by=acting):
+                    changed.append(user.username)
+            except (UserError, PermissionDenied) as exc:
+                modeladmin.message_user(request, f"{user.username}: {exc}", messages.ERROR)
         if changed:
             done = "Granted" if grant else "Revoked"
             modeladmin.message_user(
                 request, f"{done} {role.label.lower()} role: {', '.join(changed)}.", messages.SUCCESS
             )
-        else:
+        if proposed:
+            modeladmin.message_user(
+                request,
+                f"Proposed {role.label.lower()} role: {', '.join(proposed)}. Another administrator, not the "
+                "grantee, confirms it under Role grant proposals.",
+                messages.SUCCESS,
+            )
+        if not changed and not proposed:
             modeladmin.message_user(request, "Nothing to change.", messages.WARNING)
 
     action.__name__ = f"{verb.lower()}_{role.value}"
@@ -231,3 +250,64 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
                 continue
             revoked += 1
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+
+@admin.register(RoleGrantProposal)
+class RoleGrantProposalAdmin(admin.ModelAdmin[RoleGrantProposal]):
+    """Proposed grants of the roles that decide (docs/governance.md, "Roles that decide: the two-person
+    rule"): read only; the actions confirm (an administrator who is neither the proposer nor the
+    grantee) or withdraw them through accounts.services, which write the events."""
+
+    list_display = ["id", "user", "role", "proposed_by", "proposed_at", "outcome", "closed_by"]
+    list_filter = ["role", "closure__outcome"]
+    fields = readonly_fields = ("user", "role", "proposed_by", "proposed_at", "outcome", "closed_by")
+    actions = ["confirm", "withdraw"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RoleGrantProposal]:
+        return super().get_queryset(request).select_related("user", "proposed_by", "closure__closed_by")
+
+    @admin.display(description="outcome")
+    def outcome(self, obj: RoleGrantProposal) -> str:
+        closure = getattr(obj, "closure", None)
+        return closure.get_outcome_display() if closure is not None else "waiting for a second administrator"
+
+    @admin.display(description="closed by")
+    def closed_by(self, obj: RoleGrantProposal) -> str:
+        closure = getattr(obj, "closure", None)
+        return closure.closed_by.get_username() if closure is not None else ""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: RoleGrantProposal | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: RoleGrantProposal | None = None) -> bool:
+        return False
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[RoleGrantProposal], *, confirm: bool) -> None:
+        acting = request.user
+        if not isinstance(acting, User) or not can_manage_roles(acting):
+            self.message_user(request, "Only an administrator can confirm or withdraw role proposals.", messages.ERROR)
+            return
+        done = []
+        for proposal in queryset.order_by("pk"):
+            try:
+                if confirm:
+                    role_grant_confirm(proposal=proposal, by=acting)
+                else:
+                    role_grant_withdraw(proposal=proposal, by=acting)
+            except (UserError, PermissionDenied) as exc:
+                self.message_user(request, f"#{proposal.pk}: {exc}", messages.ERROR)
+                continue
+            done.append(f"#{proposal.pk}")
+        if done:
+            self.message_user(request, f"{'Confirmed' if confirm else 'Withdrew'} {', '.join(done)}.", messages.SUCCESS)
+
+    @admin.action(description="Confirm the selected role proposals (two-person rule)")
+    def confirm(self, request: HttpRequest, queryset: QuerySet[RoleGrantProposal]) -> None:
+        self._each(request, queryset, confirm=True)
+
+    @admin.action(description="Withdraw the selected role proposals")
+    def withdraw(self, request: HttpRequest, queryset: QuerySet[RoleGrantProposal]) -> None:
+        self._each(request, queryset, confirm=False)

@@ -55,6 +55,11 @@ class RoleGrant(models.Model):
         blank=True,
         related_name="+",
     )
+    # A role that decides (rules.DECIDING_ROLES) takes effect through a proposal a different
+    # administrator confirmed: granted_by is the confirmer, the proposal names its proposer.
+    proposal = models.OneToOneField(
+        "RoleGrantProposal", on_delete=models.PROTECT, null=True, blank=True, related_name="grant"
+    )
 
     class Meta:
         constraints = [
@@ -67,6 +72,50 @@ class RoleGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} is {self.get_role_display()}"
+
+
+class RoleGrantProposal(models.Model):
+    """A grant of a role that decides (rules.DECIDING_ROLES: the ethics committee, the administrators),
+    waiting for a different administrator's confirmation: the two-person rule (docs/governance.md,
+    "Roles that decide: the two-person rule").
+
+    Append-only: never edited. Its confirmation or withdrawal is a ``RoleGrantProposalClosure`` row (one
+    per proposal) with its event; a confirmation also makes the RoleGrant (RoleGrant.proposal).
+    """
+
+    user = models.ForeignKey(User, on_delete=models.PROTECT, related_name="role_proposals")
+    role = models.CharField(max_length=32, choices=Role.choices)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    proposed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(role__in=[choice.value for choice in Role]),
+                name="accounts_rolegrantproposal_role_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Role proposal #{self.pk}: {self.user} as {self.get_role_display()}"
+
+
+class RoleProposalOutcome(models.TextChoices):
+    CONFIRMED = "confirmed", "confirmed"
+    WITHDRAWN = "withdrawn", "withdrawn"
+
+
+class RoleGrantProposalClosure(models.Model):
+    """How a role proposal ended: confirmed by a different administrator, or withdrawn. One per proposal."""
+
+    proposal = models.OneToOneField(RoleGrantProposal, on_delete=models.PROTECT, related_name="closure")
+    outcome = models.CharField(max_length=16, choices=RoleProposalOutcome.choices)
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    closed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Role proposal #{self.proposal_id} {self.outcome}"
 
 
 class TokenScope(models.TextChoices):

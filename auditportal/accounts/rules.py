@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import Role, RoleGrantProposal, User
 
 # What an account without a role is told wherever it is refused.
 NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
@@ -20,6 +20,12 @@ NO_ROLE = "Your account has no role yet. Ask an administrator to grant you one."
 # Who make evidence and ask for its review: run prediction audits, freeze verdict documents, request
 # reviews. One list for the apps that check it (approvals.rules; audits and evidence).
 AUTHOR_ROLES = (Role.ML_ENGINEER, Role.REVIEWER)
+
+# The roles that decide (the committee's votes) or change who decides (administrators grant roles and
+# change the policy): granting one is a proposal a different administrator confirms, the proposer and
+# the grantee excluded (docs/governance.md, "Roles that decide: the two-person rule"). Revoking them,
+# and granting any other role, applies at once.
+DECIDING_ROLES = frozenset({Role.ETHICS_COMMITTEE, Role.ADMIN})
 
 
 class RoleRequired(PermissionDenied):
@@ -57,6 +63,44 @@ def can_author(user: User) -> bool:
 def can_manage_roles(user: User) -> bool:
     """Administrators grant and revoke roles (the user admin's actions, ``manage.py grant_role``)."""
     return has_any_role(user, Role.ADMIN)
+
+
+def check_manage_roles(user: User | None) -> None:
+    if user is None or not (can_manage_roles(user) and user.is_active):
+        raise PermissionDenied("Only an administrator can grant or revoke roles.")
+
+
+def needs_second_administrator(role: Role | str) -> bool:
+    return str(role) in DECIDING_ROLES
+
+
+class OwnRoleProposal(PermissionDenied):
+    def __init__(self, proposal: RoleGrantProposal, who: str) -> None:
+        super().__init__(
+            f"You {who} role proposal #{proposal.pk}: an administrator who is neither its proposer nor its "
+            "grantee must confirm it (two-person rule)."
+        )
+
+
+def can_confirm_role_proposal(user: User, proposal: RoleGrantProposal) -> bool:
+    """An active administrator other than the proposer and the grantee (whether the proposal is still
+    open is the service's)."""
+    return (
+        can_manage_roles(user) and user.is_active and user.pk != proposal.proposed_by_id and user.pk != proposal.user_id
+    )
+
+
+def check_confirm_role_proposal(user: User, proposal: RoleGrantProposal) -> None:
+    check_manage_roles(user)
+    if user.pk == proposal.proposed_by_id:
+        raise OwnRoleProposal(proposal, "proposed")
+    if user.pk == proposal.user_id:
+        raise OwnRoleProposal(proposal, "are the grantee of")
+
+
+def check_withdraw_role_proposal(user: User, proposal: RoleGrantProposal) -> None:
+    """Any administrator, the proposer included: withdrawing grants nothing."""
+    check_manage_roles(user)
 
 
 def can_manage_tokens(user: User) -> bool:

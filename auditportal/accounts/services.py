@@ -9,7 +9,7 @@ password, is theirs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,21 +18,37 @@ from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 from django.utils.encoding import force_str
 from django.utils.http import urlsafe_base64_decode
 from knox.models import get_digest_token
 from knox.settings import CONSTANTS
 
-from auditportal.accounts.models import ApiToken, Role, RoleGrant, TokenScope, User
+from auditportal.accounts.models import (
+    ApiToken,
+    Role,
+    RoleGrant,
+    RoleGrantProposal,
+    RoleGrantProposalClosure,
+    RoleProposalOutcome,
+    TokenScope,
+    User,
+)
 from auditportal.accounts.reauth import PASSWORD_FAILURE_WINDOW as PASSWORD_FAILURE_WINDOW
 from auditportal.accounts.reauth import PASSWORD_FAILURES_ALLOWED as PASSWORD_FAILURES_ALLOWED
 from auditportal.accounts.reauth import ReauthenticationFailed as ReauthenticationFailed
 from auditportal.accounts.reauth import user_reauthenticate as user_reauthenticate
-from auditportal.accounts.rules import check_manage_tokens, check_manage_users
+from auditportal.accounts.rules import (
+    check_confirm_role_proposal,
+    check_manage_roles,
+    check_manage_tokens,
+    check_manage_users,
+    check_withdraw_role_proposal,
+    needs_second_administrator,
+)
 from auditportal.accounts.signals import role_changed
-from auditportal.activity.models import Verb
+from auditportal.activity.models import Event, Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.errors import UserError
 from auditportal.lib.lengths import fit_column
@@ -61,7 +77,8 @@ def user_create(
     roles: Iterable[Role] = (),
 ) -> User:
     """A person's account (administrators only), without a password: its owner sets one from the link
-    mailed to ``email`` once this commits. The administrator never knows it."""
+    mailed to ``email`` once this commits. The administrator never knows it. A role that decides is
+    only proposed (role_grant_propose): a different administrator confirms it."""
     check_manage_users(created_by, action="create accounts")
     username = _username(username)
     email = _email(email)
@@ -70,7 +87,7 @@ def user_create(
     user.save()
     event_record(actor=created_by, verb=Verb.USER_CREATED, target=user, data={"username": username, "email": email})
     for role in roles:
-        role_grant(user=user, role=role, granted_by=created_by)
+        role_grant_propose(user=user, role=role, by=created_by)
     _password_link_send(user=user, reason="new account")
     return user
 
@@ -299,14 +316,181 @@ def _validated(password: str, user: User) -> None:
 
 
 @transaction.atomic
-def role_grant(*, user: User, role: Role, granted_by: User | None) -> RoleGrant:
-    grant, created = RoleGrant.objects.get_or_create(user=user, role=role, defaults={"granted_by": granted_by})
+def role_grant(
+    *,
+    user: User,
+    role: Role,
+    granted_by: User | None,
+    proposal: RoleGrantProposal | None = None,
+    data: Mapping[str, object] | None = None,
+) -> RoleGrant:
+    """Record the grant, its event and the role_changed signal. It checks nobody: a person's grant goes
+    through role_grant_propose (the admin's actions, ``manage.py grant_role``, ``account create``), which
+    calls this at once for a role that does not decide and, for one that does, only when a different
+    administrator confirms (role_grant_confirm). Called directly only for the first administrator
+    (user_bootstrap_create, grant_role's bootstrap), the DEBUG demo seed, and the portal-cli account's
+    non-deciding role (tests/accounts/test_role_proposals.py lists the callers)."""
+    grant, created = RoleGrant.objects.get_or_create(
+        user=user, role=role, defaults={"granted_by": granted_by, "proposal": proposal}
+    )
     if created:
-        event_record(actor=granted_by, verb=Verb.ROLE_GRANTED, target=user, data={"role": role.value})
+        event_record(actor=granted_by, verb=Verb.ROLE_GRANTED, target=user, data={"role": role.value, **(data or {})})
     user.forget_roles()
     if created:
         role_changed.send(sender=User, user=user, role=Role(role), change="granted", by=granted_by)
     return grant
+
+
+class RoleProposalError(AccountError):
+    """A role grant or proposal that cannot go ahead as asked (already held, already proposed, closed)."""
+
+
+def administrator_bootstrap_open(*, by: User) -> bool:
+    """Whether ``by`` may grant the administrator role without a second administrator: only while they
+    are the one active administrator and no other account has ever been granted the role (no RoleGrant,
+    no role.granted event in the log). The window closes for good once a second administrator exists:
+    revoking or deactivating administrators down to one does not reopen it."""
+    admins = set(User.objects.filter(role_grants__role=Role.ADMIN, is_active=True).values_list("pk", flat=True))
+    if admins != {by.pk}:
+        return False
+    if RoleGrant.objects.filter(role=Role.ADMIN).exclude(user=by).exists():
+        return False
+    return not (
+        Event.objects.filter(verb=Verb.ROLE_GRANTED, target_type=User._meta.label_lower, data__role=Role.ADMIN.value)
+        .exclude(target_id=str(by.pk))
+        .exists()
+    )
+
+
+def role_grant_propose(*, user: User, role: Role | str, by: User) -> RoleGrant | RoleGrantProposal:
+    """An administrator grants ``role`` to ``user``.
+
+    A role that does not decide (rules.DECIDING_ROLES) is granted at once: the RoleGrant. A role that
+    decides is a RoleGrantProposal, which takes effect only when an administrator who is neither ``by``
+    nor ``user`` confirms it (role_grant_confirm): one person cannot make a second voter. The one
+    exception makes a new installation's second administrator: the administrator role, granted by the
+    sole administrator while no one else ever held it (administrator_bootstrap_open), applies at once
+    and its event says so."""
+    check_manage_roles(by)
+    if str(role) not in Role.values:
+        raise RoleProposalError(f"Unknown role {role!r}; choose one of {', '.join(Role.values)}.", field="role")
+    role = Role(role)
+    with transaction.atomic():
+        # One proposal per person and role at a time: two administrators proposing at once queue here.
+        user = User.objects.select_for_update().get(pk=user.pk)
+        if user.has_role(role):
+            raise RoleProposalError(f"{user.username} already holds the {role.label.lower()} role.", field="role")
+        if not needs_second_administrator(role):
+            return role_grant(user=user, role=role, granted_by=by)
+        if role == Role.ADMIN and administrator_bootstrap_open(by=by):
+            return role_grant(user=user, role=role, granted_by=by, data={"bootstrap": "second administrator"})
+        waiting = _role_proposals_open().filter(user=user, role=role).first()
+        if waiting is not None:
+            raise RoleProposalError(
+                f"Role proposal #{waiting.pk} ({user.username} as {role.label.lower()}, by "
+                f"{waiting.proposed_by.get_username()}) already waits for a second administrator.",
+                field="role",
+            )
+        proposal = RoleGrantProposal.objects.create(user=user, role=role, proposed_by=by)
+        event_record(
+            actor=by,
+            verb=Verb.ROLE_GRANT_PROPOSED,
+            target=proposal,
+            data={"user": user.username, "user_id": user.pk, "role": role.value},
+        )
+        return proposal
+
+
+def role_grant_confirm(*, proposal: RoleGrantProposal, by: User) -> RoleGrant:
+    """The grant a pending proposal proposes, made by an administrator other than its proposer and its
+    grantee, through role_grant (its event and the approvals app's round pause happen as for any grant).
+    The RoleGrant records both: granted_by the confirmer, proposal.proposed_by the proposer."""
+    check_confirm_role_proposal(by, proposal)
+    try:
+        with transaction.atomic():
+            proposal = _role_proposal_open(proposal, action="confirmed")
+            user = User.objects.select_for_update().get(pk=proposal.user_id)
+            role = Role(proposal.role)
+            proposer = proposal.proposed_by
+            if not (proposer.is_active and proposer.role_grants.filter(role=Role.ADMIN).exists()):
+                raise RoleProposalError(
+                    f"Role proposal #{proposal.pk} is stale: its proposer {proposer.get_username()} is no longer "
+                    "an active administrator. Withdraw it; an administrator may propose it again."
+                )
+            if not user.is_active:
+                raise RoleProposalError(
+                    f"Role proposal #{proposal.pk} cannot be confirmed: {user.username}'s account is deactivated."
+                )
+            if user.has_role(role):
+                raise RoleProposalError(
+                    f"Role proposal #{proposal.pk} cannot be confirmed: {user.username} already holds the "
+                    f"{role.label.lower()} role. Withdraw it."
+                )
+            RoleGrantProposalClosure.objects.create(
+                proposal=proposal, outcome=RoleProposalOutcome.CONFIRMED, closed_by=by
+            )
+            people = {
+                "proposal": proposal.pk,
+                "proposed_by": proposer.get_username(),
+                "confirmed_by": by.get_username(),
+            }
+            event_record(
+                actor=by,
+                verb=Verb.ROLE_GRANT_PROPOSAL_CONFIRMED,
+                target=proposal,
+                data={"user": user.username, "user_id": user.pk, "role": role.value, **people},
+            )
+            return role_grant(user=user, role=role, granted_by=by, proposal=proposal, data=people)
+    except IntegrityError as exc:
+        raise RoleProposalError(
+            f"Role proposal #{proposal.pk} could not be confirmed: it or the grant changed at the same moment; "
+            "reload and look again."
+        ) from exc
+
+
+def role_grant_withdraw(*, proposal: RoleGrantProposal, by: User) -> RoleGrantProposal:
+    """Close a pending role proposal without a grant (any administrator: it grants nothing)."""
+    check_withdraw_role_proposal(by, proposal)
+    try:
+        with transaction.atomic():
+            proposal = _role_proposal_open(proposal, action="withdrawn")
+            RoleGrantProposalClosure.objects.create(
+                proposal=proposal, outcome=RoleProposalOutcome.WITHDRAWN, closed_by=by
+            )
+            event_record(
+                actor=by,
+                verb=Verb.ROLE_GRANT_PROPOSAL_WITHDRAWN,
+                target=proposal,
+                data={
+                    "user": proposal.user.username,
+                    "role": proposal.role,
+                    "proposed_by": proposal.proposed_by.get_username(),
+                },
+            )
+    except IntegrityError as exc:
+        raise RoleProposalError(f"Role proposal #{proposal.pk} was closed by someone else at the same moment.") from exc
+    proposal.refresh_from_db()
+    return proposal
+
+
+def _role_proposals_open() -> models.QuerySet[RoleGrantProposal]:
+    return RoleGrantProposal.objects.filter(closure__isnull=True).select_related("proposed_by", "user")
+
+
+def _role_proposal_open(proposal: RoleGrantProposal, *, action: str) -> RoleGrantProposal:
+    """The proposal re-read under a row lock; refused when it is confirmed or withdrawn already."""
+    locked = (
+        RoleGrantProposal.objects.select_for_update(of=("self",))
+        .select_related("proposed_by", "user")
+        .get(pk=proposal.pk)
+    )
+    closure = RoleGrantProposalClosure.objects.select_related("closed_by").filter(proposal=locked).first()
+    if closure is not None:
+        raise RoleProposalError(
+            f"Role proposal #{locked.pk} cannot be {action}: it was already {closure.outcome} by "
+            f"{closure.closed_by.get_username()}."
+        )
+    return locked
 
 
 @transaction.atomic

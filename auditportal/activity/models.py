@@ -16,6 +16,12 @@ class Verb(models.TextChoices):
     USER_EMAIL_CHANGED = "user.email_changed", "e-mail address changed"
     ROLE_GRANTED = "role.granted", "role granted"
     ROLE_REVOKED = "role.revoked", "role revoked"
+    ROLE_GRANT_PROPOSED = "role_grant.proposed", "grant of a deciding role proposed"
+    ROLE_GRANT_PROPOSAL_CONFIRMED = (
+        "role_grant.proposal_confirmed",
+        "grant of a deciding role confirmed by a second administrator",
+    )
+    ROLE_GRANT_PROPOSAL_WITHDRAWN = "role_grant.proposal_withdrawn", "grant of a deciding role withdrawn"
     DATASET_CREATED = "dataset.created", "dataset created"
     DATASET_STEWARD_ADDED = "dataset.steward_added", "dataset steward added"
     DATASET_STEWARD_REMOVED = "dataset.steward_removed", "dataset steward removed"

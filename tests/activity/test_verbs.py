@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from auditportal.accounts import services as account_services
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import Role, RoleGrantProposal, User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
@@ -82,6 +82,21 @@ def _deactivated_then(change: Callable[[User, User], object]) -> Scenario:
 def _role_granted(request: pytest.FixtureRequest) -> Callable[[], object]:
     oscar, erin = _user(request, "oscar"), _user(request, "erin")
     return lambda: account_services.role_grant(user=oscar, role=Role.REVIEWER, granted_by=erin)
+
+
+def _role_grant_proposed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    oscar, erin = _user(request, "oscar"), _user(request, "erin")
+    return lambda: account_services.role_grant_propose(user=oscar, role=Role.ETHICS_COMMITTEE, by=erin)
+
+
+def _role_grant_proposal(request: pytest.FixtureRequest, *, confirm: bool) -> Callable[[], object]:
+    oscar, erin = _user(request, "oscar"), _user(request, "erin")
+    proposal = account_services.role_grant_propose(user=oscar, role=Role.ETHICS_COMMITTEE, by=erin)
+    assert isinstance(proposal, RoleGrantProposal)
+    if confirm:
+        second = make_user("irene", [Role.ADMIN])
+        return lambda: account_services.role_grant_confirm(proposal=proposal, by=second)
+    return lambda: account_services.role_grant_withdraw(proposal=proposal, by=erin)
 
 
 def _role_revoked(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -457,6 +472,9 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
     Verb.TRIAL_EARLY_STOPPED: _trial_early_stopped,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
+    Verb.ROLE_GRANT_PROPOSED: _role_grant_proposed,
+    Verb.ROLE_GRANT_PROPOSAL_CONFIRMED: lambda request: _role_grant_proposal(request, confirm=True),
+    Verb.ROLE_GRANT_PROPOSAL_WITHDRAWN: lambda request: _role_grant_proposal(request, confirm=False),
     Verb.FAIRNESS_POLICY_CREATED: _fairness_policy_created,
     Verb.FAIRNESS_POLICY_PROPOSED: _fairness_policy_proposed,
     Verb.FAIRNESS_POLICY_PROPOSAL_CONFIRMED: _fairness_policy_proposal_confirmed,

@@ -236,6 +236,7 @@ admin/(?P<url>.*)$                 GET  -         alogin alogin alogin alogin al
 ADMIN_MODELS = """
 # model                          kind
 accounts.apitoken                view-only
+accounts.rolegrantproposal       view-only
 accounts.user                    view-only
 activity.event                   view-only
 approvals.acknowledgement        view-only

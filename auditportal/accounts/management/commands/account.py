@@ -6,7 +6,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from auditportal.accounts import services
 from auditportal.accounts.cli import PortalCommand, cli_user
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import Role, RoleGrantProposal, User
 from auditportal.fairness.errors import UserError
 
 
@@ -57,6 +57,12 @@ class Command(PortalCommand):
                     created_by=acting,
                 )
                 self.stdout.write(f"Created {user.username}; a link to set the password is mailed to {user.email}.")
+                for proposal in RoleGrantProposal.objects.filter(user=user).order_by("pk"):
+                    self.stdout.write(
+                        f"Proposed the {proposal.get_role_display().lower()} role: role proposal #{proposal.pk}; "
+                        "another administrator confirms it "
+                        f"(`manage.py grant_role --confirm {proposal.pk} --by ADMIN`)."
+                    )
                 return
             target = User.objects.filter(username=options["username"]).first()
             if target is None:
