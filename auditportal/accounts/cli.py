@@ -1,16 +1,15 @@
 """What every portal management command shares: who it acts as (``cli_user``) and, through
-``PortalCommand``, the record of who ran it at the shell (docs/governance.md, "Commands")."""
+``PortalCommand`` (defined in activity/commands.py, so that activity's own commands can use it too),
+the record of who ran it at the shell (docs/governance.md, "Commands")."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from auditportal.accounts.models import Role, User
 from auditportal.accounts.services import role_grant
-from auditportal.activity.context import command_context
+from auditportal.activity.commands import PortalCommand
 
 CLI_USERNAME = "portal-cli"
 
@@ -18,17 +17,7 @@ CLI_USERNAME = "portal-cli"
 # (policy, roles, tokens, stewards, signing keys, accounts) must be traceable to an administrator.
 PRIVILEGED_ROLES = frozenset({Role.ADMIN})
 
-
-class PortalCommand(BaseCommand):
-    """A management command whose events record the command and the operating-system user who ran it
-    (``data["cli"]``, covered by the hash chain: activity/context.py)."""
-
-    def execute(self, *args: Any, **options: Any) -> Any:
-        with command_context(command=self._command_name()):
-            return super().execute(*args, **options)
-
-    def _command_name(self) -> str:
-        return type(self).__module__.rsplit(".", 1)[-1]
+__all__ = ["CLI_USERNAME", "PRIVILEGED_ROLES", "PortalCommand", "cli_user"]
 
 
 def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:

@@ -46,6 +46,7 @@ class Verb(models.TextChoices):
     DATASET_VERSION_INTEGRITY_FAILED = "dataset_version.integrity_failed", "dataset version failed its integrity check"
     DATASET_VERSION_RETIRED = "dataset_version.retired", "dataset version retired"
     PREDICTION_AUDIT_RETIRED = "prediction_audit.retired", "prediction audit retired"
+    PREDICTION_AUDIT_QUEUED = "prediction_audit.queued", "prediction file queued for a worker's audit"
     REVIEW_REQUEST_CREATED = "review_request.created", "review request created"
     REVIEW_REQUEST_REVISED = "review_request.revised", "review request revised"
     REVIEW_REQUEST_SUBMITTED = "review_request.submitted", "review request submitted"
@@ -74,6 +75,8 @@ class Verb(models.TextChoices):
     REPORT_CREATED = "report.created", "signed report created"
     REPORT_SIGNED = "report.signed", "report signed by a member"
     REPORT_SIGN_REAUTH_FAILED = "report.reauthentication_failed", "report signature refused: wrong password"
+    ACTIVITY_LOG_HEAD_EXPORTED = "activity_log.head_exported", "activity log's signed head exported"
+    DATABASE_APP_ROLE_GRANTED = "database.app_role_granted", "database privileges set for the application role"
 
 
 class Event(models.Model):

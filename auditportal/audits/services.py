@@ -284,6 +284,14 @@ def prediction_audit_queue(
                 sha256=sha256 or "",
                 parameters=_spec_as_json(spec),
             )
+            event_record(
+                actor=user,
+                verb=Verb.PREDICTION_AUDIT_QUEUED,
+                target=queued,
+                # sha256 None: the upload gave none, the worker hashes the file (its audit's event
+                # records that SHA-256).
+                data={"file": original_name, "size_bytes": size, "sha256": sha256 or None},
+            )
             task_enqueue(name="audits.run_queued_prediction_audit", args=[str(queued.pk)])
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)

@@ -25,10 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from auditportal.accounts.models import User
+from auditportal.activity.models import Event, Verb
 from auditportal.activity.selectors import Anchor, chain_head
+from auditportal.activity.services import event_record
 from auditportal.fairness.documents.canonical import canonical_json
 from auditportal.fairness.errors import UserError
 from auditportal.reports import rules, services, signing
@@ -100,9 +103,35 @@ def head_file_write(*, path: Path, content: dict[str, Any]) -> None:
         os.unlink(temporary)
 
 
+def head_export_record(*, actor: User, path: Path, content: dict[str, Any]) -> Event:
+    """Record that ``actor`` exported the head file ``content`` as ``path`` (call once it is written).
+
+    The event comes after the head it anchors (its seq is the exported one's + 1), so the file still
+    anchors the log. Its target is the organisation certificate that signed the file, so the log
+    answers "what has this key signed"; the actor is the event's own. Only the file's name is kept:
+    where head files are kept is what the database's administrators should not learn.
+    The beat's scheduled export records nothing (head_export_scheduled): every export would move the
+    head it had just anchored, and the next one would have a new head to export.
+    """
+    rules.check_export_log_head(actor)
+    certificate = signing.load_certificate(content["signature"]["certificate"])
+    signer = SigningCertificate.objects.get(
+        kind=CertificateKind.ORGANISATION, fingerprint=signing.fingerprint(certificate)
+    )
+    head = content["head"]
+    with transaction.atomic():
+        return event_record(
+            actor=actor,
+            verb=Verb.ACTIVITY_LOG_HEAD_EXPORTED,
+            target=signer,
+            data={"seq": head["seq"], "hash": head["hash"], "file": path.name},
+        )
+
+
 def head_export_scheduled() -> Path | None:
     """Export the head into settings.AUDIT_LOG_HEAD_DIR (the beat schedule); the file, or None while
-    the log is empty. One file per head: a head already exported is not written again."""
+    the log is empty. One file per head: a head already exported is not written again. No event: it
+    would be a new head, which the next run would export again (head_export_record)."""
     if settings.AUDIT_LOG_HEAD_DIR is None:
         raise RuntimeError("AUDIT_LOG_HEAD_DIR is not set: there is nowhere to export the head to")
     directory = Path(settings.AUDIT_LOG_HEAD_DIR)

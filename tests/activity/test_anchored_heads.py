@@ -13,10 +13,11 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
-from auditportal.activity.models import Event
+from auditportal.activity.context import os_user
+from auditportal.activity.models import Event, Verb
 from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
 from auditportal.reports import signing, tasks
-from auditportal.reports.models import Report
+from auditportal.reports.models import CertificateKind, Report, SigningCertificate
 from tests.activity.chain_helpers import record, tamper
 
 FORGED = "f" * 64
@@ -121,9 +122,25 @@ def test_every_failing_report_is_counted(chain: list[Event]) -> None:
 def test_an_exported_head_anchors_the_log(chain: list[Event], tmp_path: Path) -> None:
     path = tmp_path / "head.json"
     out = export(path)
-    head = Event.objects.order_by("-seq").first()  # after the organisation key's events (made on first use)
-    assert head is not None
+    # The export is recorded after the head it anchors, which follows the organisation key's events
+    # (made on first use).
+    recorded = Event.objects.order_by("-seq").first()
+    assert recorded is not None
+    assert recorded.verb == Verb.ACTIVITY_LOG_HEAD_EXPORTED
+    head = Event.objects.get(seq=recorded.seq - 1)
     assert head.seq > chain[-1].seq
+    certificate = SigningCertificate.objects.get(kind=CertificateKind.ORGANISATION)
+    assert (recorded.actor_username, recorded.target_type, recorded.target_id) == (
+        "erin",
+        "reports.signingcertificate",
+        str(certificate.pk),
+    )
+    assert recorded.data == {
+        "seq": head.seq,
+        "hash": head.hash,
+        "file": "head.json",
+        "cli": {"command": "audit_log_head", "os_user": os_user()},
+    }
     assert out == f"Wrote {path}: head seq {head.seq}, hash {head.hash}.\n"
     written = json.loads(path.read_text())
     assert (written["head"]["seq"], written["head"]["hash"], written["head"]["exported_by"]) == (
@@ -178,6 +195,7 @@ def test_a_head_file_is_never_overwritten(chain: list[Event], tmp_path: Path) ->
     with pytest.raises(CommandError, match="the file exists; a head file is never overwritten"):
         export(path)
     assert path.read_text() == "kept"
+    assert not Event.objects.filter(verb=Verb.ACTIVITY_LOG_HEAD_EXPORTED).exists()
 
 
 def test_the_scheduled_export_anchors_the_log_by_default(
@@ -187,6 +205,8 @@ def test_the_scheduled_export_anchors_the_log_by_default(
     written = Path(tasks.export_log_head_task())
     assert written.parent == tmp_path / "heads"
     assert tasks.export_log_head_task() == str(written)  # the same head is not written twice
+    # Nor recorded: an event would be a new head for the next run to export.
+    assert not Event.objects.filter(verb=Verb.ACTIVITY_LOG_HEAD_EXPORTED).exists()
     assert "1 in head files" in verify()
     delete_from(chain[-1].seq)
     assert f"- head file {written} (authority " in failure()

@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
 
 from auditportal.accounts.models import User
+from auditportal.activity.context import os_user
+from auditportal.activity.models import Event, Verb
 from auditportal.activity.selectors import chain_verify
 from tests.activity.chain_helpers import record
 
@@ -97,6 +100,35 @@ def test_the_application_role_adds_events_and_writes_other_tables(app_role: tupl
     assert erin.first_name == "Erin"
 
 
+def test_db_roles_records_what_it_granted_in_the_log(app_role: tuple[str, str]) -> None:
+    event = Event.objects.get(verb=Verb.DATABASE_APP_ROLE_GRANTED)
+    migration = MigrationRecorder.Migration.objects.order_by("-id").first()
+    assert migration is not None
+    # No portal account acted: the log names the shell's user, and the schema (newest migration) covered.
+    assert (event.actor, event.target_type, event.target_id) == (None, "migrations.migration", str(migration.pk))
+    db = connection.settings_dict
+    assert event.data == {
+        "role": app_role[0],
+        "created": True,
+        "password_set": True,
+        "database": db["NAME"],
+        "schema": "public",
+        "owner": db["USER"],
+        "migration": f"{migration.app}.{migration.name}",
+        "read_write": "every other table and sequence",
+        "append_only": ["activity_event"],
+        "read_only": ["django_migrations"],
+        "cli": {"command": "db_roles", "os_user": os_user()},
+    }
+    assert chain_verify().ok
+    # Run again (after a migrate): recorded again, the role not created this time.
+    call_command("db_roles", "--app-role", app_role[0], stdout=StringIO())
+    again = Event.objects.filter(verb=Verb.DATABASE_APP_ROLE_GRANTED).order_by("-seq").first()
+    assert again is not None
+    assert again.seq == event.seq + 1
+    assert (again.data["created"], again.data["password_set"]) == (False, False)
+
+
 def test_db_roles_refuses_the_owner_and_a_superuser(transactional_db: None) -> None:
     owner = connection.settings_dict["USER"]
     with pytest.raises(CommandError, match=f"--app-role {owner}: that is the role this command connects as"):
@@ -105,3 +137,4 @@ def test_db_roles_refuses_the_owner_and_a_superuser(transactional_db: None) -> N
         call_command("db_roles", "--app-role", f"nobody_here_{secrets.token_hex(4)}")
     with pytest.raises(CommandError, match="expected lower-case letters"):
         call_command("db_roles", "--app-role", 'x"; DROP TABLE activity_event; --')
+    assert not Event.objects.filter(verb=Verb.DATABASE_APP_ROLE_GRANTED).exists()

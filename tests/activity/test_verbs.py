@@ -6,9 +6,13 @@ scenario here fails, and so does a scenario whose call no longer writes its verb
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.db import connection
 
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, RoleGrantProposal, User
@@ -28,6 +32,7 @@ from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.policies import services as policy_services
 from auditportal.policies.models import PolicyProposal
+from auditportal.reports import heads as report_heads
 from auditportal.reports import services as report_services
 from auditportal.reports import signing as report_signing
 from tests.approvals import conftest as approval_helpers
@@ -156,6 +161,15 @@ def _prediction_audit_created(request: pytest.FixtureRequest) -> Callable[[], ob
     source.write_text(PREDICTIONS_CSV, encoding="utf-8")
     spec = AuditSpec(label="label", prediction="pred", attributes=("gender",))
     return lambda: audit_services.prediction_audit_run(user=bob, source=source, original_name="scores.csv", spec=spec)
+
+
+def _prediction_audit_queued(request: pytest.FixtureRequest) -> Callable[[], object]:
+    bob = _user(request, "bob")
+    request.getfixturevalue("dataset_storage")
+    source = request.getfixturevalue("tmp_path") / "scores.csv"
+    source.write_text(PREDICTIONS_CSV, encoding="utf-8")
+    spec = AuditSpec(label="label", prediction="pred", attributes=("gender",))
+    return lambda: audit_services.prediction_audit_queue(user=bob, source=source, original_name="scores.csv", spec=spec)
 
 
 def _prediction_audit_retired(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -407,6 +421,24 @@ def _signing_certificate_issued(request: pytest.FixtureRequest) -> Callable[[], 
     return lambda: report_services.organisation_certificate_create(actor=erin, reason="key rotation")
 
 
+def _head_exported(request: pytest.FixtureRequest) -> Callable[[], object]:
+    _reports(request)
+    erin = _user(request, "erin")
+    account_services.role_grant(user=_user(request, "oscar"), role=Role.REVIEWER, granted_by=erin)  # a head
+    content = report_heads.head_export(actor=erin)
+    path = request.getfixturevalue("tmp_path") / "head.json"
+    report_heads.head_file_write(path=path, content=content)
+    return lambda: report_heads.head_export_record(actor=erin, path=path, content=content)
+
+
+def _app_role_granted(request: pytest.FixtureRequest) -> Callable[[], object]:
+    if connection.vendor != "postgresql":
+        pytest.skip("database roles are PostgreSQL's (tests/activity/test_db_roles.py)")
+    # Created inside the test's transaction: rolled back with it, the role included.
+    name = f"test_app_{secrets.token_hex(4)}"
+    return lambda: call_command("db_roles", "--app-role", name, "--create", stdout=StringIO())
+
+
 def _report_context(request: pytest.FixtureRequest) -> ReportContext:
     _reports(request)
     request.getfixturevalue("dataset_storage")
@@ -464,6 +496,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.DATASET_VERSION_RETIRED: _dataset_version_retired,
     Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,
     Verb.PREDICTION_AUDIT_RETIRED: _prediction_audit_retired,
+    Verb.PREDICTION_AUDIT_QUEUED: _prediction_audit_queued,
     Verb.EXPERIMENT_LAUNCHED: _experiment_launched,
     Verb.EXPERIMENT_STARTED: _experiment_started,
     Verb.EXPERIMENT_LAUNCH_FAILED: _experiment_launch_failed,
@@ -530,6 +563,8 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.REPORT_CREATED: _report_created,
     Verb.REPORT_SIGNED: _report_signed,
     Verb.REPORT_SIGN_REAUTH_FAILED: _report_sign_refused,
+    Verb.ACTIVITY_LOG_HEAD_EXPORTED: _head_exported,
+    Verb.DATABASE_APP_ROLE_GRANTED: _app_role_granted,
 }
 
 

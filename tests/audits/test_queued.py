@@ -4,6 +4,7 @@ where it stands until it shows the audit, or why it failed."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -14,11 +15,12 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
-from auditportal.activity.models import Event
+from auditportal.activity.models import Event, Verb
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.audits.tasks import prediction_audit_run_queued_task
 from auditportal.evidence.models import VerdictDocument
 from auditportal.outbox.models import OutboxMessage
+from tests.audits.conftest import PREDICTIONS_CSV
 from tests.audits.test_views import _form, _upload
 from tests.datasets.conftest import inline_worker
 from tests.factories import client_for
@@ -52,6 +54,14 @@ def test_a_large_file_is_queued_then_audited_by_the_worker_and_the_page_shows_th
     assert not PredictionAudit.objects.exists()
     assert len(_stored_files(large)) == 1
     assert OutboxMessage.objects.get().name == "audits.run_queued_prediction_audit"
+    # The queueing is in the log, by the uploader, with the file it keeps.
+    event = Event.objects.get(verb=Verb.PREDICTION_AUDIT_QUEUED)
+    assert (event.actor, event.target_type, event.target_id) == (bob, "audits.queuedpredictionaudit", str(queued.pk))
+    assert event.data == {
+        "file": "scores.csv",
+        "size_bytes": len(PREDICTIONS_CSV.encode()),
+        "sha256": hashlib.sha256(PREDICTIONS_CSV.encode()).hexdigest(),
+    }
     page = client.get(response["Location"])
     assert page.status_code == 200
     assert "Waiting for a worker" in page.content.decode()
@@ -104,6 +114,7 @@ def test_a_file_refused_by_the_checks_that_read_no_data_is_refused_at_once(bob: 
     assert "unsupported file type" in response.content.decode()
     assert not QueuedPredictionAudit.objects.exists()
     assert not OutboxMessage.objects.exists()
+    assert not Event.objects.filter(verb=Verb.PREDICTION_AUDIT_QUEUED).exists()
 
 
 def test_small_files_are_still_audited_in_the_request(bob: User, dataset_storage: Path) -> None:

@@ -5,8 +5,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection, transaction
+from django.db.migrations.recorder import MigrationRecorder
+
+from auditportal.activity.commands import PortalCommand
+from auditportal.activity.models import Verb
+from auditportal.activity.services import event_record
 
 # Tables the application may read and add to, never change or empty: the activity log (its triggers
 # refuse it too, but only its owner could switch them off) and the migration history (only the
@@ -16,13 +21,14 @@ READ_ONLY_TABLES = ("django_migrations",)
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "PostgreSQL: give the application role (the one DATABASE_URL names for the web, worker and beat "
         "processes) what the portal needs and no more: read and write its tables, but only read and add "
         "to the activity log, and own nothing (so it cannot switch off the log's triggers). Run it as the "
         "role that owns the tables (the one that migrates), after every migrate: it also grants on the "
-        "tables later migrations create. docs/governance.md, 'The activity log'."
+        "tables later migrations create. The log records it (database.app_role_granted). docs/governance.md, "
+        "'The activity log'."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -58,6 +64,10 @@ class Command(BaseCommand):
                     f"--app-role {role}: that is the role this command connects as, which owns the tables. "
                     "The application needs a role of its own."
                 )
+            # What the grants cover: the tables as of the newest migration applied.
+            migration = MigrationRecorder.Migration.objects.order_by("-id").first()
+            if migration is None:
+                raise CommandError(f"{database}: no migration is applied; run `manage.py migrate` (as {owner}) first.")
             cursor.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", [role])
             found = cursor.fetchone()
             if found is None and not options["create"]:
@@ -86,6 +96,26 @@ class Command(BaseCommand):
                 )
             for statement in grants(role=role, owner=owner, database=database, schema=schema):
                 cursor.execute(statement)
+            # No portal account acts (the database's owner ran it; the log names the shell's user), and no
+            # model is the role: the target is the newest migration row, the schema the grants cover
+            # (run again after the next migrate, the log shows which migrations each run covered).
+            event_record(
+                actor=None,
+                verb=Verb.DATABASE_APP_ROLE_GRANTED,
+                target=migration,
+                data={
+                    "role": role,
+                    "created": found is None,
+                    "password_set": password is not None,
+                    "database": database,
+                    "schema": schema,
+                    "owner": owner,
+                    "migration": f"{migration.app}.{migration.name}",
+                    "read_write": "every other table and sequence",
+                    "append_only": list(APPEND_ONLY_TABLES),
+                    "read_only": list(READ_ONLY_TABLES),
+                },
+            )
         self.stdout.write(
             f"{role} may read and write the tables of {database}.{schema} (owned by {owner}), only read and "
             f"add to {', '.join(APPEND_ONLY_TABLES)}, only read {', '.join(READ_ONLY_TABLES)}, and owns none."

@@ -3,19 +3,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import cli_user
+from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role
 from auditportal.fairness.errors import UserError
 from auditportal.reports import heads
 
 
-class Command(BaseCommand):
+class Command(PortalCommand):
     help = (
         "Export the activity log's head (its newest event's seq and hash) as a small JSON file signed with the "
         "organisation's report key. Keep it where the database's administrators cannot write; "
-        "`manage.py verify_audit_log --anchor FILE` fails if the log no longer reaches it."
+        "`manage.py verify_audit_log --anchor FILE` fails if the log no longer reaches it. The export is "
+        "recorded in the log (an event after the head it anchors)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -38,5 +39,6 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except FileExistsError:
             raise CommandError(f"--out {out}: the file exists; a head file is never overwritten.") from None
+        heads.head_export_record(actor=actor, path=out, content=content)
         head = content["head"]
         self.stdout.write(f"Wrote {out}: head seq {head['seq']}, hash {head['hash']}.")
