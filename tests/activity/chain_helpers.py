@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from io import StringIO
 from typing import Any
 
+from django.core.management import call_command
 from django.db import connection, transaction
 
 from auditportal.accounts.models import User
@@ -35,3 +37,10 @@ def tamper(sql: str, params: list[Any] | None = None) -> None:
         cursor.execute(sql, params or [])
         if connection.vendor == "postgresql":
             cursor.execute("ALTER TABLE activity_event ENABLE TRIGGER activity_event_append_only")
+
+
+def verify(*args: str) -> str:
+    """What ``manage.py verify_audit_log ARGS`` prints (a failure raises CommandError)."""
+    out = StringIO()
+    call_command("verify_audit_log", *args, stdout=out)
+    return out.getvalue()

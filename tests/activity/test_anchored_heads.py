@@ -18,7 +18,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
 from auditportal.reports import signing, tasks
 from auditportal.reports.models import CertificateKind, Report, SigningCertificate
-from tests.activity.chain_helpers import record, tamper
+from tests.activity.chain_helpers import tamper, verify
 
 FORGED = "f" * 64
 
@@ -27,18 +27,6 @@ FORGED = "f" * 64
 def small_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """2048-bit keys, as the report tests make: the organisation key signs the head files."""
     monkeypatch.setattr(signing, "KEY_SIZE", 2048)
-
-
-@pytest.fixture
-def chain(erin: User) -> list[Event]:
-    record(erin, 5)
-    return list(Event.objects.order_by("seq"))
-
-
-def verify(*args: str) -> str:
-    out = StringIO()
-    call_command("verify_audit_log", *args, stdout=out)
-    return out.getvalue()
 
 
 def failure(*args: str) -> str:

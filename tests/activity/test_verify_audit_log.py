@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
-from auditportal.accounts.models import User
 from auditportal.activity.chain import format_time
 from auditportal.activity.models import Event
 from auditportal.activity.selectors import chain_head
-from tests.activity.chain_helpers import record, tamper
+from tests.activity.chain_helpers import tamper, verify
 
 FORGED = "f" * 64
-
-
-@pytest.fixture
-def chain(erin: User) -> list[Event]:
-    """Five events after whatever migrating wrote (fairness policy v1's event)."""
-    record(erin, 5)
-    return list(Event.objects.order_by("seq"))
-
-
-def verify(*args: str) -> str:
-    out = StringIO()
-    call_command("verify_audit_log", *args, stdout=out)
-    return out.getvalue()
 
 
 def broken(event: Event, problem: str, before: int) -> str:
