@@ -40,8 +40,10 @@ def database_only() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not database_only():
         return
-    kept = [item for item in items if uses_database(item)]
-    left = [item for item in items if not uses_database(item)]
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        (kept if uses_database(item) else left).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
