@@ -9,20 +9,15 @@ activity log are the record, mail is a courtesy).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.core.mail import EmailMessage, get_connection
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import rules
 from auditportal.approvals.models import ReviewRequest
-
-logger = logging.getLogger(__name__)
-
-SUBJECT_PREFIX = "[Bias audit]"
+from auditportal.lib.mail import mail_send
 
 _DECISIONS = {
     Verb.REVIEW_REQUEST_CHANGES_REQUESTED: "changes requested",
@@ -54,7 +49,7 @@ def request_submitted(*, request_id: int) -> int:
         "",
         f"Open it: {_url(request)}",
     ]
-    subject = f"{SUBJECT_PREFIX} Review request #{request.pk} submitted: {request.title}"
+    subject = f"Review request #{request.pk} submitted: {request.title}"
     return _send(subject, "\n".join(lines), ((m.email, m.username) for m in members))
 
 
@@ -80,7 +75,7 @@ def request_decided(*, request_id: int, verb: Verb) -> int:
         by = event.actor_username if event is not None else ""
         lines.append(f"{by}: {data['reason']}")
     lines += ["", f"Open it: {_url(request)}"]
-    subject = f"{SUBJECT_PREFIX} Review request #{request.pk} {decision}: {request.title}"
+    subject = f"Review request #{request.pk} {decision}: {request.title}"
     requester = request.requested_by
     recipients = [(requester.email, requester.username)] if requester.email else []
     return _send(subject, "\n".join(lines), recipients)
@@ -109,12 +104,4 @@ def _url(request: ReviewRequest) -> str:
 
 def _send(subject: str, body: str, recipients: Iterable[tuple[str, str]]) -> int:
     # One message per person: committee members do not see each other's addresses.
-    messages = [EmailMessage(subject=subject, body=body, to=[email]) for email, _ in recipients]
-    if not messages:
-        return 0
-    try:
-        with get_connection() as connection:
-            return int(connection.send_messages(messages) or 0)
-    except Exception:  # a mail server's failure must not undo or hide a committed decision
-        logger.exception("could not send %r to %d recipient(s)", subject, len(messages))
-        return 0
+    return mail_send(subject=subject, body=body, addresses=[email for email, _ in recipients])
