@@ -18,6 +18,7 @@ from auditportal.datasets.models import (
 )
 from auditportal.fairness.files.intersections import split_key
 from auditportal.fairness.statistics import stats
+from auditportal.fairness.text import numbers
 
 # The positive rates' intervals on the version page (the figure's too): Wilson at 95%.
 POSITIVE_RATE_ALPHA = stats.DEFAULT_ALPHA
@@ -92,14 +93,14 @@ class GroupRow:
 
     @property
     def share_percent(self) -> str:
-        return f"{self.share * 100:.1f}%"
+        return numbers.percent(self.share)
 
     @property
     def positive_interval_text(self) -> str:
         if self.positive_interval is None:
             return ""
         low, high = self.positive_interval
-        return f"[{low:.3f}, {high:.3f}]"
+        return numbers.interval(low, high, signed=False)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class GroupTable:
     def unknown_percent(self) -> str:
         """The unknown bucket's share of the version's rows (every row is in one group or unknown)."""
         total = sum(row.rows for row in self.rows)
-        return f"{self.unknown / total * 100:.1f}%" if total else "0.0%"
+        return numbers.percent(self.unknown / total if total else 0.0)
 
 
 def dataset_version_group_tables(*, version: DatasetVersion) -> list[GroupTable]:

@@ -19,7 +19,8 @@
     column.values.forEach(function (pair) {
       var option = document.createElement("option");
       option.value = pair[0];
-      option.label = pair[0] + " (" + pair[1] + " rows)";
+      // Counts as the page writes them (fairness/text/numbers.py): thousands separated by commas.
+      option.label = pair[0] + " (" + Number(pair[1]).toLocaleString("en-US") + " rows)";
       list.appendChild(option);
     });
     if (!positive.value && column.values.length === 2) {

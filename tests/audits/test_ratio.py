@@ -20,7 +20,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.statistics import judge, stats
-from auditportal.fairness.text import presentation
+from auditportal.fairness.text import numbers, presentation
 from tests.factories import PredictionAuditFactory
 
 ORACLE = 1e-12
@@ -300,15 +300,15 @@ def test_equalized_odds_interval_is_shown_as_a_magnitude_naming_the_component_of
         _equalized_odds((-0.401, 0.0), {"tpr": (-0.401, 0.02), "fpr": (-0.05, 0.03)})
     )
     assert text == "|gap| ≤ 0.401 (TPR)"
-    assert parts == ["TPR [-0.401, +0.020]", "FPR [-0.050, +0.030]"]
+    assert parts == ["TPR [-0.401, +0.0200]", "FPR [-0.0500, +0.0300]"]  # 3 significant digits
     # Both bounds from one component.
     text, _ = presentation.magnitude_interval(
         _equalized_odds((-0.177, -0.044), {"tpr": (-0.177, -0.044), "fpr": (-0.01, 0.1)})
     )
-    assert text == "0.044 ≤ |gap| ≤ 0.177 (TPR)"
+    assert text == "0.0440 ≤ |gap| ≤ 0.177 (TPR)"
     # The lower bound from FPR, the upper from TPR.
     text, _ = presentation.magnitude_interval(_equalized_odds((0.06, 0.3), {"tpr": (-0.3, 0.01), "fpr": (0.06, 0.12)}))
-    assert text == "0.060 (FPR) ≤ |gap| ≤ 0.300 (TPR)"
+    assert text == "0.0600 (FPR) ≤ |gap| ≤ 0.300 (TPR)"
     # Documents stored before the components: the magnitude alone.
     assert presentation.magnitude_interval(_equalized_odds((-0.401, 0.0), None)) == ("|gap| ≤ 0.401", [])
 
@@ -349,7 +349,7 @@ def test_a_document_stored_before_ratio_intervals_is_shown_as_it_was() -> None:
     row = presentation.attribute_tables(document)[0].comparisons[0]
     assert row.note == "disparate impact 0.600, four-fifths FAIL"
     assert (row.ratio, row.ratio_interval, row.ratio_verdict) == ("0.600", "", "")
-    assert (row.noise_floor, row.noise_floor_family) == ("±0.040", "")
+    assert (row.noise_floor, row.noise_floor_family) == ("±0.0400", "")
 
 
 # --------------------------------------------------------------------------- page and table
@@ -366,13 +366,13 @@ def test_the_audit_page_shows_ratio_intervals_four_fifths_verdicts_noise_floors_
     document = audit.result["attributes"]["gender"]
     selection = _comparison(document, "selection_rate", "m")
     ratio_cell = (
-        f'<td class="num ratio">{selection["ratio"]:.3f}<br><small class="muted">'
-        f"[{selection['ratio_low']:.3f}, {selection['ratio_high']:.3f}]</small><br>"
+        f'<td class="num ratio">{numbers.ratio(selection["ratio"])}<br><small class="muted">'
+        f"{numbers.interval(selection['ratio_low'], selection['ratio_high'], signed=False)}</small><br>"
         f'<span class="badge verdict-{selection["ratio_verdict"]}"'
     )
     assert ratio_cell in page
-    assert f"±{selection['noise_floor_group']:.3f}<br>" in page
-    assert f"±{selection['noise_floor']:.3f}</small>" in page
+    assert f"±{numbers.rate(selection['noise_floor_group'])}<br>" in page
+    assert f"±{numbers.rate(selection['noise_floor'])}</small>" in page
     equalized_odds = _comparison(document, "equalized_odds", "m")
     text, parts = presentation.magnitude_interval(equalized_odds)
     assert "|gap|" in text
@@ -397,7 +397,8 @@ def test_the_cli_table_shows_the_ratio_its_interval_and_the_four_fifths_verdict(
     audit = PredictionAudit.objects.get()
     selection = _comparison(audit.result["attributes"]["gender"], "selection_rate", "m")
     row = next(line for line in lines if line.startswith("selection_rate  m"))
-    assert f"{selection['ratio']:.3f}  [{selection['ratio_low']:.3f}, {selection['ratio_high']:.3f}]" in row
+    ratio_interval = numbers.interval(selection["ratio_low"], selection["ratio_high"], signed=False)
+    assert f"{numbers.ratio(selection['ratio'])}  {ratio_interval}" in row
     assert selection["ratio_verdict"] in row
     eo_row = next(line for line in lines if line.startswith("equalized_odds  m"))
     assert "|gap| ≤" in eo_row

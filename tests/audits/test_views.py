@@ -220,7 +220,7 @@ def test_the_page_shows_the_planning_gap_and_a_gap_too_close_to_delta_as_not_dec
     page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
     row = page[page.index('data-metric="tpr" data-group="b"') :]
     row = row[: row.index("</tr>")]
-    assert '<em class="muted">not decidable</em><br><small class="muted wrap">towards FAIL at -0.075</small>' in row
+    assert '<em class="muted">not decidable</em><br><small class="muted wrap">towards FAIL at -0.0750</small>' in row
     # The note is on a row of its own beneath the comparison.
     note = page[page.index('data-note-metric="tpr" data-note-group="b"') :]
     note = note[: note.index("</tr>")]
@@ -364,3 +364,19 @@ def test_an_audit_stored_before_the_headline_says_its_verdict_is_the_worst_over_
         "The worst of the families&#x27; verdicts, each held at alpha within its family, not over the audit"
         in (headline[: headline.index("</dd>")])
     )
+
+
+def test_the_page_words_the_exact_interval_threshold_as_a_whole_count_of_what_it_counts(
+    audit: PredictionAudit,
+) -> None:
+    # z**4 is 14.8 at 95%: a count is under it exactly when it is under 15, and it counts cases.
+    page = client_for(audit.created_by).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    assert "fewer than 15 successes or fewer than 15 failures (for the TPR: true positives or false negatives)" in page
+    assert "14.8" not in page
+
+
+def test_the_page_writes_counts_with_thousands_separators(bob: User, dataset_storage: Path) -> None:
+    rows = "".join(f"{i % 2},{(i // 2) % 2},0.5,{'f' if i % 3 else 'm'},young\n" for i in range(1234))
+    audit = PredictionAuditFactory.create(created_by=bob, content="label,pred,score,gender,age_group\n" + rows)
+    page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    assert "<dt>Rows</dt><dd>1,234</dd>" in page

@@ -17,6 +17,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.text import numbers
 from tests.factories import DatasetVersionFactory, client_for
 
 
@@ -130,7 +131,7 @@ def test_the_table_shows_each_rate_with_its_wilson_interval_and_the_unknown_shar
     female = next(row for row in gender.rows if row.values == ("female",))
     low, high = proportion_confint(female.positives, female.rows, alpha=0.05, method="wilson")
     assert female.positive_interval == pytest.approx((low, high))
-    assert f"[{low:.3f}, {high:.3f}]" in html
-    share = f"{gender.unknown / sum(row.rows for row in gender.rows) * 100:.1f}% unknown"
+    assert numbers.interval(low, high, signed=False) in html
+    share = f"{numbers.percent(gender.unknown / sum(row.rows for row in gender.rows))} unknown"
     assert gender.unknown > 0
     assert f'<small class="muted unknown-share">{share}</small>' in html

@@ -326,7 +326,7 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
     assert f"Only trial {reviewed.number} was decided on." in " ".join(text.split())
     trials = text[text.index(f"Trials of {context.trials.label}") :]
     assert f"{reviewed.number} (reviewed)" in " ".join(trials.split())
-    assert "0.040 (step 50)" in trials
+    assert "0.0400 (step 50)" in trials
     # Its first page, kept beside the prediction audit's (test_independent_tools) as a CI artifact.
     subprocess.run(
         [

@@ -117,8 +117,8 @@ def test_the_table_of_trials_puts_the_reviewed_one_first_and_the_summary_names_i
     context = _context(document, trials=trials)
     rows = context.trial_rows
     assert [(row.number, row.reviewed) for row in rows] == [(3, True), (1, False), (2, False)]
-    assert (rows[0].accuracy, rows[0].eod, rows[0].noise_floor, rows[0].step) == ("0.812", "0.020", "0.010", "—")
-    assert (rows[2].lowest_eod, rows[2].step, rows[2].verdict) == ("0.012 (step 400)", "800", "PASS")
+    assert (rows[0].accuracy, rows[0].eod, rows[0].noise_floor, rows[0].step) == ("0.812", "0.0200", "0.0101", "—")
+    assert (rows[2].lowest_eod, rows[2].step, rows[2].verdict) == ("0.0123 (step 400)", "800", "PASS")
     assert rows[1].hparams == "lr=0.01, search_lambda=0.5"
     assert (
         "Only trial 3 was decided on. It is one of 3 trials of experiment 3 (search), which were trained with "

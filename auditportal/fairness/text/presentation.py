@@ -9,6 +9,7 @@ from typing import Any
 
 from auditportal.fairness.files.intersections import group_values, split_key
 from auditportal.fairness.statistics import stats
+from auditportal.fairness.text import numbers
 
 RATE_COLUMNS = ("tpr", "fpr", "fnr", "ppv", "selection_rate")
 METRIC_LABELS = {
@@ -29,29 +30,28 @@ SHORT_LABELS = {
 }
 
 
-def exact_below(alpha: float) -> str:
-    """The count of successes or failures below which a rate's interval at 1 - alpha is exact."""
-    return f"{float(stats.small_cell_threshold(alpha)):.1f}"
+def exact_below(alpha: float) -> int:
+    """The count of successes or failures below which a rate's interval at 1 - alpha is exact, as a
+    whole number (z⁴ is 14.8 at 95%: a count is below it exactly when it is below 15)."""
+    return numbers.whole_below(float(stats.small_cell_threshold(alpha)))
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+# The tables' numbers, through the one formatter of numbers people read (fairness/text/numbers.py):
+# rates, gaps and ratios to 3 significant digits, p-values as "< 0.0001" or 2 significant digits.
+def fmt(value: float | None, digits: int = numbers.DIGITS) -> str:
+    return numbers.significant(value, digits)
 
 
-def fmt_signed(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:+.{digits}f}"
+def fmt_signed(value: float | None, digits: int = numbers.DIGITS) -> str:
+    return numbers.significant(value, digits, signed=True)
 
 
 def fmt_p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
+    return numbers.pvalue(value)
 
 
-def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
-    if low is None or high is None:
-        return "—"
-    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+def fmt_interval(low: float | None, high: float | None, digits: int = numbers.DIGITS) -> str:
+    return numbers.interval(low, high, digits=digits)
 
 
 HPARAM_DIGITS = 4
@@ -256,7 +256,7 @@ def _rate(entry: Mapping[str, Any], metric: str) -> tuple[str, str]:
     interval = entry["ci"][metric]
     if value is None:
         return ("undefined", "")
-    return (f"{value:.3f}", f"[{interval[0]:.3f}, {interval[1]:.3f}]")
+    return (numbers.rate(value), numbers.interval(interval[0], interval[1], signed=False))
 
 
 def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> ComparisonRow:
@@ -286,13 +286,13 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         notes.append(item["needed_reason"])
     # Documents stored before needed_decidable was written have no key: a null number reads "—".
     if needed is not None:
-        needed_text = f"{needed:,}"
+        needed_text = numbers.count(needed)
     elif item.get("needed_decidable") is False:
         needed_text = "not decidable"
     else:
         needed_text = "—"
     towards, planned = item.get("needed_towards"), item.get("planning_difference")
-    needed_plan = f"towards {towards} at {planned:+.3f}" if towards is not None and planned is not None else ""
+    needed_plan = f"towards {towards} at {numbers.gap(planned)}" if towards is not None and planned is not None else ""
     return ComparisonRow(
         metric=item["metric"],
         metric_label=SHORT_LABELS[item["metric"]],
@@ -307,8 +307,8 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
         interval_parts=parts,
         parts_level=parts_level,
         level=f"{item['ci_level'] * 100:.1f}%" if item["ci_level"] is not None else "—",
-        noise_floor="—" if group_floor is None else f"±{group_floor:.3f}",
-        noise_floor_family="" if family_floor is None else f"±{family_floor:.3f}",
+        noise_floor="—" if group_floor is None else f"±{numbers.rate(group_floor)}",
+        noise_floor_family="" if family_floor is None else f"±{numbers.rate(family_floor)}",
         p_value=fmt_p(item["p_value"]),
         p_adjusted=fmt_p(item["p_adjusted"]),
         test=item["test"] or "—",
@@ -324,7 +324,7 @@ def _comparison(item: Mapping[str, Any], group_values: tuple[str, ...]) -> Compa
 def _ratio_interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return ""
-    return f"[{low:.3f}, {high:.3f}]"
+    return numbers.interval(low, high, signed=False)
 
 
 def magnitude_interval(item: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -342,7 +342,7 @@ def magnitude_interval(item: Mapping[str, Any]) -> tuple[str, list[str]]:
     components = {name: part for name, part in (item.get("components") or {}).items() if part["ci_low"] is not None}
     parts = [f"{name.upper()} {fmt_interval(part['ci_low'], part['ci_high'])}" for name, part in components.items()]
     if not components:  # stored before the components were
-        return (f"|gap| ≤ {largest:.3f}" if smallest == 0 else f"{smallest:.3f} ≤ |gap| ≤ {largest:.3f}"), parts
+        return (f"|gap| ≤ {fmt(largest)}" if smallest == 0 else f"{fmt(smallest)} ≤ |gap| ≤ {fmt(largest)}"), parts
 
     def largest_of(part: Mapping[str, Any]) -> float:
         return float(max(abs(part["ci_low"]), abs(part["ci_high"])))
@@ -352,11 +352,11 @@ def magnitude_interval(item: Mapping[str, Any]) -> tuple[str, list[str]]:
 
     upper = max(components, key=lambda name: largest_of(components[name])).upper()
     if smallest == 0:
-        return f"|gap| ≤ {largest:.3f} ({upper})", parts
+        return f"|gap| ≤ {fmt(largest)} ({upper})", parts
     lower = max(components, key=lambda name: smallest_of(components[name])).upper()
     if lower == upper:
-        return f"{smallest:.3f} ≤ |gap| ≤ {largest:.3f} ({upper})", parts
-    return f"{smallest:.3f} ({lower}) ≤ |gap| ≤ {largest:.3f} ({upper})", parts
+        return f"{fmt(smallest)} ≤ |gap| ≤ {fmt(largest)} ({upper})", parts
+    return f"{fmt(smallest)} ({lower}) ≤ |gap| ≤ {fmt(largest)} ({upper})", parts
 
 
 # The comparison table as data (the audit page's CSV download): one row per comparison, the numbers

@@ -17,7 +17,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.statistics import stats
 from auditportal.fairness.statistics.audit import AuditSpec
-from auditportal.fairness.text import presentation
+from auditportal.fairness.text import numbers, presentation
 
 FLAGS = {
     "label": "--label",
@@ -177,9 +177,9 @@ def render_table(audit: PredictionAudit) -> str:
     )
     lines = [
         f"Prediction audit #{audit.pk} of {document['file']['name']} (sha256 {document['file']['sha256']})",
-        f"{document['rows']:,} rows; label {document['label']['column']!r} positive = "
-        f"{document['label']['positive']!r} ({document['label']['positives']:,} positive); {output} "
-        f"({prediction['predicted_positives']:,} predicted positive)",
+        f"{numbers.count(document['rows'])} rows; label {document['label']['column']!r} positive = "
+        f"{document['label']['positive']!r} ({numbers.count(document['label']['positives'])} positive); {output} "
+        f"({numbers.count(prediction['predicted_positives'])} predicted positive)",
         f"{_policy_text(document)}tolerance {document['tolerance']:g}, alpha {document['alpha']:g}",
         presentation.document_verdict(document).text,
         *(f"  FAIL at the headline level: {fail}" for fail in presentation.document_verdict(document).fails),
@@ -187,7 +187,7 @@ def render_table(audit: PredictionAudit) -> str:
     for table in presentation.attribute_tables(document):
         lines += [
             "",
-            f"== {table.name}: reference {table.reference!r}, {table.unknown:,} unknown rows excluded, "
+            f"== {table.name}: reference {table.reference!r}, {numbers.count(table.unknown)} unknown rows excluded, "
             f"verdict {table.verdict or '—'} ({presentation.ATTRIBUTE_LEVEL})",
             "",
             presentation.text_table(
@@ -195,9 +195,9 @@ def render_table(audit: PredictionAudit) -> str:
                 [
                     [
                         row.group + (" (ref)" if row.is_reference else ""),
-                        f"{row.n:,}",
-                        f"{row.positives:,}",
-                        f"{row.negatives:,}",
+                        numbers.count(row.n),
+                        numbers.count(row.positives),
+                        numbers.count(row.negatives),
                         *row.rate_texts,
                     ]
                     for row in table.groups
