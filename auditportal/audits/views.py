@@ -15,6 +15,7 @@ from auditportal.audits import rules, selectors, services
 from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireForm
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.evidence.selectors import verdict_documents_of_audit
+from auditportal.fairness.documents.plain import document_plain_summary
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
@@ -90,6 +91,7 @@ def _detail(
             "audit": audit,
             "attributes": presentation.attribute_tables(audit.result),
             "document_verdict": presentation.document_verdict(audit.result),
+            "plain_summary": document_plain_summary(audit.result),
             "attribute_level": presentation.ATTRIBUTE_LEVEL,
             "rate_level": f"{(1 - audit.result['alpha']) * 100:g}%",
             "exact_below": presentation.exact_below(audit.result["alpha"]),

@@ -7,6 +7,7 @@ from django.shortcuts import render
 from auditportal.accounts.permissions import request_user
 from auditportal.evidence import presentation, selectors
 from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.documents.plain import document_plain_summary
 
 
 @login_required
@@ -20,6 +21,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
             "document": document,
             "value": value,
             "headline": document.headline,
+            "plain_summary": document_plain_summary(value),
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
             "forest_plot": selectors.verdict_document_forest(document=document),

@@ -7,12 +7,14 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils.html import escape
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
 from auditportal.audits import rules, services
 from auditportal.audits.models import PredictionAudit
+from auditportal.fairness.documents.plain import document_plain_summary
 from auditportal.fairness.files.tabular import read
 from auditportal.fairness.statistics.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
@@ -380,3 +382,25 @@ def test_the_page_writes_counts_with_thousands_separators(bob: User, dataset_sto
     audit = PredictionAuditFactory.create(created_by=bob, content="label,pred,score,gender,age_group\n" + rows)
     page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
     assert "<dt>Rows</dt><dd>1,234</dd>" in page
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def test_the_page_opens_with_a_plain_language_paragraph_escaping_the_files_names(
+    bob: User, dataset_storage: Path
+) -> None:
+    rows = ["1,1,0.5,m,young"] * 30 + ["1,0,0.5,m,young"] * 3 + ["0,0,0.5,m,young"] * 30
+    rows += [f"1,1,0.5,{HOSTILE},young"] * 3 + [f"1,0,0.5,{HOSTILE},young"] * 3 + [f"0,0,0.5,{HOSTILE},old"] * 3
+    audit = PredictionAuditFactory.create(
+        created_by=bob, content="label,pred,score,gender,age_group\n" + "\n".join(rows) + "\n"
+    )
+    page = client_for(bob).get(reverse("audits:prediction", args=[audit.pk])).content.decode()
+    summary = document_plain_summary(audit.result)
+    assert "cannot be decided yet" in summary.undecided
+    assert f"“{HOSTILE}” in “gender” would need about" in summary.undecided
+    assert f"<p>{escape(summary.text)}</p>" in page
+    assert HOSTILE not in page  # escaped wherever it appears
+    # The paragraph comes first, the method's detail folded below the facts.
+    assert page.index('id="plain-summary"') < page.index('<dl class="facts">') < page.index('<details class="method"')
+    assert page.index('<details class="method"') < page.index("Differences are group minus reference.")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from auditportal.accounts.models import User
 from auditportal.audits.models import PredictionAudit
@@ -13,6 +14,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
 from auditportal.experiments.services import verdict_document_freeze_trial
+from auditportal.fairness.documents.plain import document_plain_summary
 from tests.evidence.helpers import trial_with_validations
 from tests.factories import PredictionAuditFactory, client_for
 
@@ -198,3 +200,16 @@ def test_a_document_of_schema_1_keeps_its_bytes_and_reads_as_the_worst_over_the_
     served = client.get(reverse("evidence:canonical", args=[old.pk])).content
     assert served == canonical.encode()
     assert hashlib.sha256(served).hexdigest() == old.sha256
+
+
+def test_the_page_opens_with_the_plain_language_paragraph_and_folds_the_json(
+    document: VerdictDocument, dave: User
+) -> None:
+    html = client_for(dave).get(reverse("evidence:document", args=[document.pk])).content.decode()
+    summary = document_plain_summary(document.document)
+    assert summary.judged.startswith("This document judged 12 rows of “scores.csv” for “gender”")
+    # Before the facts: the first thing on the page after its heading.
+    assert html.index('id="plain-summary"') < html.index('id="document-sha256"')
+    assert f"<p>{escape(summary.text)}</p>" in html
+    assert '<details class="card document-source" id="document-source">' in html
+    assert html.index('id="document-source"') < html.index('<pre class="document-json">')

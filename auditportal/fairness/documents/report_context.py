@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditportal.fairness.documents import plain
 from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
 from auditportal.fairness.documents.findings import document_attributes
-from auditportal.fairness.text import presentation
+from auditportal.fairness.text import numbers, presentation
 from auditportal.fairness.text.csvsafe import csv_text
 
 # The layout of ``as_json``; a change to its keys or their meaning is a new version. Version 1 (no
@@ -416,28 +417,16 @@ def plain_summary(context: ReportContext) -> list[str]:
             )
     else:
         sentences.append(f"This report describes {context.subject.label}; no decision is recorded in it.")
-    policy = context.policy
-    sentences.append(
-        f"The model was checked for whether it treats groups of people differently: for each group, how often "
-        f"it gets people right or wrong, compared with a reference group. A gap larger than "
-        f"{policy.tolerance * 100:g} percentage points counts as unfair (fairness policy version {policy.version})."
+    # The same words as the pages' plain-language paragraphs (fairness/documents/plain.py).
+    sentences.append(plain.check_sentence(tolerance=context.policy.tolerance, policy_version=context.policy.version))
+    counts = [plain.verdict_counts(document.document) for document in context.documents]
+    counted = plain.verdict_count_sentence(
+        passes=sum(item["PASS"] for item in counts),
+        fails=sum(item["FAIL"] for item in counts),
+        inconclusive=sum(item["INCONCLUSIVE"] for item in counts),
     )
-    fails, inconclusive, passes = 0, 0, 0
-    for item in context.document_tables:
-        for table in item.tables:
-            for row in table.comparisons:
-                if not row.judged:
-                    continue
-                fails += row.verdict == "FAIL"
-                inconclusive += row.verdict == "INCONCLUSIVE"
-                passes += row.verdict == "PASS"
-    checked = fails + inconclusive + passes
-    if checked:
-        sentences.append(
-            f"Of {_count(checked, 'comparison')}, {passes} showed no unfair gap (PASS), {fails} showed an unfair "
-            f"gap beyond reasonable doubt (FAIL) and {inconclusive} could not be decided with the data available "
-            f"(INCONCLUSIVE): more data about the groups concerned would be needed."
-        )
+    if counted:
+        sentences.append(counted)
     if context.trials is not None and len(context.trials.trials) > 1:
         reviewed = context.trials.reviewed
         sentences.append(
@@ -475,7 +464,7 @@ def display_time(value: str) -> str:
 
 
 def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
+    return numbers.plural(number, noun)
 
 
 def _was(number: int) -> str:
