@@ -76,13 +76,11 @@ def _role_action(role: Role, *, grant: bool) -> RoleAction:
                 modeladmin.message_user(request, f"{user.username}: {exc}", messages.ERROR)
         if changed:
             done = "Granted" if grant else "Revoked"
-            modeladmin.message_user(
-                request, f"{done} {role.label.lower()} role: {', '.join(changed)}.", messages.SUCCESS
-            )
+            modeladmin.message_user(request, f"{done} {role.noun} role: {', '.join(changed)}.", messages.SUCCESS)
         if proposed:
             modeladmin.message_user(
                 request,
-                f"Proposed {role.label.lower()} role: {', '.join(proposed)}. Another administrator, not the "
+                f"Proposed {role.noun} role: {', '.join(proposed)}. Another administrator, not the "
                 "grantee, confirms it under Role grant proposals.",
                 messages.SUCCESS,
             )

@@ -34,11 +34,11 @@ def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
         if user is None:
             raise CommandError(f"{flag} {username!r}: no active user with that name")
         if not user.has_role(role):
-            raise CommandError(f"{flag} {username!r} does not hold the {role.label.lower()} role")
+            raise CommandError(f"{flag} {username!r} does not hold the {role.noun} role")
         return user
     if role in PRIVILEGED_ROLES:
         raise CommandError(
-            f"{flag} is required: name the {role.label.lower()} acting (an active account holding the role); "
+            f"{flag} is required: name the {role.noun} acting (an active account holding the role); "
             "administrators' commands are never run as a system account"
         )
     with transaction.atomic():
@@ -50,7 +50,7 @@ def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
         if held:
             # Granted by an earlier version of this function; it would act unnamed with them.
             raise CommandError(
-                f"the {CLI_USERNAME} account holds the {', '.join(sorted(r.label.lower() for r in held))} role, "
+                f"the {CLI_USERNAME} account holds the {', '.join(sorted(r.noun for r in held))} role, "
                 f"which a system account must not: revoke it (`manage.py grant_role {CLI_USERNAME} admin --revoke "
                 "--by ADMIN`), or name the acting user with " + flag
             )

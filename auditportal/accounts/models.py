@@ -5,6 +5,8 @@ from django.contrib.auth.models import AbstractUser
 from django.db import models
 from knox.settings import CONSTANTS
 
+from auditportal.fairness.text import words
+
 
 class Role(models.TextChoices):
     DATA_STEWARD = "data_steward", "Data steward"
@@ -12,6 +14,16 @@ class Role(models.TextChoices):
     REVIEWER = "reviewer", "Reviewer"
     ETHICS_COMMITTEE = "ethics_committee", "Ethics-committee member"
     ADMIN = "admin", "Administrator"
+
+    @property
+    def noun(self) -> str:
+        """The role inside a sentence: "ML engineer", "data steward" (never "ml engineer")."""
+        return words.in_sentence(str(self.label))
+
+    @property
+    def with_article(self) -> str:
+        """The role after its article: "an ML engineer", "a data steward", "an administrator"."""
+        return words.with_article(self.noun)
 
 
 class User(AbstractUser):

@@ -53,13 +53,13 @@ _PURPOSES: Final[dict[Purpose, _Wording]] = {
     "vote": _Wording(
         verb=Verb.REVIEW_VOTE_REAUTH_FAILED,
         locked="your votes",
-        wrong="The password is not yours: a vote is signed by entering your password again.",
+        wrong="That password is not correct: a vote is signed by entering your own password again.",
         empty="Enter your password: a vote is signed by entering it again.",
     ),
     "report_signature": _Wording(
         verb=Verb.REPORT_SIGN_REAUTH_FAILED,
         locked="your report signatures",
-        wrong="That is not your password; the report was not signed.",
+        wrong="That password is not correct; the report was not signed.",
         empty="Enter your password: a report is signed by entering it again.",
     ),
 }

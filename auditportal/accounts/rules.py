@@ -32,7 +32,7 @@ class RoleRequired(PermissionDenied):
     def __init__(self, role: Role, action: str) -> None:
         self.role = role
         self.action = action
-        super().__init__(f"Only a {role.label.lower()} can {action}.")
+        super().__init__(f"Only {role.with_article} can {action}.")
 
 
 def has_any_role(user: User, *roles: Role) -> bool:

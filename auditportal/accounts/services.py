@@ -379,7 +379,7 @@ def role_grant_propose(*, user: User, role: Role | str, by: User) -> RoleGrant |
         # One proposal per person and role at a time: two administrators proposing at once queue here.
         user = User.objects.select_for_update().get(pk=user.pk)
         if user.has_role(role):
-            raise RoleProposalError(f"{user.username} already holds the {role.label.lower()} role.", field="role")
+            raise RoleProposalError(f"{user.username} already holds the {role.noun} role.", field="role")
         if not needs_second_administrator(role):
             return role_grant(user=user, role=role, granted_by=by)
         if role == Role.ADMIN and administrator_bootstrap_open(by=by):
@@ -387,7 +387,7 @@ def role_grant_propose(*, user: User, role: Role | str, by: User) -> RoleGrant |
         waiting = _role_proposals_open().filter(user=user, role=role).first()
         if waiting is not None:
             raise RoleProposalError(
-                f"Role proposal #{waiting.pk} ({user.username} as {role.label.lower()}, by "
+                f"Role proposal #{waiting.pk} ({user.username} as {role.noun}, by "
                 f"{waiting.proposed_by.get_username()}) already waits for a second administrator.",
                 field="role",
             )
@@ -424,7 +424,7 @@ def role_grant_confirm(*, proposal: RoleGrantProposal, by: User) -> RoleGrant:
             if user.has_role(role):
                 raise RoleProposalError(
                     f"Role proposal #{proposal.pk} cannot be confirmed: {user.username} already holds the "
-                    f"{role.label.lower()} role. Withdraw it."
+                    f"{role.noun} role. Withdraw it."
                 )
             RoleGrantProposalClosure.objects.create(
                 proposal=proposal, outcome=RoleProposalOutcome.CONFIRMED, closed_by=by

@@ -46,6 +46,7 @@ from auditportal.fairness.documents.report_context import (
 from auditportal.fairness.documents.verdict_documents import config_digest
 from auditportal.fairness.figures.downsample import MIN_POINTS, downsample_indices
 from auditportal.fairness.figures.experiment import timeline_point_budget
+from auditportal.fairness.text import numbers
 from auditportal.policies.models import FairnessPolicy
 
 # The report's EOD timeline keeps at most this many points over all its trials (each trial at least
@@ -130,7 +131,7 @@ def prediction_audit_context(
             label=f"Prediction audit #{audit.pk} of {audit.original_name}",
             model=model,
             details=(
-                ("Predictions file", f"{audit.original_name} ({audit.num_rows} rows)"),
+                ("Predictions file", f"{audit.original_name} ({numbers.plural(audit.num_rows, 'row')})"),
                 ("File SHA-256", audit.sha256),
                 ("Audited", f"{audit.created_at:%Y-%m-%d %H:%M} UTC by {audit.created_by.get_username()}"),
             ),
@@ -286,7 +287,7 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
         assert audit is not None
         kind, label = "prediction_audit", f"Prediction audit #{audit.pk} of {audit.original_name}"
         details += [
-            ("Predictions file", f"{audit.original_name} ({audit.num_rows} rows)"),
+            ("Predictions file", f"{audit.original_name} ({numbers.plural(audit.num_rows, 'row')})"),
             ("File SHA-256", audit.sha256),
         ]
     return ReportContext(

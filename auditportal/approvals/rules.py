@@ -209,7 +209,7 @@ def pause_message(pauses: list[RoundPause]) -> str | None:
     if not pauses:
         return None
     changes = ", and ".join(
-        f"the role of {pause.user.username} ({Role(pause.role).label.lower()}) was {pause.change} on "
+        f"the role of {pause.user.username} ({Role(pause.role).noun}) was {pause.change} on "
         f"{pause.paused_at:%Y-%m-%d %H:%M} UTC by {pause.changed_by.username if pause.changed_by else 'a command'}"
         for pause in pauses
     )
@@ -231,9 +231,8 @@ def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
         return ActionForbidden(f"Only the requester ({request.requested_by.username}) can {action.phrase} {label}.")
     has_role = any(user.has_role(role) for role in action.roles)
     if action.roles and not has_role and not (is_requester and name in _REQUESTER_MAY):
-        roles = " or ".join(role.label.lower() for role in action.roles)
-        article = "an" if roles[0] in "aeiou" else "a"
-        return ActionForbidden(f"Only {article} {roles} can {action.phrase} {label}.")
+        roles = " or ".join(role.with_article for role in action.roles)
+        return ActionForbidden(f"Only {roles} can {action.phrase} {label}.")
     if action.who is Who.NOT_REQUESTER and is_requester:
         return ActionForbidden(f"You made {label}: someone else must {action.phrase} it.")
     if action.who is Who.ELIGIBLE:

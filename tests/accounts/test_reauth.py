@@ -54,3 +54,22 @@ def test_it_refuses_to_run_inside_a_transaction(dave: User, erin: User) -> None:
 
     with transaction.atomic(), pytest.raises(RuntimeError, match="outside any atomic block"):
         services.user_reauthenticate(user=dave, password=PASSWORD, purpose="vote", target=erin)
+
+
+@pytest.mark.parametrize("purpose", ["vote", "report_signature"])
+def test_a_wrong_password_is_called_not_correct_and_says_nothing_of_whose_it_is(
+    dave: User, erin: User, purpose: str
+) -> None:
+    # Another member's password is refused in the very same words as a guess: the message must not
+    # tell the one from the other ("The password is not yours" did).
+    erin_password = "erins-own-password-1"
+    erin.set_password(erin_password)
+    erin.save()
+    messages = []
+    for attempt in ("guess", erin_password):
+        with pytest.raises(services.ReauthenticationFailed) as refused:
+            services.user_reauthenticate(user=dave, password=attempt, purpose=purpose, target=erin)  # type: ignore[arg-type]
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("That password is not correct")
+    assert "yours" not in messages[0]

@@ -42,3 +42,19 @@ def test_only_administrators_manage_roles_and_tokens(erin: User, bob: User) -> N
     assert (rules.can_manage_roles(bob), rules.can_manage_tokens(bob)) == (False, False)
     with pytest.raises(PermissionDenied, match=r"^Only an administrator can create or revoke API tokens\.$"):
         rules.check_manage_tokens(bob)
+
+
+@pytest.mark.parametrize(
+    ("role", "noun", "with_article"),
+    [
+        (Role.ML_ENGINEER, "ML engineer", "an ML engineer"),
+        (Role.DATA_STEWARD, "data steward", "a data steward"),
+        (Role.REVIEWER, "reviewer", "a reviewer"),
+        (Role.ETHICS_COMMITTEE, "ethics-committee member", "an ethics-committee member"),
+        (Role.ADMIN, "administrator", "an administrator"),
+    ],
+)
+def test_every_role_reads_right_inside_a_sentence(role: Role, noun: str, with_article: str) -> None:
+    assert (role.noun, role.with_article) == (noun, with_article)
+    refusal = rules.RoleRequired(role, "do it")
+    assert str(refusal) == f"Only {with_article} can do it."

@@ -483,7 +483,7 @@ def test_two_members_vote_with_their_passwords_and_the_request_is_approved(
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"password": "wrong"}, "password", "The password is not yours: a vote is signed by entering your password"),
+        ({"password": "wrong"}, "password", "That password is not correct: a vote is signed by entering your own"),
         ({"password": ""}, "password", "Enter your password: a vote is signed by entering it again."),
         ({"reason": ""}, "reason", "The reason is required."),
         ({"choice": ""}, "choice", "Choose your vote: approve or reject."),
@@ -549,7 +549,7 @@ def test_a_fail_is_waived_through_the_waiver_forms_before_the_request_is_approve
         url = reverse("approvals:waiver-vote", args=[waiver.pk])
         response = client_for(dave).post(url, {**ballot, prefix + "password": "x"})
         assert response.status_code == 400
-        assert "The password is not yours" in _text(response)
+        assert "That password is not correct" in _text(response)
         for member in (dave, frank):
             assert client_for(member).post(url, ballot).status_code == 302
         waiver.refresh_from_db()

@@ -220,7 +220,7 @@ def test_five_wrong_passwords_lock_the_voters_votes_for_fifteen_minutes(
         )
 
     for _ in range(services.PASSWORD_FAILURES_ALLOWED):
-        with pytest.raises(services.ReauthenticationFailed, match="not yours"):
+        with pytest.raises(services.ReauthenticationFailed, match="That password is not correct"):
             attempt("guess")
     with pytest.raises(services.ReauthenticationFailed, match="your votes are locked until"):
         attempt(PASSWORD)

@@ -126,7 +126,7 @@ def test_a_round_is_resumed_by_someone_other_than_whose_role_changed_or_who_chan
     account_services.role_grant(user=frank, role=Role.ADMIN, granted_by=make_user("root", [Role.ADMIN]))
     with pytest.raises(ActionForbidden, match="frank's role changed: someone else must resume"):
         services.review_round_resume(user=frank, request=request, reason="reviewed")
-    with pytest.raises(ActionForbidden, match="Only an ethics-committee member or administrator can resume"):
+    with pytest.raises(ActionForbidden, match="Only an ethics-committee member or an administrator can resume"):
         services.review_round_resume(user=carol, request=request, reason="reviewed")
     with pytest.raises(services.ApprovalError, match="reason is required"):
         services.review_round_resume(user=hank, request=request, reason=" ")

@@ -112,7 +112,7 @@ def test_a_request_goes_from_the_audit_page_to_an_approval_the_gate_reports(
 
     # A wrong password signs nothing; the right one casts the vote.
     _vote(page, password="not-my-password")
-    assert "The password is not yours" in page.inner_text("#vote-form")
+    assert "That password is not correct" in page.inner_text("#vote-form")
     assert not ReviewVote.objects.exists()
     # Chromium reports the refused form's status (400) on the console: that one is expected.
     assert errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]

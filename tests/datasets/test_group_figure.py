@@ -49,7 +49,7 @@ def test_the_rows_panel_has_a_bar_per_group_and_the_unknown_bucket_in_grey_with_
     bars = _figure()["data"][0]
     assert bars["type"] == "bar"
     assert bars["x"] == [600, 350, 0, 50]
-    assert bars["text"] == ["600 (60.0%)", "350 (35.0%)", "0 (0.0%)", "50 (5.0%)"]
+    assert bars["text"] == ["600 (60.0%)", "350 (35.0%)", "0 (0%)", "50 (5.00%)"]  # 3 significant digits
     assert bars["marker"]["color"] == [palette.series_colour(0)] * 3 + [palette.MUTED]
     assert bars["marker"]["pattern"]["shape"] == ["", "", "", "/"]
 

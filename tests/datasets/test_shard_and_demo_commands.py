@@ -23,6 +23,7 @@ def test_make_demo_dataset_registers_it_and_prints_the_id_last(dataset_storage: 
     lines = _call("make_demo_dataset", "--rows", "3000")
     version = DatasetVersion.objects.get()
     assert lines[-1] == str(version.pk)
+    assert lines[0] == f"Registered {version}: 3,000 rows, {version.positives:,} positive"
     assert (version.num_rows, version.label_column) == (3000, "repaid")
     gender = version.attributes.get(name="gender")
     assert set(gender.groups) == {"female", "male", "nonbinary"}
@@ -42,6 +43,8 @@ def test_shard_dataset_writes_balanced_parts_that_check_clean(dataset_storage: P
     out = tmp_path / "parts"
     lines = _call("shard_dataset", version_id, "--parts", "3", "--out", str(out))
     assert lines[-1] == str(out)
+    assert lines[-2].startswith("Wrote 3 parts of ")  # not "3 part(s)"
+    assert lines[-2].endswith(" (4,000 rows)")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parts"] == 3
     total = 0

@@ -42,7 +42,7 @@ def test_members_without_the_ml_engineer_role_cannot_launch_or_cancel(
     client = client_for(request.getfixturevalue(fixture_name))
     response = client.get(reverse("experiments:new"))
     assert response.status_code == 403
-    assert b"Only a ml engineer can launch experiments" in response.content
+    assert b"Only an ML engineer can launch experiments" in response.content
     assert client.post(reverse("experiments:cancel", args=[experiment.pk])).status_code == 403
     experiment.refresh_from_db()
     assert experiment.status == "queued"

@@ -70,7 +70,7 @@ def test_a_signatory_signs_on_the_page_with_their_password(
     client = client_for(member_dave)
     wrong = client.post(reverse("reports:sign", args=[report.pk]), {"password": "not it"})
     assert wrong.status_code == 400
-    assert "That is not your password; the report was not signed." in wrong.content.decode()
+    assert "That password is not correct; the report was not signed." in wrong.content.decode()
     assert report.revisions.count() == 1
     right = client.post(reverse("reports:sign", args=[report.pk]), {"password": PASSWORD})
     assert right.status_code == 302

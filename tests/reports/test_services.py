@@ -117,7 +117,7 @@ def test_only_listed_committee_members_sign(
     report = services.report_generate(context=decided_context(audit, dataset_version, [member_dave]))
     with pytest.raises(services.NotASignatory, match="fay is not among the signatories"):
         services.report_sign_member(report=report, member=member_fay, password=PASSWORD)
-    with pytest.raises(PermissionDenied, match="Only a ethics-committee member can sign a report"):
+    with pytest.raises(PermissionDenied, match="Only an ethics-committee member can sign a report"):
         services.report_sign_member(report=report, member=carol, password=PASSWORD)
     assert report.revisions.count() == 1
 

@@ -32,7 +32,7 @@ def test_the_sign_form_locks_after_five_wrong_passwords_votes_included(
     for _ in range(account_services.PASSWORD_FAILURES_ALLOWED - 1):
         wrong = client.post(sign, {"password": "guess"})
         assert wrong.status_code == 400
-        assert "That is not your password; the report was not signed." in wrong.content.decode()
+        assert "That password is not correct; the report was not signed." in wrong.content.decode()
     refused = client.post(sign, {"password": PASSWORD})
     assert refused.status_code == 400
     page = refused.content.decode()

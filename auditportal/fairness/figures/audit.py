@@ -18,7 +18,7 @@ from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics.stats import COMPARED, Verdict
-from auditportal.fairness.text import presentation
+from auditportal.fairness.text import numbers, presentation
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -109,7 +109,8 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
         vertical_spacing=PANEL_GAP_PX / plot_px if len(metrics) > 1 else 0.0,
         row_heights=[count / sum(rows) for count in rows],
         subplot_titles=[
-            f"{plain(presentation.METRIC_LABELS.get(metric, metric))}: {len(panels[metric])} comparisons"
+            f"{plain(presentation.METRIC_LABELS.get(metric, metric))}: "
+            f"{numbers.plural(len(panels[metric]), 'comparison')}"
             for metric in metrics
         ],
     )

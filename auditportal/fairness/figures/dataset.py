@@ -16,6 +16,7 @@ import numpy as np
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics import stats
+from auditportal.fairness.text import numbers
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -118,11 +119,11 @@ def group_summary_figure(
             y=y,
             orientation="h",
             marker={"color": colours, "pattern": {"shape": ["/" if bar.is_unknown else "" for bar in bars]}},
-            text=[f"{bar.rows:,} ({bar.share * 100:.1f}%)" for bar in bars],
+            text=[f"{numbers.count(bar.rows)} ({numbers.percent(bar.share)})" for bar in bars],
             textposition="auto",
             cliponaxis=False,
             hovertext=[
-                f"<b>{name}</b><br>{bar.rows:,} rows, {bar.share * 100:.1f}%"
+                f"<b>{name}</b><br>{numbers.plural(bar.rows, 'row')}, {numbers.percent(bar.share)}"
                 for name, bar in zip(names, bars, strict=True)
             ],
             hoverinfo="text",

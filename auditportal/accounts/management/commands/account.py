@@ -59,7 +59,7 @@ class Command(PortalCommand):
                 self.stdout.write(f"Created {user.username}; a link to set the password is mailed to {user.email}.")
                 for proposal in RoleGrantProposal.objects.filter(user=user).order_by("pk"):
                     self.stdout.write(
-                        f"Proposed the {proposal.get_role_display().lower()} role: role proposal #{proposal.pk}; "
+                        f"Proposed the {Role(proposal.role).noun} role: role proposal #{proposal.pk}; "
                         "another administrator confirms it "
                         f"(`manage.py grant_role --confirm {proposal.pk} --by ADMIN`)."
                     )

@@ -48,7 +48,7 @@ class Command(PortalCommand):
         if user is None:
             raise CommandError(f"no user named {options['username']!r}")
         role = Role(options["role"])
-        label = role.label.lower()
+        label = role.noun
         if (
             options["by"] is None
             and role == Role.ADMIN
@@ -93,7 +93,7 @@ class Command(PortalCommand):
         proposal = RoleGrantProposal.objects.select_related("user").filter(pk=pk).first()
         if proposal is None:
             raise CommandError(f"{flag} {pk}: no role proposal with that id")
-        label = Role(proposal.role).label.lower()
+        label = Role(proposal.role).noun
         try:
             if options["confirm"] is not None:
                 grant: RoleGrant = role_grant_confirm(proposal=proposal, by=acting)

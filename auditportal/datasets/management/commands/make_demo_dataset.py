@@ -11,6 +11,7 @@ from auditportal.datasets import demo, rules, services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetSpec
+from auditportal.fairness.text import numbers
 
 
 class Command(PortalCommand):
@@ -54,5 +55,8 @@ class Command(PortalCommand):
             )
         except UserError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"Registered {version}: {version.num_rows} rows, {version.positives} positive")
+        self.stdout.write(
+            f"Registered {version}: {numbers.plural(version.num_rows, 'row')}, "
+            f"{numbers.count(version.positives)} positive"
+        )
         self.stdout.write(str(version.pk))

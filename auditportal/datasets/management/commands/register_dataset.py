@@ -10,6 +10,7 @@ from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.datasets import rules, services
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DEFAULT_UNKNOWN_TOKENS, DatasetError, DatasetSpec
+from auditportal.fairness.text import numbers
 
 
 class Command(PortalCommand):
@@ -58,9 +59,12 @@ class Command(PortalCommand):
         for warning in version.warnings:
             self.stderr.write(f"warning: {version.original_name}: {warning}; the default features leave them out")
         self.stdout.write(
-            f"Registered {version} from {version.original_name}: {version.num_rows} rows, "
-            f"{version.positives} positive, sha256 {version.sha256}"
+            f"Registered {version} from {version.original_name}: {numbers.plural(version.num_rows, 'row')}, "
+            f"{numbers.count(version.positives)} positive, sha256 {version.sha256}"
         )
         for attribute in version.attributes.order_by("position"):
-            self.stdout.write(f"  {attribute.name}: {len(attribute.groups)} groups, {attribute.unknown_count} unknown")
+            self.stdout.write(
+                f"  {attribute.name}: {numbers.plural(len(attribute.groups), 'group')}, "
+                f"{numbers.count(attribute.unknown_count)} unknown"
+            )
         self.stdout.write(str(version.pk))

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.core.management.base import CommandError, CommandParser
 
@@ -10,6 +10,7 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.datasets.services import dataset_version_shard, shard_dir_default
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import sharding
+from auditportal.fairness.text import numbers
 
 
 class Command(PortalCommand):
@@ -57,5 +58,6 @@ class Command(PortalCommand):
         except UserError as exc:
             # A failed integrity check is recorded (and its event written) before this refusal.
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"Wrote {parts} part(s) of {version} ({manifest['num_examples']} rows)")
+        rows = numbers.plural(cast(int, manifest["num_examples"]), "row")
+        self.stdout.write(f"Wrote {numbers.plural(parts, 'part')} of {version} ({rows})")
         self.stdout.write(str(out_dir))
