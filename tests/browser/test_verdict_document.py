@@ -28,6 +28,9 @@ def test_a_committee_member_opens_a_verdict_document_and_downloads_bytes_with_it
     page.wait_for_url(f"{live_server.url}/documents/{document.pk}/")
     assert page.inner_text("#document-sha256") == document.sha256
     assert page.locator("#verdict-summary tr[data-attribute=gender]").is_visible()
+    # The JSON is folded below the verdicts (the page opens in plain words); one click unfolds it.
+    assert not page.locator("pre.document-json").is_visible()
+    page.click("#document-source > summary")
     assert '"kind": "prediction_audit"' in page.inner_text("pre.document-json")
     page.screenshot(path=str(ARTIFACTS / "verdict-document.png"), full_page=True)
 
