@@ -26,6 +26,7 @@ from auditportal.accounts.services import (
     role_revoke,
 )
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.text import numbers
 
 
 class RoleGrantInline(admin.TabularInline[RoleGrant, User]):
@@ -247,7 +248,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
                 self.message_user(request, f"Token #{token.pk}: {exc}", messages.ERROR)
                 continue
             revoked += 1
-        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+        self.message_user(request, f"Revoked {numbers.plural(revoked, 'token')}.", messages.SUCCESS)
 
 
 @admin.register(RoleGrantProposal)

@@ -7,7 +7,8 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from auditportal.accounts.models import Role, RoleGrant, User
+from auditportal.accounts.models import ApiToken, Role, RoleGrant, User
+from auditportal.accounts.services import api_token_create
 from auditportal.activity.models import Event
 from tests.factories import make_user
 
@@ -117,3 +118,15 @@ def test_a_user_cannot_be_deleted_in_the_admin(erin: User, oscar: User) -> None:
     assert client.get(reverse("admin:accounts_user_delete", args=[oscar.pk])).status_code == 403
     assert client.post(reverse("admin:accounts_user_delete", args=[oscar.pk]), {"post": "yes"}).status_code == 403
     assert User.objects.filter(pk=oscar.pk).exists()
+
+
+@pytest.mark.parametrize(("tokens", "message"), [(1, "Revoked 1 token."), (2, "Revoked 2 tokens.")])
+def test_revoking_tokens_in_the_admin_counts_them_in_words(erin: User, tokens: int, message: str) -> None:
+    for number in range(tokens):
+        api_token_create(user=erin, account=f"ci-bot-{number}", name="nightly", days=5)
+    response = _staff(erin).post(
+        reverse("admin:accounts_apitoken_changelist"),
+        {"action": "revoke", "_selected_action": list(ApiToken.objects.values_list("pk", flat=True))},
+        follow=True,
+    )
+    assert [str(item) for item in get_messages(response.wsgi_request)] == [message]  # not "token(s)"

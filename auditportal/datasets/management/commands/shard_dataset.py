@@ -41,7 +41,7 @@ class Command(PortalCommand):
             for problem in problems:
                 self.stderr.write(problem)
             if problems:
-                raise CommandError(f"{len(problems)} problem(s) in {out}")
+                raise CommandError(f"{numbers.plural(len(problems), 'problem')} in {out}")
             self.stdout.write(f"{out}: all parts consistent and balanced")
             return
         out = options["out"] or shard_dir_default(version=version, parts=parts, seed=options["seed"])
