@@ -225,3 +225,27 @@ def test_a_prediction_audit_reads_alike_as_its_result_and_as_its_verdict_documen
     assert summary.judged.startswith(f"{subject} judged 1,800 rows of “s.csv” for “gender”, on the true-positive")
     assert "under fairness policy version 3" in summary.judged
     assert summary.outcome == document_plain_summary(result).outcome
+
+
+def test_a_document_stored_before_the_policy_and_the_group_values_reads_too() -> None:
+    # An audit of schema 1: no policy, no "judged", no "columns" or "values", no rows of groups.
+    item = {
+        "metric": "selection_rate", "group": "b", "reference": "a", "difference": -0.2, "ci_low": -0.3,
+        "ci_high": -0.1, "ci_level": 0.95, "verdict": "FAIL", "positives_needed": None,
+    }  # fmt: skip
+    document = {
+        "rows": 40,
+        "file": {"name": "old.csv"},
+        "tolerance": 0.05,
+        "alpha": 0.05,
+        "verdict": "FAIL",
+        "attributes": {"g": {"reference": "a", "unknown": 0, "groups": {}, "comparisons": [item]}},
+    }
+    summary = document_plain_summary(document)
+    assert summary.judged == (
+        "This audit judged 40 rows of “old.csv” for “g”, on the selection-rate gap (demographic parity), where a "
+        "gap larger than 0.05 (5 percentage points) counts as unfair."
+    )
+    assert summary.outcome.endswith(
+        "The selection rate of “b” in “g” is 0.200 lower than that of “a” (95% interval 0.100 to 0.300)."
+    )
