@@ -219,6 +219,8 @@ def _panel_title(metric: str, first: int, last: int, total: int) -> str:
     label = presentation.METRIC_LABELS.get(metric, metric)
     if last - first + 1 == total:
         return f"{label}, {total} comparison{'' if total == 1 else 's'}"
+    if first == last:
+        return f"{label}, comparison {first} of {total}"
     return f"{label}, comparisons {first}–{last} of {total}"
 
 

@@ -29,7 +29,8 @@ def panels(items: Sequence[T], *, block: Callable[[T], Hashable], max_rows: int 
            max_blocks: int = ATTRIBUTES_PER_PANEL) -> list[list[T]]:  # fmt: skip
     """``items`` (rows, in order, each block's rows together: an attribute's comparisons) cut into
     panels of at most ``max_rows`` rows and ``max_blocks`` blocks, in order, keeping a block in one
-    panel where it fits; a block longer than ``max_rows`` fills panels of its own."""
+    panel where it fits; a block longer than ``max_rows`` is cut into the fewest panels of its own, of
+    sizes as even as can be (45 rows by 20: 15, 15 and 15)."""
     if max_rows < 1 or max_blocks < 1:
         raise ValueError(f"a panel needs room for a row and a block (max_rows={max_rows}, max_blocks={max_blocks})")
     runs: list[list[T]] = []
@@ -38,7 +39,7 @@ def panels(items: Sequence[T], *, block: Callable[[T], Hashable], max_rows: int 
             runs[-1].append(item)
         else:
             runs.append([item])
-    pieces = [run[start : start + max_rows] for run in runs for start in range(0, len(run), max_rows)]
+    pieces = [piece for run in runs for piece in _even(run, max_rows)]
     result: list[list[T]] = []
     blocks = 0
     for piece in pieces:
@@ -49,6 +50,17 @@ def panels(items: Sequence[T], *, block: Callable[[T], Hashable], max_rows: int 
             result.append(list(piece))
             blocks = 1
     return result
+
+
+def _even(run: list[T], max_rows: int) -> list[list[T]]:
+    count = -(-len(run) // max_rows)
+    size, extra = divmod(len(run), count)
+    pieces, start = [], 0
+    for index in range(count):
+        end = start + size + (index < extra)
+        pieces.append(run[start:end])
+        start = end
+    return pieces
 
 
 def raise_fonts(spec: dict[str, Any], *, minimum: int = MIN_FONT_PX) -> dict[str, Any]:
