@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ PT_PER_MM = 72 / 25.4
 MIN_ROW_MM = 7.0
 MIN_FONT_PT = 8.0
 MAX_HEIGHT_MM = 225.0
+TICK_LABEL_STANDOFF_PX = 6
 # The recall figure on paper: its title above the plot, its x axis and its legend (an entry per
 # attribute, two lines at most) below.
 RECALL_MARGIN_TOP_PX = 44
@@ -63,6 +65,16 @@ CONTENT_SECURITY_POLICY = (
 DEAD_PROXY = "http://127.0.0.1:9"
 
 T = TypeVar("T")
+
+
+def px_to_mm(px: float) -> float:
+    """A length in a figure's pixels as printed in the report, in millimetres."""
+    return px * MM_PER_PX
+
+
+def px_to_pt(px: float) -> float:
+    """A figure's font size in pixels as printed in the report, in points."""
+    return px * MM_PER_PX * PT_PER_MM
 
 
 def kaleido_options() -> dict[str, Any]:
@@ -203,6 +215,11 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
         # object and validate it again, a tenth of a second per figure.
         spec = printing.raise_fonts(drawing.figure.to_dict())
         layout = spec["layout"]
+        for name, axis in list(layout.items()):
+            if re.fullmatch(r"yaxis\d*", name) and isinstance(axis, dict):
+                # The y tick labels a little apart from the axis: the lowest one and the first x tick
+                # label would otherwise touch in the plot's corner.
+                axis.setdefault("ticklabelstandoff", TICK_LABEL_STANDOFF_PX)
         layout["font"] = {**layout.get("font", {}), "family": FONT_FAMILY}
         layout.update(width=drawing.width, height=drawing.height)
         specs.append(spec)

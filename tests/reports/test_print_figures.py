@@ -153,7 +153,22 @@ def test_the_title_the_tolerance_label_the_axis_title_and_the_legend_each_have_a
         + 1.5 * (layout["xaxis"]["title"]["font"]["size"])
     )
     assert legend_top_below_plot >= axis_title_bottom
-    assert layout["height"] * legend["y"] >= 2 * 1.5 * legend["font"]["size"]  # two lines of entries fit
+    entries = [trace["name"] for trace in spec["data"] if trace.get("showlegend")]
+    assert entries == ["Fail", "Inconclusive", "Pass"]  # one line's worth
+    assert layout["height"] * legend["y"] >= 1.5 * legend["font"]["size"]
+
+
+def test_a_legend_of_more_entries_gets_room_for_two_lines() -> None:
+    # Under a policy that judges TPR only, the other metrics' comparisons are drawn hollow, "(not judged)".
+    attributes = document_attributes(eighty_comparison_document(metrics=("tpr",)))
+    for panel in forest_plot_panels(attributes, tolerance=0.05):
+        spec = figure_json(panel.figure)
+        entries = [trace["name"] for trace in spec["data"] if trace.get("showlegend")]
+        lines = 1 if len(entries) <= 3 else 2
+        legend = spec["layout"]["legend"]
+        assert spec["layout"]["height"] * legend["y"] >= lines * 1.5 * legend["font"]["size"]
+    entries = [trace.name for panel in forest_plot_panels(attributes, tolerance=0.05) for trace in panel.figure.data]
+    assert "Inconclusive (not judged)" in entries
 
 
 def test_the_page_figure_stays_one_figure_of_every_metric() -> None:

@@ -77,7 +77,7 @@ def eighty_comparison_request(
     )
 
 
-def eighty_comparison_document(tolerance: float = 0.05) -> dict[str, Any]:
+def eighty_comparison_document(tolerance: float = 0.05, metrics: tuple[str, ...] = COMPARED) -> dict[str, Any]:
     """The frozen document such a trial's validation gets, built without the database (for figure tests)."""
     return verdict_documents.trial_validation_document(
         counts=confusion_counts(validation_metrics()),
@@ -89,7 +89,7 @@ def eighty_comparison_document(tolerance: float = 0.05) -> dict[str, Any]:
             "version": 1,
             "tolerance": tolerance,
             "alpha": 0.05,
-            "metrics": list(COMPARED),
+            "metrics": list(metrics),
             "reference_rule": "largest",
             "min_group_size": None,
         },

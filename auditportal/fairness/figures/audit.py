@@ -43,7 +43,11 @@ PRINT_LINE_PX = 20  # the title's line (13 px bold text)
 PRINT_TOLERANCE_BAND_PX = 24  # the tolerance label's band between the title block and the plot
 PRINT_AXIS_TITLE_STANDOFF_PX = 10
 PRINT_LEGEND_OFFSET_PX = 62  # from the plot's bottom to the legend's top: below the ticks and the axis title
-PRINT_MARGIN_BOTTOM_PX = 124  # the legend's two lines at most, and a pad
+PRINT_LEGEND_LINE_PX = 24
+PRINT_LEGEND_PAD_PX = 10
+# Up to three legend entries (Fail, Inconclusive, Pass) take one line the figure's width; more (the
+# "(not judged)" ones) two.
+PRINT_LEGEND_ONE_LINE = 3
 
 
 @dataclass(frozen=True)
@@ -262,13 +266,16 @@ def _print_figure(points: list[ForestPoint], *, title: str, tolerance: float, sp
 
     figure = go.Figure()
     legend_shown: set[tuple[str, bool]] = set()
-    _add_points(figure, points, legend_shown, named=True, text_px=printing.MIN_FONT_PX)
+    _add_points(figure, points, legend_shown, named=True, text_px=printing.MIN_FONT_PX, printed=True)
     _band(figure, 1, tolerance)
     # The range [rows - 0.5, -0.75] spans rows + 0.25 rows: the extra quarter above the first row
     # holds its verdict name.
     plot_px = round((len(points) + 0.25) * printing.ROW_PX)
     top_px = PRINT_TITLE_PAD_PX + PRINT_LINE_PX + PRINT_TOLERANCE_BAND_PX
-    height = top_px + plot_px + PRINT_MARGIN_BOTTOM_PX
+    entries = sum(1 for trace in figure.data if trace.showlegend)
+    legend_lines = 1 if entries <= PRINT_LEGEND_ONE_LINE else 2
+    bottom_px = PRINT_LEGEND_OFFSET_PX + PRINT_LEGEND_LINE_PX * legend_lines + PRINT_LEGEND_PAD_PX
+    height = top_px + plot_px + bottom_px
     figure.update_yaxes(
         tickmode="array",
         tickvals=list(range(len(points))),
@@ -299,7 +306,7 @@ def _print_figure(points: list[ForestPoint], *, title: str, tolerance: float, sp
         palette.base_layout(
             height=height,
             font={"family": palette.FONT_FAMILY, "size": printing.TICK_FONT_PX, "color": palette.INK},
-            margin={"l": 60, "r": 30, "t": top_px, "b": PRINT_MARGIN_BOTTOM_PX},
+            margin={"l": 60, "r": 30, "t": top_px, "b": bottom_px},
             title={
                 "text": f"<b>{plain(title)}</b>",
                 "xref": "container",
@@ -319,7 +326,7 @@ def _print_figure(points: list[ForestPoint], *, title: str, tolerance: float, sp
                 "xref": "container",
                 "x": 0,
                 "yref": "container",
-                "y": (PRINT_MARGIN_BOTTOM_PX - PRINT_LEGEND_OFFSET_PX) / height,
+                "y": (bottom_px - PRINT_LEGEND_OFFSET_PX) / height,
                 "yanchor": "top",
                 "font": {"size": printing.TICK_FONT_PX},
             },
@@ -370,9 +377,12 @@ def _add_points(
     named: bool,
     row: int | None = None,
     text_px: int = 11,
+    printed: bool = False,
 ) -> None:
     """One trace per verdict and judged-or-not (its legend entry once per figure), and the undefined
-    comparisons' words, at their rows (the points' indices) of panel ``row`` (None: a figure of one)."""
+    comparisons' words, at their rows (the points' indices) of panel ``row`` (None: a figure of one).
+    ``printed``: on paper, the verdicts' names in the ink colour and nothing faded (a light orange word,
+    or a faded one, is hard to read in print; the marks keep their colours, shapes and hollowness)."""
     where = {} if row is None else {"row": row, "col": 1}
     for verdict in VERDICT_ORDER:
         for judged in (True, False):
@@ -381,7 +391,13 @@ def _add_points(
             if chosen:
                 key = (verdict, judged)
                 trace = _points_trace(
-                    chosen, verdict, judged, legend=key not in legend_shown, named=named, text_px=text_px
+                    chosen,
+                    verdict,
+                    judged,
+                    legend=key not in legend_shown,
+                    named=named,
+                    text_px=text_px,
+                    printed=printed,
                 )
                 figure.add_trace(trace, **where)
                 legend_shown.add(key)
@@ -391,7 +407,14 @@ def _add_points(
 
 
 def _points_trace(
-    chosen: list[tuple[int, ForestPoint]], verdict: str, judged: bool, *, legend: bool, named: bool, text_px: int
+    chosen: list[tuple[int, ForestPoint]],
+    verdict: str,
+    judged: bool,
+    *,
+    legend: bool,
+    named: bool,
+    text_px: int,
+    printed: bool = False,
 ) -> go.Scatter:
     import plotly.graph_objects as go
 
@@ -418,10 +441,10 @@ def _points_trace(
         },
         text=[label] * len(points),
         textposition="top center",
-        textfont={"color": colour, "size": text_px},
+        textfont={"color": palette.INK if printed else colour, "size": text_px},
         hovertext=[point.hover for point in points],
         hoverinfo="text",
-        opacity=1.0 if judged else 0.6,
+        opacity=1.0 if judged or printed else 0.6,
         customdata=[_key(point) for point in points],
     )
 
