@@ -273,12 +273,12 @@ def context_with_figures(context: ReportContext) -> ReportContext:
         ]
         trial = value.get("trial") or {}
         pages = recall_panels(recall)
-        for number, panel in enumerate(pages, start=1):
-            plot = experiment_figures.group_recall(panel, trial_number=trial.get("number"), step=value.get("step"))
+        for number, page in enumerate(pages, start=1):
+            plot = experiment_figures.group_recall(page, trial_number=trial.get("number"), step=value.get("step"))
             part = f" ({number} of {len(pages)})" if len(pages) > 1 else ""
             planned.append(
                 (
-                    print_recall(plot, rows=sum(len(attribute.groups) for attribute in panel)),
+                    print_recall(plot, rows=sum(len(attribute.groups) for attribute in page)),
                     f"Recall per group{part}: {document.label}",
                     "Each group's recall (true positive rate: the share of its actual positives the model "
                     "found) with its interval; squares mark the reference groups. "

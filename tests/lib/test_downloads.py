@@ -36,7 +36,7 @@ def test_a_long_name_part_is_cut_without_a_trailing_hyphen() -> None:
 def test_the_header_carries_the_name_in_utf_8_and_an_ascii_fallback() -> None:
     header = content_disposition("review-request-3-modèle-信用-r1.pdf", fallback="review-request-3-modele-r1.pdf")
     assert header == (
-        "attachment; filename=\"review-request-3-modele-r1.pdf\"; "
+        'attachment; filename="review-request-3-modele-r1.pdf"; '
         "filename*=UTF-8''review-request-3-mod%C3%A8le-%E4%BF%A1%E7%94%A8-r1.pdf"
     )
     assert unquote(header.split("''", 1)[1]) == "review-request-3-modèle-信用-r1.pdf"

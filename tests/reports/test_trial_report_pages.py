@@ -204,13 +204,13 @@ def test_an_80_comparison_trial_report_prints_every_label_legibly_and_keeps_its_
     assert pdfa.problems(path.read_bytes()) == []
 
     # Downloaded under the request's name; the report page and the request page link each other.
-    member = client_for(carol)
-    download = member.get(reverse("reports:revision", args=[report.pk, 3]))
+    browser = client_for(carol)
+    download = browser.get(reverse("reports:revision", args=[report.pk, 3]))
     name = f"review-request-{request.pk}-credit-model-v5-for-pre-screening-approved-r3.pdf"
     assert download["Content-Disposition"] == f"attachment; filename=\"{name}\"; filename*=UTF-8''{name}"
-    detail = member.get(reverse("reports:detail", args=[report.pk])).content.decode()
+    detail = browser.get(reverse("reports:detail", args=[report.pk])).content.decode()
     assert f'href="{reverse("approvals:request", args=[request.pk])}"' in detail
     assert f"Review request #{request.pk}: {request.title}" in detail
-    page = member.get(reverse("approvals:request", args=[request.pk])).content.decode()
+    page = browser.get(reverse("approvals:request", args=[request.pk])).content.decode()
     assert f'href="{reverse("reports:detail", args=[report.pk])}"' in page
     assert f'href="{reverse("reports:revision", args=[report.pk, 3])}"' in page
