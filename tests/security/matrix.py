@@ -53,6 +53,8 @@ accounts:password-change           GET  -         login  200    200    200    20
 accounts:password-change           POST -         login  400    400    400    400    400    400    400    400    400
 accounts:password-set              GET  -         404    404    404    404    404    404    404    404    404    404
 accounts:password-set              POST -         404    404    404    404    404    404    404    404    404    404
+# /datasets/ sends to the datasets list, the home page.
+datasets:index                     GET  -         login  302    302    302    302    302    302    302    302    302
 # A staged upload is private to the steward who uploaded it: 404 to everyone else.
 datasets:upload                    GET  -         login  403    200    200    403    403    403    403    403    403
 datasets:upload                    POST -         login  403    200    200    403    403    403    403    403    403
