@@ -38,7 +38,24 @@ _ACCOUNT_PAGES: dict[str, tuple[str, str]] = {
     "accounts.rolegrantproposal": ("accounts:member", "user_id"),
 }
 # Shown first, in this order; the rest of the data follows by name.
-_FIRST = ("username", "role", "user", "title", "dataset", "number", "file", "from", "to", "choice", "reason")
+_FIRST = (
+    "username",
+    "role",
+    "user",
+    "title",
+    "dataset",
+    "number",
+    "file",
+    "from",
+    "to",
+    "choice",
+    "reason",
+    "ok",
+    "events",
+    "head_seq",
+    "broken_at_seq",
+    "problem",
+)
 _MAX_VALUE = 200  # characters of one value shown; the full event is in the log (and the admin)
 
 
@@ -61,10 +78,20 @@ def _row(event: Event, *, viewer: User) -> EventRow:
     return EventRow(
         event=event,
         verb=verb,
-        target=f"{selectors.target_label(event.target_type)} #{event.target_id}",
+        target=_target(event, data),
         target_url=_target_url(event, data, viewer=viewer),
         details=_details(data),
     )
+
+
+def _target(event: Event, data: dict[str, Any]) -> str:
+    if event.verb == Verb.ACTIVITY_LOG_VERIFIED:
+        # Its target is the newest event that verified (or the first that did not): named by its
+        # place in the chain, as the log shows events, not by its row id.
+        seq = data.get("broken_at_seq") or data.get("head_seq")
+        if seq is not None:
+            return f"the chain up to seq {seq}" if data.get("ok") else f"event seq {seq}"
+    return f"{selectors.target_label(event.target_type)} #{event.target_id}"
 
 
 def _target_url(event: Event, data: dict[str, Any], *, viewer: User) -> str | None:
