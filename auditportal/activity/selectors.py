@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from auditportal.activity import rules
@@ -160,7 +161,9 @@ def event_list(
         events = events.filter(actor_username__icontains=actor)
     text = text.strip()
     if text:
-        events = events.filter(_text_matches(text, viewer=viewer))
+        # The data as the database writes it out as text: JSONField's own lookups would compare with
+        # JSON (PostgreSQL's jsonb adapter quotes the pattern).
+        events = events.annotate(data_text=Cast("data", TextField())).filter(_text_matches(text, viewer=viewer))
     if since is not None:
         events = events.filter(at__gte=_day_start(since))
     if until is not None:
@@ -185,11 +188,10 @@ def _text_matches(text: str, *, viewer: User) -> Q:
             matches |= Q(target_id=str(int(match["id"])))
     elif kinds:
         matches |= Q(target_type__in=kinds)
-    # As stored: JSON text, where a quote or a non-ASCII letter is escaped (SQLite keeps \u00e9).
-    in_data = Q(data__icontains=text)
-    escaped = json.dumps(text)[1:-1]
-    if escaped != text:
-        in_data |= Q(data__icontains=escaped)
+    # As stored: JSON text, where a quote is escaped, and a non-ASCII letter too on SQLite (\u00e9).
+    in_data = Q(data_text__icontains=text)
+    for escaped in {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]} - {text}:
+        in_data |= Q(data_text__icontains=escaped)
     return matches | (in_data & ~_partly_hidden(viewer))
 
 
@@ -198,7 +200,8 @@ def _partly_hidden(viewer: User) -> Q:
     hidden = Q(pk__in=[])
     if not rules.sees_run_internals(viewer):
         for key in RUN_INTERNAL_KEYS:
-            hidden |= Q(data__has_key=key) | Q(data__changes__has_key=key)
+            # "changes" tested first: without it the inner test is NULL in SQL, and its negation too.
+            hidden |= Q(data__has_key=key) | (Q(data__has_key="changes") & Q(data__changes__has_key=key))
     if not rules.sees_account_details(viewer):
         hidden |= Q(verb__in=list(ACCOUNT_DETAIL_KEYS))
     return hidden

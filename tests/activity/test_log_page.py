@@ -93,6 +93,13 @@ def test_it_searches_by_verb_actor_target_and_details(erin: User, carol: User, d
     assert _seqs(_page(client, "?text=review+request+4242&actor=dave")) == [approved.seq]
 
 
+def test_it_finds_accented_letters_and_quotes_in_the_details(erin: User, carol: User) -> None:
+    event = _event(erin, Verb.REVIEW_COMMENT_ADDED, ReviewRequest(pk=8), reason='the "café" data set')
+    client = client_for(carol)
+    assert _seqs(_page(client, "?text=caf%C3%A9")) == [event.seq]
+    assert _seqs(_page(client, "?text=%22caf%C3%A9%22+data")) == [event.seq]
+
+
 def test_it_searches_a_range_of_days_both_included(erin: User, carol: User) -> None:
     [event] = record(erin, 1, note="today")
     today = timezone.localdate(event.at)
