@@ -221,10 +221,11 @@ def _member_act(request: HttpRequest, user_id: int, form_class: type[forms.Form]
 
 
 def _form_errors(form: forms.Form) -> str:
-    return " ".join(
-        f"{form.fields[name].label}: {' '.join(errors)}" if name in form.fields else " ".join(errors)
-        for name, errors in form.errors.items()
-    )
+    said = []
+    for name, errors in form.errors.items():
+        text = " ".join(str(error) for error in errors)
+        said.append(f"{form.fields[name].label}: {text}" if name in form.fields else text)
+    return " ".join(said)
 
 
 def _grant(viewer: User, member: User, data: dict[str, Any]) -> str:

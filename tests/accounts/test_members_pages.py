@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core import mail
-from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
 
@@ -25,10 +24,9 @@ pytestmark = pytest.mark.django_db
 NEW_PASSWORD = "a passphrase only newbie knows"
 
 
-def post(client: Client, path: str, data: dict[str, Any] | None = None) -> HttpResponse:
-    """As a browser posts a form without a file."""
-    response = client.post(path, urlencode(data or {}, doseq=True), content_type="application/x-www-form-urlencoded")
-    return response  # type: ignore[return-value]
+def post(client: Client, path: str, data: dict[str, Any] | None = None) -> Any:
+    """As a browser posts a form without a file (the test client's response, with its request)."""
+    return client.post(path, urlencode(data or {}, doseq=True), content_type="application/x-www-form-urlencoded")
 
 
 def page(client: Client, path: str) -> str:
