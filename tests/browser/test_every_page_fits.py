@@ -18,7 +18,11 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role
+from auditportal.approvals.models import ReviewRequest
+from auditportal.audits.models import PredictionAudit
+from auditportal.datasets.models import Dataset, DatasetVersion, StagedUpload
 from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.models import Experiment
 from auditportal.fairness.files.metricsfile import MetricRecord
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import make_user
@@ -57,6 +61,8 @@ REQUIRED = {
     "policies:page",
     "api-docs",
 }
+# A name with no space to break at (a file name, a dataset's name, a title pasted from elsewhere).
+LONG = "credit-applications_" + "0123456789abcdef" * 14
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 WATCH = """
@@ -68,7 +74,7 @@ document.addEventListener("securitypolicyviolation", (e) =>
 # Every figure drawn by plotly.js (an SVG) or given up on (its text says why).
 FIGURES_SETTLED = """() => [...document.querySelectorAll('.figure')].every(
   f => f.querySelector('svg.main-svg') || f.textContent.trim())"""
-# The element reaching furthest right past the window, outside any box that scrolls or clips it.
+# The element (or its text) reaching furthest right past the window, outside any box that scrolls or clips it.
 WIDEST = r"""width => {
   const clipped = e => {
     for (let a = e.parentElement; a && a !== document.documentElement; a = a.parentElement) {
@@ -76,10 +82,14 @@ WIDEST = r"""width => {
     }
     return false;
   };
-  let widest = null, right = width;
+  let widest = null, right = width + 0.5;
   for (const e of document.body.querySelectorAll('*')) {
-    const edge = e.getBoundingClientRect().right;
-    if (edge > right + 0.5 && !clipped(e)) { widest = e; right = edge; }
+    // Its box, or what spills out of it (a long word runs past a box that keeps its width).
+    const box = e.getBoundingClientRect();
+    const spill = getComputedStyle(e).overflowX === 'visible' ? box.left + e.scrollWidth : 0;
+    const edge = Math.max(box.right, spill);
+    // At an equal edge the later element wins: the descendant the spill comes from, not its ancestors.
+    if (edge >= right && !clipped(e)) { widest = e; right = edge; }
   }
   if (widest === null) return 'no single element (margins or a pseudo-element)';
   const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
@@ -106,6 +116,16 @@ def _worker_shares(world: World) -> None:
     trial_metrics_ingest(trial=world.trial, records=records)
 
 
+def _long_names(world: World) -> None:
+    """Names without a space to break at, as long as their fields allow, where pages show them."""
+    Dataset.objects.filter(pk=world.version.dataset_id).update(name=LONG[:120])
+    DatasetVersion.objects.filter(pk=world.version.pk).update(original_name=LONG + ".csv")
+    PredictionAudit.objects.filter(pk=world.audit.pk).update(original_name=LONG + ".csv")
+    Experiment.objects.filter(pk=world.experiment.pk).update(name=LONG[:128])
+    ReviewRequest.objects.filter(pk=world.request.pk).update(title=LONG[:200])
+    StagedUpload.objects.filter(pk=world.staged.pk).update(original_name=LONG + ".csv", dataset_name=LONG[:120])
+
+
 def _reader(route: Route) -> str | None:
     """The user class that asks for the page, or None when no GET of it is a page anyone gets."""
     row = matrix.expected(route.key, "GET")
@@ -129,6 +149,7 @@ def world(settings: SettingsWrapper, tmp_path: Path) -> World:
         (tmp_path / folder).mkdir()
     built = build_world(tmp_path / "runs", tmp_path / "scratch")
     _worker_shares(built)
+    _long_names(built)
     return built
 
 
