@@ -193,7 +193,8 @@ def visitor(page: Any, live_server: Any) -> Iterator[Visitor]:
 def _is_html(page: Any, url: str) -> bool:
     """Whether the URL answers a browser's GET with an HTML page (asked with the page's cookies)."""
     response = page.request.get(url, headers={"Accept": BROWSER_ACCEPT}, max_redirects=0)
-    return response.status == 200 and response.headers.get("content-type", "").startswith("text/html")
+    content_type = str(response.headers.get("content-type", ""))
+    return bool(response.status == 200) and content_type.startswith("text/html")
 
 
 def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console_error(
