@@ -12,6 +12,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/", include("auditportal.accounts.urls")),
+    path("activity/", include("auditportal.activity.urls")),
     path("datasets/", include("auditportal.datasets.urls")),
     path("experiments/", include("auditportal.experiments.urls")),
     path("audits/", include("auditportal.audits.urls")),

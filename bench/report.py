@@ -6,8 +6,9 @@ The report of an approved trial of a ``--trials``-trial experiment: the reviewed
 document (one attribute of ``--groups`` groups, judged by the fairness core under the default policy),
 the table of every trial of the experiment and their eod over ``--steps`` validations each (thinned for
 the timeline as approvals.context.experiment_trials does for a real decision), two approving votes. With
-figures, the worker draws the 4 the report carries (reports.figures.context_with_figures): the
-document's forest plot and recall per group, the experiment's EOD timeline and accuracy against eod.
+figures, the worker draws the 8 the report carries (reports.figures.context_with_figures): the
+document's forest plot (printed a panel per metric: 5) and recall per group, the experiment's EOD
+timeline and accuracy against eod.
 
 In one process, as a worker: Django set up on a migrated SQLite database in a temporary PORTAL_VAR_DIR,
 Chromium started warm (reports.figures.start_warm_export, as each worker process does), and one
@@ -15,7 +16,7 @@ untimed run of each kind first (it also makes the certificate authority, the org
 both members' certificates, which happen once in a portal's life). Then ``--runs`` pairs, alternating
 which goes first:
 
-- with figures: the SVG export of the 4 figures, render + certify (reports.services.report_generate with
+- with figures: the SVG export of the 8 figures, render + certify (reports.services.report_generate with
   ``with_figures``) + two member signatures (report_sign_member);
 - without: the same report without figures, render + certify + two signatures.
 
@@ -45,7 +46,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 5.0
-FIGURES = 4
+# The forest plot's 5 panels (one per metric: docs/reports.md, "Figures on paper"), recall per group,
+# the EOD timeline and accuracy against eod.
+FIGURES = 8
 REVIEWED = 7  # the reviewed trial's number (kept within --trials)
 # The members' password: a signature asks for it again (reports.services.report_sign_member).
 PASSWORD = "bench members sign with this"  # noqa: S105 (a throw-away database)

@@ -145,8 +145,11 @@ def test_behind_a_tls_proxy_plain_http_is_redirected_and_https_gets_hsts_and_sec
 
 
 def test_every_page_carries_the_content_security_policy(alice: User) -> None:
+    # Style attributes: only plotly.js's two fixed values, by hash (tests/lib/test_plotlycss.py).
     expected = (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+        "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-hashes' "
+        "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=' 'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='; "
+        "img-src 'self' data:; font-src 'self'; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
     for client, path in ((Client(), "/login/"), (client_for(alice), "/"), (client_for(alice), "/api/v1/datasets/")):

@@ -13,11 +13,32 @@ from auditportal.activity.commands import PortalCommand
 
 CLI_USERNAME = "portal-cli"
 
+# The demo's accounts (``manage.py seed_demo``, DEBUG only), one or more per role: two committee
+# members, so that the default quorum of two can decide. The demo dataset (``make_demo_dataset``)
+# belongs to the demo steward when that account exists.
+DEMO_USERS: tuple[tuple[str, Role], ...] = (
+    ("steward", Role.DATA_STEWARD),
+    ("engineer", Role.ML_ENGINEER),
+    ("reviewer", Role.REVIEWER),
+    ("committee", Role.ETHICS_COMMITTEE),
+    ("committee2", Role.ETHICS_COMMITTEE),
+    ("admin", Role.ADMIN),
+)
+DEMO_STEWARD = "steward"
+
 # Roles a command must never take without naming the person who holds them: what such a role does
 # (policy, roles, tokens, stewards, signing keys, accounts) must be traceable to an administrator.
 PRIVILEGED_ROLES = frozenset({Role.ADMIN})
 
-__all__ = ["CLI_USERNAME", "PRIVILEGED_ROLES", "PortalCommand", "cli_user"]
+__all__ = [
+    "CLI_USERNAME",
+    "DEMO_STEWARD",
+    "DEMO_USERS",
+    "PRIVILEGED_ROLES",
+    "PortalCommand",
+    "cli_user",
+    "demo_steward",
+]
 
 
 def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
@@ -57,3 +78,10 @@ def cli_user(username: str | None, *, role: Role, flag: str = "--user") -> User:
         if not user.has_role(role):
             role_grant(user=user, role=role, granted_by=None)
     return user
+
+
+def demo_steward() -> User | None:
+    """The demo's data steward (seed_demo's ``steward``), if that account exists, is active and still
+    holds the role: the demo dataset is registered as them, not as the system account."""
+    user = User.objects.filter(username=DEMO_STEWARD, is_active=True).first()
+    return user if user is not None and user.has_role(Role.DATA_STEWARD) else None

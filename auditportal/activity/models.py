@@ -76,6 +76,7 @@ class Verb(models.TextChoices):
     REPORT_SIGNED = "report.signed", "report signed by a member"
     REPORT_SIGN_REAUTH_FAILED = "report.reauthentication_failed", "report signature refused: wrong password"
     ACTIVITY_LOG_HEAD_EXPORTED = "activity_log.head_exported", "activity log's signed head exported"
+    ACTIVITY_LOG_VERIFIED = "activity_log.verified", "activity log's hash chain verified"
     DATABASE_APP_ROLE_GRANTED = "database.app_role_granted", "database privileges set for the application role"
 
 

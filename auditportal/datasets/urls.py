@@ -7,6 +7,7 @@ from auditportal.datasets import views
 app_name = "datasets"
 
 urlpatterns = [
+    path("", views.dataset_index, name="index"),
     path("new/", views.dataset_upload, name="upload"),
     path("new/<uuid:staged_id>/", views.dataset_declare, name="declare"),
     path("new/<uuid:staged_id>/status/", views.dataset_staged_status, name="staged-status"),

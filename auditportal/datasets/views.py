@@ -37,6 +37,13 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+@login_required
+@require_GET
+def dataset_index(request: HttpRequest) -> HttpResponse:
+    """/datasets/, the folder every dataset page sits in: the datasets list is the home page."""
+    return redirect("home")
+
+
 @accepts_uploads(rules.can_register, who="a data steward")
 @login_required
 @require_http_methods(["GET", "POST"])

@@ -11,10 +11,22 @@ template to the installed package; after upgrading plotly, write the file again 
 names):
 
     .venv/bin/python -m auditportal.lib.plotlycss > static/vendor/plotly/plotly.css
+
+plotly.js also sets two style attributes that no stylesheet can stand in for, both fixed strings: an
+empty one on a colour bar's fills, and an image-rendering declaration on a heatmap's image (drawn one
+pixel per cell and stretched: without it the browser blurs the cells into each other). The policy
+allows exactly these two values by their hashes (``style-src-attr 'unsafe-hashes'``, settings/
+security.py; the heatmap's rule is also in static/css/portal.css, for browsers without 'unsafe-hashes').
+tests/lib/test_plotlycss.py holds the hashes to the installed plotly.js; print them with
+
+    .venv/bin/python -m auditportal.lib.plotlycss --style-attribute-hashes
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -28,6 +40,10 @@ _BUNDLED_STYLE = re.compile(
     r'if\(!document\.getElementById\("(?P<id>[0-9a-f]{64})"\)\)\{var (?P<var>\w+)=document\.createElement\("style"\);'
     r'(?P=var)\.id="(?P=id)",(?P=var)\.textContent='
 )
+# The image-rendering declarations plotly.js tries, in its build (src/constants/pixelated_image.js).
+_PIXELATED = re.compile(r'\.CSS_DECLARATIONS=(?P<list>\[(?:\["[^"]*","[^"]*"\],?)+\])')
+# A colour bar's fills: plotly.js empties their style attribute before colouring them.
+_EMPTY_STYLE = 'attr("style","")'
 
 
 class PlotlyCssNotFound(ValueError):
@@ -110,6 +126,23 @@ def plotly_css(javascript: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def style_attributes(javascript: str) -> list[str]:
+    """The fixed style attribute values plotly.js sets: the colour bar's empty one, and the heatmap's
+    image-rendering declarations joined as plotly.js joins them (its ``STYLE``)."""
+    found = _PIXELATED.search(javascript)
+    if found is None:
+        raise PlotlyCssNotFound("plotly.js's image-rendering declarations were not found in this build")
+    if _EMPTY_STYLE not in javascript:
+        raise PlotlyCssNotFound("plotly.js's colour bar no longer empties a style attribute in this build")
+    declarations = json.loads(found["list"])
+    return ["", "".join(f"{name}: {value}; " for name, value in declarations)]
+
+
+def csp_hash(text: str) -> str:
+    """A Content-Security-Policy hash source for ``text`` ('sha256-...')."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
 def installed_plotly_js() -> str:
     located = package_file("plotly", "package_data/plotly.min.js")
     if located is None:
@@ -118,4 +151,7 @@ def installed_plotly_js() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(plotly_css(installed_plotly_js()))
+    if sys.argv[1:] == ["--style-attribute-hashes"]:
+        sys.stdout.write("".join(csp_hash(value) + "\n" for value in style_attributes(installed_plotly_js())))
+    else:
+        sys.stdout.write(plotly_css(installed_plotly_js()))

@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ from typing import Any, TypeVar
 from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.documents.report_context import ExperimentTrials, Figure, ReportContext
 from auditportal.fairness.figures import experiment as experiment_figures
-from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.audit import forest_plot
+from auditportal.fairness.figures import palette, printing
+from auditportal.fairness.figures.audit import forest_plot_panels
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,24 @@ logger = logging.getLogger(__name__)
 # font under its own name for Chromium, which measures the text while laying the figure out.
 FONT_FAMILY = '"Report Sans", "DejaVu Sans", sans-serif'
 WIDTH = 720
+# On paper (docs/reports.md, "Figures on paper"): a figure is printed WIDTH pixels wide across the
+# page's text width, A4's 210 mm less the two 16 mm margins of static/css/report-pdf.css, so a pixel
+# is 0.247 mm. A row of a long figure (fairness/figures/printing.ROW_PX) is then at least MIN_ROW_MM
+# high and no text (printing.MIN_FONT_PX, which every figure's fonts are raised to) under MIN_FONT_PT;
+# no figure is taller than MAX_HEIGHT_MM, so one fits a page (257 mm of text height) with its caption.
+# tests/reports/test_print_figures.py checks these in the figures and in the rendered PDF.
+PRINT_WIDTH_MM = 178.0
+MM_PER_PX = PRINT_WIDTH_MM / WIDTH
+PT_PER_MM = 72 / 25.4
+MIN_ROW_MM = 7.0
+MIN_FONT_PT = 8.0
+MAX_HEIGHT_MM = 225.0
+TICK_LABEL_STANDOFF_PX = 6
+# The recall figure on paper: its title above the plot, its x axis and its legend (an entry per
+# attribute, two lines at most) below.
+RECALL_MARGIN_TOP_PX = 44
+RECALL_LEGEND_OFFSET_PX = 56
+RECALL_MARGIN_BOTTOM_PX = 116
 # Seconds one figure may take in Chromium (kaleido's own default).
 TIMEOUT = 90
 # The lines of the trials not under review on the report's EOD timeline.
@@ -46,6 +65,16 @@ CONTENT_SECURITY_POLICY = (
 DEAD_PROXY = "http://127.0.0.1:9"
 
 T = TypeVar("T")
+
+
+def px_to_mm(px: float) -> float:
+    """A length in a figure's pixels as printed in the report, in millimetres."""
+    return px * MM_PER_PX
+
+
+def px_to_pt(px: float) -> float:
+    """A figure's font size in pixels as printed in the report, in points."""
+    return px * MM_PER_PX * PT_PER_MM
 
 
 def kaleido_options() -> dict[str, Any]:
@@ -175,7 +204,8 @@ def stop_warm_export() -> None:
 
 
 def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
-    """Each of ``drawings`` as SVG text, in the report's font, in order; the figures are not changed.
+    """Each of ``drawings`` as SVG text, in the report's font with no text under
+    ``printing.MIN_FONT_PX``, in order; the figures are not changed.
 
     With the warm Chromium, all of them in one go; without, kaleido's cold export (a browser per figure).
     """
@@ -183,8 +213,13 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
     for drawing in drawings:
         # The figure's dict (a copy), straight to kaleido: plotly's to_image would deep-copy the figure
         # object and validate it again, a tenth of a second per figure.
-        spec = drawing.figure.to_dict()
-        layout = spec.setdefault("layout", {})
+        spec = printing.raise_fonts(drawing.figure.to_dict())
+        layout = spec["layout"]
+        for name, axis in list(layout.items()):
+            if re.fullmatch(r"yaxis\d*", name) and isinstance(axis, dict):
+                # The y tick labels a little apart from the axis: the lowest one and the first x tick
+                # label would otherwise touch in the plot's corner.
+                axis.setdefault("ticklabelstandoff", TICK_LABEL_STANDOFF_PX)
         layout["font"] = {**layout.get("font", {}), "family": FONT_FAMILY}
         layout.update(width=drawing.width, height=drawing.height)
         specs.append(spec)
@@ -220,28 +255,31 @@ def context_with_figures(context: ReportContext) -> ReportContext:
     for document in context.documents:
         value = document.document
         attributes = document_attributes(value)
-        plot = forest_plot(attributes, tolerance=tolerance)
-        if plot is not None:
+        # Paginated for paper: one metric per panel, at most printing.ROWS_PER_PANEL comparisons each,
+        # every panel at its full height.
+        for panel in forest_plot_panels(attributes, tolerance=tolerance):
             planned.append(
                 (
-                    Drawing(plot, height=_height(plot, low=360, high=900)),
-                    f"Forest plot: {document.label}",
-                    "Each comparison's difference from the reference group with its familywise interval, one "
-                    f"panel per metric; the shaded band is the policy's tolerance (±{tolerance:g}). "
-                    f"Document SHA-256 {document.sha256}.",
+                    Drawing(panel.figure, height=int(panel.figure.layout.height)),
+                    f"Forest plot, {panel.title}: {document.label}",
+                    f"Against the reference: {'; '.join(panel.references)}. Each comparison's difference from "
+                    "the reference group with its familywise interval; the shaded band is the policy's "
+                    f"tolerance (±{tolerance:g}). Document SHA-256 {document.sha256}.",
                 )
             )
         recall = [
             experiment_figures.attribute_recall(name, section, section.get("verdict"))
             for name, section in attributes.items()
         ]
-        if any(attribute.groups for attribute in recall):
-            trial = value.get("trial") or {}
-            plot = experiment_figures.group_recall(recall, trial_number=trial.get("number"), step=value.get("step"))
+        trial = value.get("trial") or {}
+        pages = recall_panels(recall)
+        for number, page in enumerate(pages, start=1):
+            plot = experiment_figures.group_recall(page, trial_number=trial.get("number"), step=value.get("step"))
+            part = f" ({number} of {len(pages)})" if len(pages) > 1 else ""
             planned.append(
                 (
-                    Drawing(plot, height=_height(plot, low=300, high=900)),
-                    f"Recall per group: {document.label}",
+                    print_recall(plot, rows=sum(len(attribute.groups) for attribute in page)),
+                    f"Recall per group{part}: {document.label}",
                     "Each group's recall (true positive rate: the share of its actual positives the model "
                     "found) with its interval; squares mark the reference groups. "
                     f"Document SHA-256 {document.sha256}.",
@@ -254,6 +292,42 @@ def context_with_figures(context: ReportContext) -> ReportContext:
         Figure(title=title, svg=svg, caption=caption) for (_, title, caption), svg in zip(planned, svgs, strict=True)
     ]
     return dataclasses.replace(context, figures=(*context.figures, *added))
+
+
+def recall_panels(
+    recall: Sequence[experiment_figures.AttributeRecall], *, max_rows: int = printing.ROWS_PER_PANEL
+) -> list[list[experiment_figures.AttributeRecall]]:
+    """The attributes of a recall figure cut into panels of at most ``max_rows`` groups (and
+    ``printing.ATTRIBUTES_PER_PANEL`` attributes), an attribute's groups kept together where they fit."""
+    rows = [(index, group) for index, attribute in enumerate(recall) for group in attribute.groups]
+    result = []
+    for chunk in printing.panels(rows, block=lambda row: row[0], max_rows=max_rows):
+        attributes: dict[int, list[experiment_figures.GroupRecall]] = {}
+        for index, group in chunk:
+            attributes.setdefault(index, []).append(group)
+        result.append([dataclasses.replace(recall[index], groups=groups) for index, groups in attributes.items()])
+    return result
+
+
+def print_recall(plot: Any, *, rows: int) -> Drawing:
+    """The recall figure of ``rows`` groups laid out for paper: each group's row printing.ROW_PX high,
+    the legend below the x axis (not above the plot, beside the title), margins that do not move."""
+    plot_px = rows * printing.ROW_PX
+    height = RECALL_MARGIN_TOP_PX + plot_px + RECALL_MARGIN_BOTTOM_PX
+    plot.update_layout(
+        margin={"t": RECALL_MARGIN_TOP_PX, "b": RECALL_MARGIN_BOTTOM_PX},
+        title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 10}},
+        legend={
+            "orientation": "h",
+            "xref": "container",
+            "x": 0,
+            "yref": "container",
+            "y": (RECALL_MARGIN_BOTTOM_PX - RECALL_LEGEND_OFFSET_PX) / height,
+            "yanchor": "top",
+        },
+    )
+    plot.update_xaxes(automargin=False)
+    return Drawing(plot, height=height)
 
 
 def _experiment_drawings(trials: ExperimentTrials) -> list[tuple[Drawing, str, str]]:

@@ -1,13 +1,32 @@
 """A verification result as the API returns it (JSON) and as the command prints it (lines); the verify
-page renders the JSON. One wording for all three."""
+page renders the JSON. One wording for all three. And the name a report's PDF downloads under."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+from auditportal.lib.downloads import name_part
+from auditportal.reports.models import Report
 from auditportal.reports.selectors import ReportVerification
 from auditportal.reports.verification import SignatureCheck
+
+
+def revision_file_names(report: Report, number: int) -> tuple[str, str]:
+    """The download name of ``report``'s revision ``number``, and its ASCII fallback (``lib.downloads``):
+    ``review-request-12-credit-model-v5-approved-r2.pdf`` from the request's number, the report's title
+    (the request's), the decision and the revision; ``report-7-r1.pdf`` for a report without a request.
+    The title part is left out when nothing of it is fit for a file name."""
+
+    def name(ascii_only: bool) -> str:
+        if report.review_request_id is None:
+            parts = [f"report-{report.pk}"]
+        else:
+            parts = [f"review-request-{report.review_request_id}", name_part(report.title, ascii_only=ascii_only)]
+            parts.append(report.request_outcome)
+        return "-".join(part for part in parts if part) + f"-r{number}.pdf"
+
+    return name(ascii_only=False), name(ascii_only=True)
 
 
 def verification_json(result: ReportVerification, *, file_name: str) -> dict[str, Any]:

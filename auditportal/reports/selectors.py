@@ -34,7 +34,7 @@ def review_request_reports(*, request: ReviewRequest) -> QuerySet[Report]:
 
 def report_get(*, user: User, report_id: int) -> Report:
     try:
-        return report_list(user=user).get(pk=report_id)
+        return report_list(user=user).select_related("review_request").get(pk=report_id)
     except Report.DoesNotExist:
         raise Http404("No such report.") from None
 

@@ -11,12 +11,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from auditportal.accounts.permissions import request_user
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
+from auditportal.lib.downloads import content_disposition
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
 from auditportal.reports.models import Report
-from auditportal.reports.presentation import verification_json
+from auditportal.reports.presentation import revision_file_names, verification_json
 from auditportal.reports.throttling import verify_wait
 
 
@@ -59,12 +60,9 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
 def report_revision_download(request: HttpRequest, report_id: int, number: int) -> FileResponse:
     revision = selectors.report_revision_get(user=request_user(request), report_id=report_id, number=number)
     data = services.report_file(revision=revision)
-    response = FileResponse(
-        iter([data]),
-        content_type="application/pdf",
-        as_attachment=True,
-        filename=f"report-{report_id}-revision-{number}.pdf",
-    )
+    response = FileResponse(iter([data]), content_type="application/pdf")
+    name, fallback = revision_file_names(revision.report, revision.number)
+    response["Content-Disposition"] = content_disposition(name, fallback=fallback)
     response["X-Content-SHA256"] = revision.sha256
     return response
 

@@ -51,11 +51,19 @@ PASSWORD_LINK_HOURS = env_int("PASSWORD_LINK_HOURS", 24, minimum=1)
 PASSWORD_RESET_TIMEOUT = PASSWORD_LINK_HOURS * 3600
 
 # Content-Security-Policy (lib/middleware.ContentSecurityPolicyMiddleware): scripts and styles from
-# the portal's own static files only, no inline script, style attribute or <style> element.
+# the portal's own static files only, no inline script or <style> element, and no style attribute but
+# the two fixed values plotly.js sets (a colour bar's empty one, a heatmap's image-rendering), allowed
+# by hash: 'unsafe-hashes' lets a hash match an attribute, so no other attribute value is allowed
+# (lib/plotlycss.py; tests/lib/test_plotlycss.py holds them to the installed plotly.js).
+PLOTLY_STYLE_ATTRIBUTE_HASHES = (
+    "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",
+    "'sha256-AR/cKIZjWPcPmBUPDA6oti9XBiTbJvz0Cro2J1VzzS8='",
+)
 CONTENT_SECURITY_POLICY: dict[str, tuple[str, ...]] = {
     "default-src": ("'self'",),
     "script-src": ("'self'",),
     "style-src": ("'self'",),
+    "style-src-attr": ("'unsafe-hashes'", *PLOTLY_STYLE_ATTRIBUTE_HASHES),
     "img-src": ("'self'", "data:"),
     "font-src": ("'self'",),
     "connect-src": ("'self'",),

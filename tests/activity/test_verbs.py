@@ -16,6 +16,7 @@ from django.db import connection
 
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, RoleGrantProposal, User
+from auditportal.activity import services as activity_services
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
@@ -431,6 +432,12 @@ def _head_exported(request: pytest.FixtureRequest) -> Callable[[], object]:
     return lambda: report_heads.head_export_record(actor=erin, path=path, content=content)
 
 
+def _log_verified(request: pytest.FixtureRequest) -> Callable[[], object]:
+    dave = _user(request, "dave")
+    account_services.role_grant(user=_user(request, "oscar"), role=Role.REVIEWER, granted_by=_user(request, "erin"))
+    return lambda: activity_services.chain_verification_run(by=dave)
+
+
 def _app_role_granted(request: pytest.FixtureRequest) -> Callable[[], object]:
     if connection.vendor != "postgresql":
         pytest.skip("database roles are PostgreSQL's (tests/activity/test_db_roles.py)")
@@ -564,6 +571,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.REPORT_SIGNED: _report_signed,
     Verb.REPORT_SIGN_REAUTH_FAILED: _report_sign_refused,
     Verb.ACTIVITY_LOG_HEAD_EXPORTED: _head_exported,
+    Verb.ACTIVITY_LOG_VERIFIED: _log_verified,
     Verb.DATABASE_APP_ROLE_GRANTED: _app_role_granted,
 }
 

@@ -74,7 +74,7 @@ def test_another_alpha_gives_wider_intervals_and_says_so() -> None:
     assert rates["x"][0] - rates["error_x"]["arrayminus"][0] == pytest.approx(low, abs=1e-12)
     assert rates["x"][0] + rates["error_x"]["array"][0] == pytest.approx(high, abs=1e-12)
     assert rates["error_x"]["array"][0] > _figure()["data"][1]["error_x"]["array"][0]
-    assert any("Wilson 99% interval" in annotation["text"] for annotation in wide["layout"]["annotations"])
+    assert any(annotation["text"] == "Positive rate (99%)" for annotation in wide["layout"]["annotations"])
 
 
 def test_the_groups_share_one_axis_labelled_in_order_with_names_written_out() -> None:
@@ -86,7 +86,9 @@ def test_the_groups_share_one_axis_labelled_in_order_with_names_written_out() ->
 def test_the_overall_rate_is_a_dotted_line_on_the_rates_panel() -> None:
     (line,) = _figure()["layout"]["shapes"]
     assert (line["xref"], line["x0"], line["x1"], line["line"]["dash"]) == ("x2", 0.49, 0.49, "dot")
+    assert _figure()["layout"]["xaxis2"]["title"]["text"] == "dotted: all rows, 0.490"
     assert "shapes" not in _figure(overall_rate=None)["layout"]
+    assert "title" not in _figure(overall_rate=None)["layout"]["xaxis2"]
 
 
 def test_intersection_groups_are_labelled_by_their_values() -> None:

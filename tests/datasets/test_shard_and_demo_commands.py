@@ -7,8 +7,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
+from pytest_django.fixtures import Settings as SettingsWrapper
 
+from auditportal.accounts.cli import CLI_USERNAME
+from auditportal.accounts.models import Role, User
+from auditportal.activity.models import Event, Verb
 from auditportal.datasets.models import DatasetVersion
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +90,31 @@ def test_shard_dataset_refuses_to_overwrite_without_the_flag(dataset_storage: Pa
 def test_shard_dataset_names_an_unknown_version(db: None) -> None:
     with pytest.raises(CommandError, match="dataset version 404 does not exist"):
         _call("shard_dataset", "404", "--parts", "2")
+
+
+def test_make_demo_dataset_belongs_to_the_demo_steward_when_seed_demo_made_one(
+    dataset_storage: Path, settings: SettingsWrapper
+) -> None:
+    settings.DEBUG = True
+    call_command("seed_demo", stdout=StringIO())
+    version_id = _call("make_demo_dataset", "--rows", "500")[-1]
+    version = DatasetVersion.objects.get(pk=version_id)
+    steward = User.objects.get(username="steward")
+    assert version.created_by == steward
+    assert version.dataset.steward_names() == ["steward"]
+    registered = Event.objects.get(verb=Verb.DATASET_VERSION_REGISTERED)
+    assert registered.actor == steward
+    assert not User.objects.filter(username=CLI_USERNAME).exists()
+
+
+def test_make_demo_dataset_falls_back_to_the_system_account_without_a_demo_steward(dataset_storage: Path) -> None:
+    make_user("steward", [Role.REVIEWER])  # a person named so, who is no data steward
+    version = DatasetVersion.objects.get(pk=_call("make_demo_dataset", "--rows", "500")[-1])
+    assert version.created_by.username == CLI_USERNAME
+
+
+def test_make_demo_dataset_acts_as_the_named_user_over_the_demo_steward(dataset_storage: Path) -> None:
+    make_user("steward", [Role.DATA_STEWARD])
+    make_user("alice", [Role.DATA_STEWARD])
+    version = DatasetVersion.objects.get(pk=_call("make_demo_dataset", "--rows", "500", "--user", "alice")[-1])
+    assert version.created_by.username == "alice"

@@ -169,6 +169,10 @@ def test_the_forest_plot_shows_attribute_and_group_names_as_text() -> None:
     document = {"tolerance": 0.05, "policy": {"tolerance": 0.05}, "attributes": {ENTITY: _audit_section()}}
     assert_names_are_text(audit.audit_forest_plot(document))
     assert_names_are_text(audit.verdict_document_forest_plot(document))
+    panels = audit.forest_plot_panels({ENTITY: _audit_section()}, tolerance=0.05)
+    assert panels
+    for panel in panels:  # on paper: each panel names every group
+        assert_names_are_text(panel.figure)
 
 
 @dataclass(frozen=True)

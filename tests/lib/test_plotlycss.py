@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditportal.lib.plotlycss import bundled_style, installed_plotly_js, plotly_css, plotly_rules
+from django.conf import settings
+
+from auditportal.lib.plotlycss import (
+    bundled_style,
+    csp_hash,
+    installed_plotly_js,
+    plotly_css,
+    plotly_rules,
+    style_attributes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 STYLESHEET = ROOT / "static" / "vendor" / "plotly" / "plotly.css"
@@ -46,3 +55,20 @@ def test_the_rules_are_read_with_plotly_js_placeholders_replaced_last_added_firs
         "/* The map library plotly.js bundles (maplibre). */",
         ".m{n:o}",
     ]
+
+
+def test_the_policy_allows_exactly_the_style_attributes_the_installed_plotly_js_sets() -> None:
+    values = style_attributes(installed_plotly_js())
+    assert values[0] == ""
+    assert values[1].startswith("image-rendering: optimizeSpeed; ")
+    assert values[1].endswith("image-rendering: pixelated; ")
+    assert settings.CONTENT_SECURITY_POLICY["style-src-attr"] == ("'unsafe-hashes'", *map(csp_hash, values)), (
+        "plotly changed its style attributes: put the hashes of "
+        "`.venv/bin/python -m auditportal.lib.plotlycss --style-attribute-hashes` in settings/security.py"
+    )
+
+
+def test_a_hash_source_is_the_base64_sha256_of_the_text() -> None:
+    assert csp_hash("") == "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+    javascript = 'X.CSS_DECLARATIONS=[["a","b"],["a","c"]];' + 'e.attr("style","")'
+    assert style_attributes(javascript) == ["", "a: b; a: c; "]

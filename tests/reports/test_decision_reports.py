@@ -21,7 +21,9 @@ from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice
 from auditportal.celery import app
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
+from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.documents.report_context import ReportContext
+from auditportal.fairness.figures.audit import forest_plot_panels
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox.models import OutboxMessage
 from auditportal.reports import figures, services
@@ -69,6 +71,13 @@ def _decided(capture: Callable[..., Any], action: Callable[[], object]) -> None:
     # The report is queued by the deciding transaction's on-commit callbacks.
     with capture(execute=True):
         action()
+
+
+def _forest_titles(context: ReportContext) -> list[str]:
+    """The titles of the forest plot's printed panels of the context's one document."""
+    [document] = context.documents
+    panels = forest_plot_panels(document_attributes(document.document), tolerance=context.policy.tolerance)
+    return [f"Forest plot, {panel.title}: {document.label}" for panel in panels]
 
 
 def _decision_event(request: ReviewRequest, verb: Verb) -> Event:
@@ -148,7 +157,10 @@ def test_an_approved_request_gets_a_report_that_two_members_sign_and_a_revocatio
     # The dashboard's figures of the document, drawn in the worker as SVG; a prediction audit has no
     # experiment, so no timeline.
     label = context.documents[0].label
-    assert [figure.title for figure in context.figures] == [f"Forest plot: {label}", f"Recall per group: {label}"]
+    assert [figure.title for figure in context.figures] == [
+        *_forest_titles(context),
+        f"Recall per group: {label}",
+    ]
     assert all(figure.svg.startswith("<svg") for figure in context.figures)
     assert context.trials is None
 
@@ -306,17 +318,22 @@ def test_a_trial_decision_reports_the_experiment_dataset_waivers_and_the_other_t
     # The whole context survives the task's JSON.
     assert ReportContext.from_json(json.loads(json.dumps(context.as_json()))) == context
 
-    # The worker draws the four figures and renders the table of trials.
+    # The worker draws the figures (the forest plot a panel per metric) and renders the table of trials.
     report = Report.objects.get(pk=report_generate_task.apply(args=[context.as_json(), None, request.pk, True]).get())
     drawn = ReportContext.from_json(report.context)
     label = context.documents[0].label
+    forest = _forest_titles(context)
+    assert len(forest) == 5  # one comparison (female against male) of each metric
     assert [figure.title for figure in drawn.figures] == [
-        f"Forest plot: {label}",
+        *forest,
         f"Recall per group: {label}",
         f"EOD per validation step, every trial of {context.trials.label}",
         f"Accuracy against eod, every trial of {context.trials.label}",
     ]
-    timeline = drawn.figures[2].svg
+    # Titled by the review request, not the model identifier; the checkpoint by its folder's name.
+    assert (drawn.title, report.title) == (request.title, request.title)
+    assert ("Checkpoint", f"local checkpoint ckpt-{reviewed.pk}") in drawn.subject.details
+    timeline = drawn.figures[len(forest) + 1].svg
     assert f">trial {reviewed.number}<" in timeline  # its own legend entry
     assert "other trials" in timeline
     path = tmp_path / "report.pdf"

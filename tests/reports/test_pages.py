@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from urllib.parse import unquote
 
 import pytest
 from cryptography import x509
@@ -8,11 +10,15 @@ from django.test import Client
 from django.urls import reverse
 
 from auditportal.accounts.models import User
+from auditportal.approvals.models import ReviewRequest
 from auditportal.audits.models import PredictionAudit
 from auditportal.reports import services
-from auditportal.reports.models import CertificateAuthority
+from auditportal.reports.models import CertificateAuthority, Report
+from tests.approvals.conftest import audit_request
 from tests.factories import PASSWORD, client_for
 from tests.reports.helpers import SignedReport, decided_context
+
+__all__ = ["audit_request"]
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +61,42 @@ def test_a_revision_downloads_as_stored(signed_report: SignedReport, carol: User
     data = b"".join(response.streaming_content)  # type: ignore[attr-defined]
     assert hashlib.sha256(data).hexdigest() == newest.sha256 == response["X-Content-SHA256"]
     assert response["Content-Type"] == "application/pdf"
+
+
+def _file_names(response: object) -> tuple[str, str]:
+    """The ASCII fallback and the UTF-8 name of a download's Content-Disposition."""
+    header = response["Content-Disposition"]  # type: ignore[index]
+    match = re.fullmatch(r"attachment; filename=\"([A-Za-z0-9._-]+)\"; filename\*=UTF-8''([A-Za-z0-9._~%-]+)", header)
+    assert match is not None, header
+    return match.group(1), unquote(match.group(2), errors="strict")
+
+
+def test_a_report_without_a_request_downloads_under_its_number(signed_report: SignedReport, carol: User) -> None:
+    report = signed_report.report
+    response = client_for(carol).get(reverse("reports:revision", args=[report.pk, 2]))
+    assert _file_names(response) == (f"report-{report.pk}-r2.pdf", f"report-{report.pk}-r2.pdf")
+
+
+@pytest.mark.parametrize(
+    ("title", "unicode", "ascii"),
+    [
+        ("Credit model v5", "credit-model-v5-", "credit-model-v5-"),
+        ('Say "hi"\r\nContent-Type: text/html', "say-hi-content-type-texthtml-", "say-hi-content-type-texthtml-"),
+        ("../../etc/passwd", "etcpasswd-", "etcpasswd-"),
+        ("Modèle de crédit — 信用模型", "modèle-de-crédit-信用模型-", "modele-de-credit-"),
+        ("!!! ???", "", ""),
+        ("A" * 290, "a" * 60 + "-", "a" * 60 + "-"),
+    ],
+)
+def test_a_revision_downloads_under_a_name_made_from_its_review_request(
+    signed_report: SignedReport, audit_request: ReviewRequest, carol: User, title: str, unicode: str, ascii: str
+) -> None:
+    report = signed_report.report
+    Report.objects.filter(pk=report.pk).update(review_request=audit_request, request_outcome="approved", title=title)
+    response = client_for(carol).get(reverse("reports:revision", args=[report.pk, 3]))
+    assert response.status_code == 200
+    prefix = f"review-request-{audit_request.pk}-"
+    assert _file_names(response) == (f"{prefix}{ascii}approved-r3.pdf", f"{prefix}{unicode}approved-r3.pdf")
 
 
 def test_a_signatory_signs_on_the_page_with_their_password(

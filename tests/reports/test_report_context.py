@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import json
 
@@ -24,7 +26,9 @@ from auditportal.fairness.documents.report_context import (
     TrialOverview,
     Vote,
     Waiver,
+    checkpoint_label,
     display_time,
+    for_review_request,
     group_table_csv,
 )
 from tests.reports.helpers import decided_context
@@ -180,3 +184,43 @@ def test_times_print_in_utc() -> None:
     assert display_time("2026-11-30T15:05:00+01:00") == "2026-11-30 14:05 UTC"
     assert display_time("2026-11-30T14:05:00Z") == "2026-11-30 14:05 UTC"
     assert display_time("yesterday") == "yesterday"
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "printed"),
+    [
+        ("5b0c7a3e-1f2d-4c6b-9a8e-0d1c2b3a4f5e", "5b0c7a3e-1f2d-4c6b-9a8e-0d1c2b3a4f5e"),  # Determined: its UUID
+        (
+            "/work/main/var/runs/exp-3/trial-1/xdg/determined/5b0c7a3e-1f2d-4c6b-9a8e-0d1c2b3a4f5e/",
+            "local checkpoint 5b0c7a3e-1f2d-4c6b-9a8e-0d1c2b3a4f5e",
+        ),
+        ("var/runs/exp-3/ckpt-12", "local checkpoint ckpt-12"),
+        ("C:\\runs\\ckpt-12", "local checkpoint ckpt-12"),
+        (
+            "/srv/runs/exp 3/my checkpoint!",
+            "local checkpoint " + hashlib.sha256(b"/srv/runs/exp 3/my checkpoint!").hexdigest()[:12],
+        ),
+        ("/", "local checkpoint " + hashlib.sha256(b"/").hexdigest()[:12]),
+    ],
+)
+def test_a_checkpoint_prints_without_the_servers_folders(checkpoint: str, printed: str) -> None:
+    assert checkpoint_label(checkpoint) == printed
+
+
+def test_a_review_requests_report_is_titled_by_the_request_and_prints_its_checkpoints_name(
+    audit: PredictionAudit, member_dave: object
+) -> None:
+    folder = "/work/main/var/runs/exp-3/trial-1/xdg/determined/ckpt-12"
+    context = decided_context(audit, None, [member_dave])  # type: ignore[list-item]
+    context = dataclasses.replace(
+        context, subject=dataclasses.replace(context.subject, details=(("Checkpoint", folder), ("Intended use", "x")))
+    )
+    titled = for_review_request(context, title="Credit model v5", checkpoint=folder)
+    assert titled.title == "Credit model v5"
+    assert titled.subject.details == (("Checkpoint", "local checkpoint ckpt-12"), ("Intended use", "x"))
+    assert (titled.documents, titled.decision, titled.subject.label) == (
+        context.documents,
+        context.decision,
+        context.subject.label,
+    )
+    assert for_review_request(context, title="T", checkpoint="").subject.details == context.subject.details

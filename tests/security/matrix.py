@@ -53,6 +53,35 @@ accounts:password-change           GET  -         login  200    200    200    20
 accounts:password-change           POST -         login  400    400    400    400    400    400    400    400    400
 accounts:password-set              GET  -         404    404    404    404    404    404    404    404    404    404
 accounts:password-set              POST -         404    404    404    404    404    404    404    404    404    404
+# The members pages are the administrators' (everyone else 403). An action answers 303 back to the
+# member's page, done or refused with the reason: the world's member is eng2 (holds no reviewer role
+# to revoke, has used the account so its address is theirs to change). The world's role proposal is
+# the admin's own, which a different administrator confirms (403), and any administrator withdraws.
+accounts:members                   GET  -         login  403    403    403    403    403    403    403    200    403
+accounts:member-new                GET  -         login  403    403    403    403    403    403    403    200    403
+accounts:member-new                POST -         login  403    403    403    403    403    403    403    400    403
+accounts:member                    GET  -         login  403    403    403    403    403    403    403    200    403
+accounts:member-role-grant         GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:member-role-grant         POST role      login  403    403    403    403    403    403    403    303    403
+accounts:member-role-revoke        GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:member-role-revoke        POST role      login  403    403    403    403    403    403    403    303    403
+accounts:member-active             GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:member-active             POST active    login  403    403    403    403    403    403    403    303    403
+accounts:member-password-reset     GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:member-password-reset     POST -         login  403    403    403    403    403    403    403    303    403
+accounts:member-email              GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:member-email              POST email     login  403    403    403    403    403    403    403    303    403
+accounts:role-proposal-confirm     GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:role-proposal-confirm     POST -         login  403    403    403    403    403    403    403    403    403
+accounts:role-proposal-withdraw    GET  -         login  405    405    405    405    405    405    405    405    405
+accounts:role-proposal-withdraw    POST -         login  403    403    403    403    403    403    403    303    403
+# The activity log: every member reads it and asks for the chain's verification (303 back to the log,
+# done or refused as too soon); each 200 is also read for a checkpoint's path (the leak check above).
+activity:log                       GET  -         login  403    200    200    200    200    200    200    200    403
+activity:verify                    GET  -         login  405    405    405    405    405    405    405    405    405
+activity:verify                    POST -         login  403    303    303    303    303    303    303    303    403
+# /datasets/ sends to the datasets list, the home page.
+datasets:index                     GET  -         login  302    302    302    302    302    302    302    302    302
 # A staged upload is private to the steward who uploaded it: 404 to everyone else.
 datasets:upload                    GET  -         login  403    200    200    403    403    403    403    403    403
 datasets:upload                    POST -         login  403    200    200    403    403    403    403    403    403

@@ -131,7 +131,9 @@ def build_world(runs: Path, scratch: Path) -> World:
     root.save(update_fields=["is_staff", "is_superuser"])
     frank = make_user("frank", [Role.ETHICS_COMMITTEE])  # a second committee member, for the report
     # A grant of a deciding role waiting for a second administrator (the admin's proposal pages).
-    account_services.role_grant_propose(user=users["norole"], role=Role.ETHICS_COMMITTEE, by=users["admin"])
+    role_proposal = account_services.role_grant_propose(
+        user=users["norole"], role=Role.ETHICS_COMMITTEE, by=users["admin"]
+    )
 
     Group.objects.create(name="matrix-group")  # so that the admin's group pages show a row
     version = DatasetVersionFactory.create(created_by=users["steward"], name=NAMES["dataset"])
@@ -241,5 +243,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         "authority_id": CertificateAuthority.objects.get().pk,
         "proposal_id": proposal.pk,
         "queued_id": queued.pk,
+        "user_id": users["eng2"].pk,  # the members pages' member
+        "role_proposal_id": role_proposal.pk,
     }
     return world

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -36,6 +38,9 @@ READABLE_SCHEMA_VERSIONS = (1, 2)
 # Above this many attribute tables (all documents together) the report opens with a table of contents.
 # Figures do not count: a few pages of them need none, and every PDF viewer lists the headings too.
 LONG_REPORT_TABLES = 3
+
+# A local checkpoint's folder name printed as it is (a UUID, "ckpt-12"): letters, digits, . _ -.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 OUTCOMES = ("approved", "rejected", "revoked", "pending")
 VOTES = ("approve", "reject", "abstain")
@@ -450,6 +455,30 @@ def plain_summary(context: ReportContext) -> list[str]:
         "and the group tables as CSV), and the report is digitally signed: any change to it after signing shows."
     )
     return sentences
+
+
+def checkpoint_label(checkpoint: str) -> str:
+    """A checkpoint as a report prints it: a Determined checkpoint's UUID as it is; a local one (the
+    local backend records its folder, a path on the server) as "local checkpoint <the folder's name>",
+    or "local checkpoint <the path's SHA-256, 12 digits>" when that name is not a plain token. Never
+    the path itself: a report leaves the portal, its server's folders stay inside."""
+    value = checkpoint.strip()
+    if "/" not in value and "\\" not in value:
+        return value
+    name = value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if _PLAIN_NAME.fullmatch(name) is None:
+        name = hashlib.sha256(value.encode()).hexdigest()[:12]
+    return f"local checkpoint {name}"
+
+
+def for_review_request(context: ReportContext, *, title: str, checkpoint: str) -> ReportContext:
+    """``context`` as the report of a review request: titled by the request, and its checkpoint
+    (shown among the subject's details) written by ``checkpoint_label``."""
+    details = tuple(
+        (label, checkpoint_label(value) if checkpoint and value == checkpoint else value)
+        for label, value in context.subject.details
+    )
+    return dataclasses.replace(context, title=title, subject=dataclasses.replace(context.subject, details=details))
 
 
 def display_time(value: str) -> str:

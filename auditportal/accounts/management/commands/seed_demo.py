@@ -8,22 +8,17 @@ from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from auditportal.accounts.cli import PortalCommand
+from auditportal.accounts.cli import DEMO_USERS, PortalCommand
 from auditportal.accounts.models import Role
 from auditportal.accounts.services import user_demo_create, user_flags_set
 from auditportal.lib.files import write_private_text
 
-DEMO_USERS: tuple[tuple[str, Role], ...] = (
-    ("steward", Role.DATA_STEWARD),
-    ("engineer", Role.ML_ENGINEER),
-    ("reviewer", Role.REVIEWER),
-    ("committee", Role.ETHICS_COMMITTEE),
-    ("admin", Role.ADMIN),
-)
-
 
 class Command(PortalCommand):
-    help = "Create (or reset) one demo user per role and print their passwords. Development only."
+    help = (
+        "Create (or reset) the demo users, one per role and two ethics-committee members (the default quorum), "
+        "and print their passwords. Development only."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--password", help="use this password for every demo user instead of random ones")

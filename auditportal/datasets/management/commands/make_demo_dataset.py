@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
-from auditportal.accounts.cli import PortalCommand, cli_user
+from auditportal.accounts.cli import DEMO_STEWARD, PortalCommand, cli_user, demo_steward
 from auditportal.datasets import demo, rules, services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.errors import UserError
@@ -24,7 +24,11 @@ class Command(PortalCommand):
         parser.add_argument("--rows", type=int, default=50_000)
         parser.add_argument("--seed", type=int, default=demo.DEFAULT_SEED)
         parser.add_argument("--name", default="credit-demo")
-        parser.add_argument("--user", help="act as this user (needs the data steward role)")
+        parser.add_argument(
+            "--user",
+            help=f"act as this user (needs the data steward role); by default the demo steward ({DEMO_STEWARD!r}, "
+            "made by seed_demo) where that account exists, otherwise the portal-cli system account",
+        )
         parser.add_argument(
             "--if-missing", action="store_true", help="do nothing if a dataset of this name already has a version"
         )
@@ -48,7 +52,11 @@ class Command(PortalCommand):
             unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
             max_groups=settings.DATASET_MAX_GROUPS,
         )
-        user = cli_user(options["user"], role=rules.STEWARD_ROLE)
+        # The demo's dataset belongs to the demo's steward (they can add versions and retire it on the
+        # pages), not to the system account, whenever seed_demo made one.
+        user = (None if options["user"] is not None else demo_steward()) or cli_user(
+            options["user"], role=rules.STEWARD_ROLE
+        )
         try:
             version = services.dataset_version_register(
                 user=user, source=out, original_name=out.name, name=options["name"], spec=spec
