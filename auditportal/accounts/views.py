@@ -158,10 +158,8 @@ def member_new(request: HttpRequest) -> HttpResponse:
 
 
 def _created_message(member: User) -> str:
-    held = ", ".join(Role(role).label.lower() for role in sorted(member.roles))
-    proposed = ", ".join(
-        proposal.get_role_display().lower() for proposal in member.role_proposals.filter(closure__isnull=True)
-    )
+    held = ", ".join(Role(role).noun for role in sorted(member.roles))
+    proposed = ", ".join(Role(proposal.role).noun for proposal in member.role_proposals.filter(closure__isnull=True))
     text = (
         f"Account {member.username} created. A one-time link to set their password is being mailed to "
         f"{member.email}; it works for {settings.PASSWORD_LINK_HOURS} hours."
@@ -233,18 +231,18 @@ def _grant(viewer: User, member: User, data: dict[str, Any]) -> str:
     made = services.role_grant_propose(user=member, role=role, by=viewer)
     if isinstance(made, RoleGrantProposal):
         return (
-            f"Proposed {member.username} as {role.label.lower()} (proposal #{made.pk}): it takes effect when an "
+            f"Proposed {member.username} as {role.with_article} (proposal #{made.pk}): it takes effect when an "
             f"administrator other than you and {member.username} confirms it."
         )
-    return f"{member.username} now holds the {role.label.lower()} role."
+    return f"{member.username} now holds the {role.noun} role."
 
 
 def _revoke(viewer: User, member: User, data: dict[str, Any]) -> str:
     check_manage_roles(viewer)
     role = Role(data["role"])
     if not services.role_revoke(user=member, role=role, revoked_by=viewer):
-        raise services.AccountError(f"{member.username} does not hold the {role.label.lower()} role.", field="role")
-    return f"{member.username} no longer holds the {role.label.lower()} role."
+        raise services.AccountError(f"{member.username} does not hold the {role.noun} role.", field="role")
+    return f"{member.username} no longer holds the {role.noun} role."
 
 
 def _active(viewer: User, member: User, data: dict[str, Any]) -> str:
@@ -316,7 +314,7 @@ def _proposal_act(request: HttpRequest, role_proposal_id: int, confirm: bool) ->
     except UserError as exc:
         messages.error(request, str(exc))
     else:
-        role = proposal.get_role_display().lower()
+        role = Role(proposal.role).noun
         messages.success(
             request,
             f"Confirmed: {proposal.user.username} now holds the {role} role."

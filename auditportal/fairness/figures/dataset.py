@@ -148,8 +148,9 @@ def group_summary_figure(
                 "width": 4,
             },
             hovertext=[
-                f"<b>{names[at]}</b><br>positive rate {bar.rate:.3f} ({bar.positives:,} of {bar.rows:,})"
-                f"<br>{level} interval [{bar.low:.3f}, {bar.high:.3f}]"
+                f"<b>{names[at]}</b><br>positive rate {numbers.rate(bar.rate)} "
+                f"({numbers.count(bar.positives)} of {numbers.count(bar.rows)})"
+                f"<br>{level} interval {numbers.interval(bar.low, bar.high, signed=False)}"
                 for at, bar in defined
             ],
             hoverinfo="text",
@@ -185,7 +186,9 @@ def group_summary_figure(
     if overall_rate is not None:
         # Under its panel, where nothing else has a title to run into.
         figure.update_xaxes(
-            title={"text": f"dotted: all rows, {overall_rate:.3f}", "font": {"size": 11}, "standoff": 4}, row=1, col=2
+            title={"text": f"dotted: all rows, {numbers.rate(overall_rate)}", "font": {"size": 11}, "standoff": 4},
+            row=1,
+            col=2,
         )
     plot_px = max(len(bars) * ROW_PX, 2 * ROW_PX)
     figure.update_layout(
