@@ -18,7 +18,7 @@ from django.conf import settings
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.selectors import chain_head
-from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState
+from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState, scope_label
 from auditportal.approvals.rules import current_votes
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
@@ -245,10 +245,8 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
             acknowledged.setdefault(item.finding_key, (label, needed, []))[2].append(members[vote.voter_id].name)
     waivers = [
         Waiver(
-            scope=(
-                f"{waiver.attribute}: {waiver.metric} of {waiver.group} against {waiver.reference} "
-                f"(document {waiver.document.sha256[:12]})"
-            ),
+            # Every comparison of the scope, by attribute, metric and reference, with its document.
+            scope=scope_label(waiver.scope(), name_documents=True),
             reason=waiver.reason
             + (f" Compensating measures: {waiver.compensating_measures}" if waiver.compensating_measures else ""),
             expires=waiver.expires_at.date().isoformat(),

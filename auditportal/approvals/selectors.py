@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from auditportal.approvals.models import (
     ReviewRequest,
     ReviewVote,
     VoteChoice,
+    WaivedComparison,
     Waiver,
     WaiverState,
     WaiverVote,
@@ -103,11 +104,16 @@ class FindingStatus:
 def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
     """The judged FAIL and INCONCLUSIVE comparisons of the request's documents, with their waivers and
     acknowledgements in the current round."""
+    # Each comparison of each live waiver's scope (one live waiver per comparison and round).
     waivers = {
-        waiver.finding_key: waiver
-        for waiver in request.waivers.filter(
-            round=request.round, state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]
+        comparison.finding_key: comparison.waiver
+        for comparison in WaivedComparison.objects.filter(
+            waiver__request=request,
+            waiver__round=request.round,
+            waiver__state__in=[WaiverState.PROPOSED, WaiverState.APPROVED],
         )
+        .select_related("waiver")
+        .order_by("waiver_id", "id")
     }
     now = timezone.now()
     acknowledgements: dict[str, list[str]] = {}
@@ -207,9 +213,11 @@ def review_request_recommendations(*, request: ReviewRequest) -> QuerySet[Recomm
 
 
 def review_request_waivers(*, request: ReviewRequest) -> QuerySet[Waiver]:
+    """Every waiver of the request, oldest first, with its scope (``comparisons``, their documents)
+    and votes."""
     return (
         request.waivers.select_related("proposed_by", "document")
-        .prefetch_related("votes__voter")
+        .prefetch_related("votes__voter", Prefetch("comparisons", WaivedComparison.objects.select_related("document")))
         .order_by("round", "proposed_at", "id")
     )
 
