@@ -679,7 +679,7 @@ def waiver_vote_cast(request: HttpRequest, waiver_id: int) -> HttpResponse:
 def review_request_status(request: HttpRequest, request_id: int) -> JsonResponse:
     """What the request page's script (static/js/approvals-request.js) polls after a decision: the
     state, and the signed reports that exist so far (empty while the worker generates the first)."""
-    review_request = selectors.review_request_get(user=_member(request), request_id=request_id)
+    review_request = selectors.review_request_get(user=request_user(request), request_id=request_id)
     reports = selectors.review_request_report_links(request=review_request)
     return JsonResponse(
         {

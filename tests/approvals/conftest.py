@@ -94,6 +94,25 @@ def small_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) -> 
     return services.review_request_create(user=bob, title="Pilot", intended_use="Pilot study", documents=[document])
 
 
+# Two groups far below the reference's recall (each FAILs on tpr), one too small to tell (INCONCLUSIVE).
+FAMILY = {
+    "female": (1200, 800, 300, 2700),
+    "nonbinary": (1100, 900, 300, 2700),
+    "other": (44, 6, 10, 40),
+    "male": (2700, 300, 300, 2700),
+}
+
+
+@pytest.fixture
+def family_request(demo_version: DatasetVersion, bob: User, runs: Path, carol: User) -> ReviewRequest:
+    """bob's trial request in review: two FAIL comparisons of one family (gender: tpr), one INCONCLUSIVE."""
+    document = trial_document(demo_version, bob, FAMILY, runs)
+    made = services.review_request_create(
+        user=bob, title="Credit model v5", intended_use="Pre-screening", documents=[document]
+    )
+    return in_review(made, carol)
+
+
 @pytest.fixture
 def audit_request(bob: User, dataset_storage: Path) -> ReviewRequest:
     """bob's draft for his prediction audit of a 12-row file (its comparisons are INCONCLUSIVE)."""

@@ -4,8 +4,6 @@ everything still missing at once."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from auditportal.accounts.models import User
@@ -20,27 +18,9 @@ from auditportal.approvals.models import (
     Waiver,
     WaiverState,
 )
-from auditportal.datasets.models import DatasetVersion
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
-from tests.approvals.conftest import days_from_now, hashes, in_review, keys, trial_document, vote
+from tests.approvals.conftest import days_from_now, hashes, keys, vote
 from tests.factories import PASSWORD
-
-# Two groups far below the reference's recall (each FAILs on tpr), one too small to tell (INCONCLUSIVE).
-FAMILY = {
-    "female": (1200, 800, 300, 2700),
-    "nonbinary": (1100, 900, 300, 2700),
-    "other": (44, 6, 10, 40),
-    "male": (2700, 300, 300, 2700),
-}
-
-
-@pytest.fixture
-def family_request(demo_version: DatasetVersion, bob: User, runs: Path, carol: User) -> ReviewRequest:
-    document = trial_document(demo_version, bob, FAMILY, runs)
-    made = services.review_request_create(
-        user=bob, title="Credit model v5", intended_use="Pre-screening", documents=[document]
-    )
-    return in_review(made, carol)
 
 
 def _propose(request: ReviewRequest, user: User, **scope: object) -> Waiver:
