@@ -301,12 +301,11 @@ class WaivedComparison(models.Model):
         return f"{self.attribute}: {self.metric} of {self.group} against {self.reference}"
 
 
-def scope_label(comparisons: list[WaivedComparison], *, name_documents: bool = False) -> str:
+def scope_label(comparisons: list[WaivedComparison]) -> str:
     """The comparisons as people read them, one phrase per attribute, metric and reference (in the
     order first met): ``gender: tpr of female, nonbinary against male; age: tpr of 60+ against 30-45``;
-    each phrase names its document when the comparisons come from more than one (always, with
-    ``name_documents``)."""
-    several = name_documents or len({comparison.document_id for comparison in comparisons}) > 1
+    each phrase names its document when the comparisons come from more than one."""
+    several = len({comparison.document_id for comparison in comparisons}) > 1
     families: dict[tuple[str, str, str, str], list[str]] = {}
     for comparison in comparisons:
         document = f" (document {comparison.document.sha256[:12]})" if several else ""

@@ -78,10 +78,17 @@ def test_one_waiver_covers_a_family_of_fail_comparisons_with_one_vote(
     assert request.state == RequestState.APPROVED
     decided = Event.objects.get(verb=Verb.REVIEW_REQUEST_APPROVED)
     assert decided.data["waivers"] == [waiver.pk]
+    # The signed report names each waived comparison (and counts them), with its waiver.
     context = review_request_context(request=request)
-    (reported,) = context.waivers
     short = request.documents.get().sha256[:12]
-    assert reported.scope == f"gender: tpr of female, nonbinary against male (document {short})"
+    assert [item.scope for item in context.waivers] == [
+        f"gender: tpr of {group} against male (document {short}; waiver #{waiver.pk})"
+        for group in ("female", "nonbinary")
+    ]
+    assert {item.reason for item in context.waivers} == {
+        "the gap is explained by the vendor's data Compensating measures: manual review of every rejection"
+    }
+    assert "2 failing items were accepted by a waiver" in " ".join(context.summary)
 
 
 def test_a_comparison_has_one_live_waiver_per_round_and_the_refusal_names_it(
