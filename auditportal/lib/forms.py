@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from django import forms
-from django.forms.utils import ErrorDict
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 
 from auditportal.fairness.errors import UserError
@@ -25,6 +25,7 @@ def add_user_error(form: forms.Form, error: UserError) -> None:
 # form_failed_restore and FailedForm.bind in the page's view.
 
 _SESSION_KEY: Final = "lib.forms.failed"
+F = TypeVar("F", bound=forms.Form)
 # A form's posted values kept at most (the rest is dropped: what a page's form posts is far less).
 _MAX_VALUES: Final = 500
 _MAX_VALUE_LENGTH: Final = 20_000
@@ -32,7 +33,7 @@ _MAX_VALUE_LENGTH: Final = 20_000
 
 @dataclass
 class FailedForm:
-    """A form that failed on its way to ``path``: which (``name``), what was posted (passwords left
+    """A form that failed on its way to its page: which (``name``), what was posted (passwords left
     out), its errors per field (``__all__``: above the form), and ``error``: a message for a page
     action without a form."""
 
@@ -41,14 +42,16 @@ class FailedForm:
     errors: dict[str, list[str]] = field(default_factory=dict)
     error: str | None = None
 
-    def bind(self, form: forms.Form) -> forms.Form:
-        """``form``, made with ``data=self.data``, with the errors it had (not validated again: a
-        service's refusal would not come back from the form alone)."""
-        errors = ErrorDict()
+    def bind(self, form: F) -> F:
+        """``form``, made with ``data=self.data``, with the errors it had: validated again, and the
+        errors that validation alone does not give back (a service's refusal) added."""
+        form.full_clean()
         for name, messages in self.errors.items():
-            errors[name] = form.error_class(messages, error_class="nonfield" if name == "__all__" else None)
-        form._errors = errors
-        form.cleaned_data = {}
+            field = name if name in form.fields else None
+            have = [str(message) for message in form.errors.get(name if field else NON_FIELD_ERRORS) or []]
+            for message in messages:
+                if message not in have:
+                    form.add_error(field, message)
         return form
 
 
