@@ -202,10 +202,11 @@ def review_request_finding_groups(
             (finding.attribute, finding.metric), FindingGroup(attribute=finding.attribute, metric=finding.metric)
         )
         (group.fails if finding.verdict == FAIL else group.inconclusive).append(status)
-    order = list(groups.values())
-    return sorted(
-        order, key=lambda g: (not g.fails, -len(g.fails), not g.inconclusive, -len(g.inconclusive), order.index(g))
-    )
+    ranked = [
+        ((not group.fails, -len(group.fails), not group.inconclusive, -len(group.inconclusive), index), group)
+        for index, group in enumerate(groups.values())
+    ]
+    return [group for _, group in sorted(ranked, key=lambda item: item[0])]
 
 
 @dataclass(frozen=True)
