@@ -206,7 +206,8 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
     # Resuming is offered, or its refusal explained, only while the round is paused.
     workflow = (*_WORKFLOW, "resume") if paused else _WORKFLOW
     decided = review_request.state in _DECIDED
-    report_links = selectors.review_request_report_links(request=review_request) if decided else []
+    suspended = review_request.state == RequestState.SUSPENDED
+    report_links = selectors.review_request_report_links(request=review_request) if decided or suspended else []
     context = {
         "r": review_request,
         "actions": actions,

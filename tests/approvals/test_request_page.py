@@ -225,3 +225,10 @@ def test_counts_are_written_with_thousands_separators() -> None:
         "1,234 FAIL comparisons",
     )
     assert counted([1, 2], "group") == "2 groups"
+
+
+def test_a_request_suspended_before_a_decision_says_it_has_no_report(audit_request: ReviewRequest, bob: User) -> None:
+    services.approval_suspend(request=audit_request, reason="the audit was retired", by=None, cause={"kind": "test"})
+    text = _text(client_for(bob).get(audit_request.get_absolute_url()).content.decode())
+    assert "No signed report: the request was suspended before a decision." in text
+    assert "reload" not in text.lower()
