@@ -61,6 +61,7 @@ class Verb(models.TextChoices):
     REVIEW_REQUEST_RESUMED = "review_request.resumed", "review round resumed"
     REVIEW_REQUEST_SUSPENDED = "review_request.suspended", "review request suspended"
     REVIEW_REQUEST_CHECKPOINT_TAGGED = "review_request.checkpoint_tagged", "approval written to the checkpoint"
+    REVIEW_REQUEST_MAIL_SENT = "review_request.mail_sent", "mail about a review request sent"
     REVIEW_COMMENT_ADDED = "review_comment.added", "comment added to a review request"
     REVIEW_VOTE_CAST = "review_vote.cast", "committee vote cast"
     REVIEW_VOTE_REAUTH_FAILED = "review_vote.reauthentication_failed", "vote refused: wrong password"

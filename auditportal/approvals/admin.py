@@ -10,6 +10,7 @@ from auditportal.approvals.models import (
     Recommendation,
     ReviewRequest,
     ReviewVote,
+    WaivedComparison,
     Waiver,
     WaiverVote,
 )
@@ -46,8 +47,14 @@ class CommentAdmin(EvidenceAdmin[Comment]):
 
 @admin.register(Waiver)
 class WaiverAdmin(EvidenceAdmin[Waiver]):
+    # attribute, metric, group: the scope's first comparison (the whole scope: WaivedComparison).
     list_display = ["id", "request", "round", "attribute", "metric", "group", "state", "expires_at", "proposed_by"]
     list_filter = ["state"]
+
+
+@admin.register(WaivedComparison)
+class WaivedComparisonAdmin(EvidenceAdmin[WaivedComparison]):
+    list_display = ["id", "waiver", "attribute", "metric", "group", "reference", "document"]
 
 
 @admin.register(WaiverVote)

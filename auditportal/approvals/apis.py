@@ -119,12 +119,26 @@ def vote_as_json(vote: ReviewVote) -> dict[str, Any]:
 
 
 def waiver_as_json(waiver: Waiver) -> dict[str, Any]:
+    scope = waiver.scope()
     return {
         "id": waiver.pk,
         "round": waiver.round,
+        # The scope's first comparison, as when a waiver covered one; ``comparisons`` is the scope.
         "finding_key": waiver.finding_key,
         "comparison": waiver.label,
         "document_sha256": waiver.document.sha256,
+        "comparisons": [
+            {
+                "finding_key": comparison.finding_key,
+                "document_sha256": comparison.document.sha256,
+                "attribute": comparison.attribute,
+                "metric": comparison.metric,
+                "group": comparison.group,
+                "reference": comparison.reference,
+                "label": comparison.label,
+            }
+            for comparison in scope
+        ],
         "reason": waiver.reason,
         "compensating_measures": waiver.compensating_measures,
         "expires_at": waiver.expires_at.isoformat(),
@@ -219,6 +233,11 @@ class _TallySerializer(serializers.Serializer[Any]):
     reject = serializers.ListField(child=serializers.CharField())
     eligible = serializers.ListField(child=serializers.CharField())
     ineligible = serializers.DictField(child=serializers.CharField(), help_text="username: why they may not vote")
+    quorum_warning = serializers.CharField(
+        allow_null=True,
+        help_text="fewer eligible committee members than the quorum: who could vote and why the others cannot; "
+        "null when the quorum can be reached (or the request is decided)",
+    )
 
 
 class _VoteSerializer(serializers.Serializer[Any]):
@@ -241,12 +260,23 @@ class _WaiverVoteSerializer(serializers.Serializer[Any]):
     cast_at = serializers.DateTimeField()
 
 
+class _WaivedComparisonSerializer(serializers.Serializer[Any]):
+    finding_key = serializers.CharField()
+    document_sha256 = serializers.CharField()
+    attribute = serializers.CharField()
+    metric = serializers.CharField()
+    group = serializers.CharField(allow_blank=True)
+    reference = serializers.CharField(allow_blank=True)
+    label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+
+
 class _WaiverSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     round = serializers.IntegerField()
-    finding_key = serializers.CharField()
-    comparison = serializers.CharField()
-    document_sha256 = serializers.CharField()
+    finding_key = serializers.CharField(help_text="the first comparison of the scope (the scope: comparisons)")
+    comparison = serializers.CharField(help_text="the scope as people read it, by attribute, metric and reference")
+    document_sha256 = serializers.CharField(help_text="the document of the scope's first comparison")
+    comparisons = _WaivedComparisonSerializer(many=True, help_text="every FAIL comparison the waiver covers")
     reason = serializers.CharField(allow_blank=True)
     compensating_measures = serializers.CharField(allow_blank=True)
     expires_at = serializers.DateTimeField()
@@ -525,6 +555,12 @@ class ReviewVoteApi(APIView):
         password = serializers.CharField(allow_blank=True, trim_whitespace=False, write_only=True)
         document_sha256 = serializers.ListField(child=serializers.CharField())
         acknowledged = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        acknowledge_all = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="acknowledge every INCONCLUSIVE comparison the request has now (instead of listing their keys "
+            "in acknowledged); each is stored by name with its positives needed",
+        )
 
     class OutputSerializer(serializers.Serializer[Any]):
         vote = _VoteSerializer()
@@ -548,8 +584,16 @@ class ReviewVoteApi(APIView):
 
 
 class WaiverProposeApi(APIView):
+    """One waiver of a set of FAIL comparisons: ``finding_keys`` (a list), or ``finding_key`` (one)."""
+
     class InputSerializer(serializers.Serializer[Any]):
-        finding_key = serializers.CharField()
+        finding_keys = serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            help_text="the FAIL comparisons the waiver covers (their finding keys): one reason, one expiry and "
+            "one quorum vote for all of them",
+        )
+        finding_key = serializers.CharField(required=False, help_text="one comparison (instead of finding_keys)")
         reason = serializers.CharField(allow_blank=True)
         compensating_measures = serializers.CharField(allow_blank=True)
         expires_on = serializers.DateField()

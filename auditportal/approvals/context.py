@@ -244,26 +244,29 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
             label = f"{item.attribute}: {item.metric} of {item.group} (document {item.document.sha256[:12]})"
             needed = str(item.positives_needed) if item.positives_needed is not None else item.needed_reason
             acknowledged.setdefault(item.finding_key, (label, needed, []))[2].append(members[vote.voter_id].name)
+    # One entry per waived comparison (a waiver may cover a set): the report's count of failing items
+    # accepted by a waiver is the count of comparisons, each named with its document and its waiver.
     waivers = [
         Waiver(
-            scope=(
-                f"{waiver.attribute}: {waiver.metric} of {waiver.group} against {waiver.reference} "
-                f"(document {waiver.document.sha256[:12]})"
-            ),
+            scope=f"{comparison.label} (document {comparison.document.sha256[:12]}; waiver #{waiver.pk})",
             reason=waiver.reason
             + (f" Compensating measures: {waiver.compensating_measures}" if waiver.compensating_measures else ""),
             expires=waiver.expires_at.date().isoformat(),
-            approved_by=tuple(
+            approved_by=approved_by,
+        )
+        for waiver in request.waivers.filter(round=request.round, state=WaiverState.APPROVED).order_by(
+            "expires_at", "id"
+        )
+        for approved_by in [
+            tuple(
                 sorted(
                     vote.voter.get_full_name() or vote.voter.get_username()
                     for vote in current_votes(list(waiver.votes.select_related("voter"))).values()
                     if vote.choice == VoteChoice.APPROVE
                 )
-            ),
-        )
-        for waiver in request.waivers.filter(round=request.round, state=WaiverState.APPROVED).order_by(
-            "expires_at", "id"
-        )
+            )
+        ]
+        for comparison in waiver.scope()
     ]
     details: list[tuple[str, str]] = [("Review request", f"#{request.pk} {request.title}")]
     details.append(("Intended use", request.intended_use))

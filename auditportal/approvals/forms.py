@@ -13,14 +13,9 @@ from auditportal.approvals.selectors import FindingStatus, RequestSubject
 from auditportal.evidence.models import VerdictDocument
 
 
-class _AnyChoice(forms.ChoiceField):
-    """A choice the service checks (it names the value and the field when it is not one of the request's)."""
-
-    def valid_value(self, value: Any) -> bool:
-        return True
-
-
 class _AnyChoices(forms.MultipleChoiceField):
+    """Choices the service checks (it names the value and the field when one is not the request's)."""
+
     def valid_value(self, value: Any) -> bool:
         return True
 
@@ -154,18 +149,40 @@ class _SignedVoteForm(forms.Form):
 
 
 class VoteForm(_SignedVoteForm):
-    acknowledged = _AnyChoices(
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="INCONCLUSIVE comparisons I acknowledge",
-        help_text="An approving vote must acknowledge each of them: the data cannot yet tell whether they are fair.",
-    )
+    """A vote; with INCONCLUSIVE comparisons, one box acknowledges all of those the page listed (their
+    keys travel as hidden inputs: a list that changed since the page loaded is refused)."""
+
+    acknowledge_all = forms.BooleanField(required=False)
+    # The keys of the INCONCLUSIVE comparisons the page listed.
+    acknowledged = _AnyChoices(required=False, widget=forms.MultipleHiddenInput)
 
     def __init__(self, *args: Any, hashes: list[str], inconclusive: list[FindingStatus], **kwargs: Any) -> None:
         super().__init__(*args, hashes=hashes, **kwargs)
+        self.inconclusive = [status.finding.key for status in inconclusive]
         field = self.fields["acknowledged"]
         assert isinstance(field, forms.MultipleChoiceField)
-        field.choices = [(status.finding.key, acknowledgement_label(status)) for status in inconclusive]
+        field.initial = self.inconclusive
+        count = len(self.inconclusive)
+        box = self.fields["acknowledge_all"]
+        box.label = f"I acknowledge the {count:,} INCONCLUSIVE comparison{'' if count == 1 else 's'} listed above"
+        box.help_text = (
+            "An approving vote acknowledges every one of them: the data cannot yet tell whether they are fair. "
+            "Your vote records each of them by name with the label positives it would need."
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        shown = list(data.get("acknowledged") or [])
+        if not data.get("acknowledge_all"):
+            data["acknowledged"] = []
+        elif sorted(set(shown)) != sorted(set(self.inconclusive)):
+            now, then = len(self.inconclusive), len(set(shown))
+            self.add_error(
+                "acknowledge_all",
+                f"The INCONCLUSIVE comparisons changed since the page was loaded (it listed {then:,}; the request has "
+                f"{now:,} now): read the list again, then vote.",
+            )
+        return data
 
 
 class WaiverVoteForm(_SignedVoteForm):
@@ -173,10 +190,15 @@ class WaiverVoteForm(_SignedVoteForm):
 
 
 class WaiverProposeForm(forms.Form):
+    """One waiver of a set of FAIL comparisons: chosen with checkboxes, or (``hidden``) all of one
+    attribute and metric, their keys in hidden inputs."""
+
     prefix = "waiver"
-    finding_key = _AnyChoice(
-        label="FAIL comparison to waive",
-        error_messages={"required": "Choose the FAIL comparison the waiver covers."},
+    finding_keys = _AnyChoices(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="FAIL comparisons to waive",
+        help_text="One waiver covers all of them: one reason, one expiry, one vote of the committee.",
     )
     reason = forms.CharField(required=False, label="Why approve despite it", widget=_textarea(2))
     compensating_measures = forms.CharField(required=False, label="Compensating measures", widget=_textarea(2))
@@ -190,17 +212,11 @@ class WaiverProposeForm(forms.Form):
         },
     )
 
-    def __init__(self, *args: Any, fails: list[FindingStatus], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, fails: list[FindingStatus], hidden: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        field = self.fields["finding_key"]
-        assert isinstance(field, forms.ChoiceField)
-        field.choices = [("", "—")] + [(status.finding.key, status.finding.label) for status in fails]
-
-
-def acknowledgement_label(status: FindingStatus) -> str:
-    finding = status.finding
-    if finding.positives_needed is not None:
-        needed = f"the group would need {finding.positives_needed:,} label positives to decide it"
-    else:
-        needed = finding.needed_reason or "no sample size would decide it"
-    return f"{finding.label} is INCONCLUSIVE: {needed}"
+        field = self.fields["finding_keys"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.choices = [(status.finding.key, status.finding.label) for status in fails]
+        if hidden:
+            field.widget = forms.MultipleHiddenInput()
+            field.initial = [status.finding.key for status in fails]

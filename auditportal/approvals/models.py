@@ -218,11 +218,19 @@ class WaiverState(models.TextChoices):
 
 
 class Waiver(models.Model):
-    """Permission to approve despite one FAIL comparison, until ``expires_at``; needs the quorum."""
+    """Permission to approve despite a set of FAIL comparisons (its scope), until ``expires_at``; one
+    reason, one compensating-measures text, one expiry and one quorum vote for the whole set.
+
+    The scope is stored comparison by comparison in ``WaivedComparison`` rows (``comparisons``), written
+    with the waiver and never changed. The fields below name the scope's first comparison, as every
+    waiver did when a waiver covered exactly one (older readers and the admin list keep working); the
+    one live waiver per comparison and round is the services' rule (approvals.services.waivers), checked
+    under the request's row lock against every comparison of every live waiver.
+    """
 
     request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, related_name="waivers")
     round = models.PositiveIntegerField()
-    # The scope: one comparison of one document.
+    # The scope's first comparison (the whole scope: ``comparisons``).
     finding_key = models.CharField(max_length=32)
     document = models.ForeignKey(VerdictDocument, on_delete=models.PROTECT, related_name="+")
     attribute = models.CharField(max_length=511)
@@ -248,20 +256,65 @@ class Waiver(models.Model):
                 condition=~models.Q(reason="") & ~models.Q(compensating_measures=""),
                 name="approvals_waiver_reason_and_measures",
             ),
-            # One live waiver per comparison and round: a rejected one may be proposed again.
-            models.UniqueConstraint(
-                fields=["request", "round", "finding_key"],
-                condition=models.Q(state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]),
-                name="approvals_waiver_one_live_per_comparison",
-            ),
         ]
 
     def __str__(self) -> str:
-        return f"Waiver #{self.pk} of {self.attribute}: {self.metric} of {self.group} ({self.get_state_display()})"
+        return f"Waiver #{self.pk} of {self.label} ({self.get_state_display()})"
+
+    def scope(self) -> list[WaivedComparison]:
+        """The comparisons it covers, in the order they were proposed (prefetched ``comparisons``,
+        with their documents, are used as they are)."""
+        if "comparisons" in getattr(self, "_prefetched_objects_cache", {}):
+            return sorted(self.comparisons.all(), key=lambda comparison: comparison.pk)
+        return list(self.comparisons.select_related("document").order_by("id"))
+
+    @property
+    def label(self) -> str:
+        """How people read the scope: ``gender: tpr of female against male`` for one comparison;
+        ``gender: tpr of female, nonbinary against male`` for a family's; families joined by "; "."""
+        return scope_label(self.scope())
+
+
+class WaivedComparison(models.Model):
+    """One comparison of a waiver's scope: which document, attribute, metric and group against which
+    reference, under its finding key (fairness/documents/findings.py). Written once, with its waiver."""
+
+    waiver = models.ForeignKey(Waiver, on_delete=models.PROTECT, related_name="comparisons")
+    finding_key = models.CharField(max_length=32)
+    document = models.ForeignKey(VerdictDocument, on_delete=models.PROTECT, related_name="+")
+    attribute = models.CharField(max_length=511)
+    metric = models.CharField(max_length=32)
+    group = models.CharField(max_length=511)
+    reference = models.CharField(max_length=511)
+
+    class Meta:
+        ordering = ["waiver", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["waiver", "finding_key"], name="approvals_waived_comparison_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} (waiver #{self.waiver_id})"
 
     @property
     def label(self) -> str:
         return f"{self.attribute}: {self.metric} of {self.group} against {self.reference}"
+
+
+def scope_label(comparisons: list[WaivedComparison]) -> str:
+    """The comparisons as people read them, one phrase per attribute, metric and reference (in the
+    order first met): ``gender: tpr of female, nonbinary against male; age: tpr of 60+ against 30-45``;
+    each phrase names its document when the comparisons come from more than one."""
+    several = len({comparison.document_id for comparison in comparisons}) > 1
+    families: dict[tuple[str, str, str, str], list[str]] = {}
+    for comparison in comparisons:
+        document = f" (document {comparison.document.sha256[:12]})" if several else ""
+        key = (comparison.attribute, comparison.metric, comparison.reference, document)
+        families.setdefault(key, []).append(comparison.group)
+    return "; ".join(
+        f"{attribute}: {metric} of {', '.join(groups)} against {reference}{document}"
+        for (attribute, metric, reference, document), groups in families.items()
+    )
 
 
 class WaiverVote(models.Model):

@@ -6,17 +6,19 @@ see what is asked about it); an account without a role sees none (404).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
+from django.urls import reverse
 from django.utils import timezone
 
 from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import Role, User
-from auditportal.activity.models import Event
+from auditportal.activity.models import Event, Verb
 from auditportal.approvals import rules, services
 from auditportal.approvals.models import (
     FINAL_STATES,
@@ -27,6 +29,7 @@ from auditportal.approvals.models import (
     ReviewRequest,
     ReviewVote,
     VoteChoice,
+    WaivedComparison,
     Waiver,
     WaiverState,
     WaiverVote,
@@ -37,7 +40,10 @@ from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments import selectors as experiment_selectors
 from auditportal.experiments.models import Trial
-from auditportal.fairness.documents.findings import FAIL, Finding, document_findings
+from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE, Finding, document_attributes, document_findings
+from auditportal.fairness.statistics.stats import Verdict
+
+PASS = Verdict.PASS
 
 
 def review_request_list(*, user: User, state: str | None = None) -> QuerySet[ReviewRequest]:
@@ -103,11 +109,16 @@ class FindingStatus:
 def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
     """The judged FAIL and INCONCLUSIVE comparisons of the request's documents, with their waivers and
     acknowledgements in the current round."""
+    # Each comparison of each live waiver's scope (one live waiver per comparison and round).
     waivers = {
-        waiver.finding_key: waiver
-        for waiver in request.waivers.filter(
-            round=request.round, state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]
+        comparison.finding_key: comparison.waiver
+        for comparison in WaivedComparison.objects.filter(
+            waiver__request=request,
+            waiver__round=request.round,
+            waiver__state__in=[WaiverState.PROPOSED, WaiverState.APPROVED],
         )
+        .select_related("waiver")
+        .order_by("waiver_id", "id")
     }
     now = timezone.now()
     acknowledgements: dict[str, list[str]] = {}
@@ -132,6 +143,138 @@ def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
 
 
 @dataclass
+class FindingGroup:
+    """The judged comparisons of one attribute and metric (over the request's documents), as the
+    request page folds them: its FAIL and INCONCLUSIVE findings with their status, how many PASS, the
+    live waivers that cover its FAILs and those no live waiver covers yet (``waivable``)."""
+
+    attribute: str
+    metric: str
+    fails: list[FindingStatus] = field(default_factory=list)
+    inconclusive: list[FindingStatus] = field(default_factory=list)
+    passes: int = 0
+
+    @property
+    def slug(self) -> str:
+        """An id for the page, the same for the same attribute and metric: ``g-`` and a short hash."""
+        digest = hashlib.sha256(f"{self.attribute}\0{self.metric}".encode()).hexdigest()[:10]
+        return f"g-{digest}"
+
+    @property
+    def waivable(self) -> list[FindingStatus]:
+        return [status for status in self.fails if status.waiver is None]
+
+    @property
+    def waived(self) -> int:
+        return sum(status.waived for status in self.fails)
+
+    @property
+    def waivers(self) -> list[Waiver]:
+        """The live waivers covering its FAILs, each once, in the order of their ids."""
+        found = {status.waiver.pk: status.waiver for status in self.fails if status.waiver is not None}
+        return [found[pk] for pk in sorted(found)]
+
+    @property
+    def worst(self) -> str:
+        return FAIL if self.fails else INCONCLUSIVE if self.inconclusive else PASS
+
+
+def review_request_finding_groups(
+    *, request: ReviewRequest, statuses: list[FindingStatus] | None = None
+) -> list[FindingGroup]:
+    """The request's judged comparisons grouped by attribute and metric, worst first: groups with a
+    FAIL by how many FAIL (most first), then groups with an INCONCLUSIVE by how many, then those that
+    only PASS; ties in document order. ``statuses``: review_request_findings' answer, if read already."""
+    statuses = statuses if statuses is not None else review_request_findings(request=request)
+    groups: dict[tuple[str, str], FindingGroup] = {}
+    for document in review_request_documents(request=request):
+        for attribute, section in document_attributes(document.document).items():
+            for comparison in section.get("comparisons") or []:
+                if not comparison.get("judged", True) or comparison.get("verdict") is None:
+                    continue
+                metric = str(comparison.get("metric"))
+                group = groups.setdefault((attribute, metric), FindingGroup(attribute=attribute, metric=metric))
+                if comparison.get("verdict") == PASS:
+                    group.passes += 1
+    for status in statuses:
+        finding = status.finding
+        group = groups.setdefault(
+            (finding.attribute, finding.metric), FindingGroup(attribute=finding.attribute, metric=finding.metric)
+        )
+        (group.fails if finding.verdict == FAIL else group.inconclusive).append(status)
+    ranked = [
+        ((not group.fails, -len(group.fails), not group.inconclusive, -len(group.inconclusive), index), group)
+        for index, group in enumerate(groups.values())
+    ]
+    return [group for _, group in sorted(ranked, key=lambda item: item[0])]
+
+
+@dataclass(frozen=True)
+class MailRecord:
+    """What a mail about the request did (a ``review_request.mail_sent`` event): who was told (empty
+    when the mail server failed), and who was not, with why."""
+
+    at: datetime
+    sent: int
+    to: list[str]
+    not_notified: dict[str, str]
+
+
+def review_request_submission_mail(*, request: ReviewRequest) -> MailRecord | None:
+    """The mail that told the committee of the current round's submission, once it has gone out (or
+    failed); None until the worker has sent it."""
+    event = (
+        Event.objects.filter(
+            target_type=ReviewRequest._meta.label_lower,
+            target_id=str(request.pk),
+            verb=Verb.REVIEW_REQUEST_MAIL_SENT,
+        )
+        .order_by("-seq")
+        .only("at", "data")
+    )
+    for item in event:
+        data = item.data if isinstance(item.data, dict) else {}
+        if data.get("mail") == "submitted" and data.get("round") == request.round:
+            return MailRecord(
+                at=item.at,
+                sent=int(data.get("sent") or 0),
+                to=[str(name) for name in data.get("to") or []],
+                not_notified={str(k): str(v) for k, v in (data.get("not_notified") or {}).items()},
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class ReportLink:
+    id: int
+    url: str
+    title: str
+    outcome: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "url": self.url, "title": self.title, "outcome": self.outcome}
+
+
+def review_request_report_links(*, request: ReviewRequest) -> list[ReportLink]:
+    """The signed reports of the request's decisions that exist so far, oldest first, read from their
+    ``report.created`` events (the reports app sits above approvals: its models are not read here).
+    Empty while the worker is still generating the first."""
+    events = Event.objects.filter(verb=Verb.REPORT_CREATED, target_type="reports.report").order_by("seq")
+    links = []
+    for event in events.filter(data__review_request=request.pk):
+        data = event.data if isinstance(event.data, dict) else {}
+        links.append(
+            ReportLink(
+                id=int(event.target_id),
+                url=reverse("reports:detail", args=[int(event.target_id)]),
+                title=str(data.get("title") or f"Report #{event.target_id}"),
+                outcome=str(data.get("outcome") or ""),
+            )
+        )
+    return links
+
+
+@dataclass
 class Tally:
     quorum: int
     approve: list[str]
@@ -140,6 +283,9 @@ class Tally:
     eligible: list[str]
     # Who may not, with why (separation of duties), by username.
     ineligible: dict[str, str]
+    # Fewer eligible members than the quorum: who could vote and why the other committee members
+    # cannot; None when the quorum can be reached.
+    quorum_warning: str | None = None
 
     @property
     def outcome(self) -> str | None:
@@ -153,27 +299,53 @@ class Tally:
             "reject": self.reject,
             "eligible": self.eligible,
             "ineligible": self.ineligible,
+            "quorum_warning": self.quorum_warning,
         }
 
 
 def review_request_tally(*, request: ReviewRequest) -> Tally:
-    """The current round's current votes that count, against the quorum."""
+    """The current round's current votes that count, against the quorum; and a warning when fewer
+    committee members may vote than the quorum needs (eligible: active, holding the committee role,
+    not excluded by the separation of duties)."""
     ineligible = rules.ineligible_voters(request)
-    members = list(
-        User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE, is_active=True).order_by("username").distinct()
-    )
+    members = list(User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE).order_by("username").distinct())
     approve, reject = rules.tally_votes(
         list(request.votes.filter(round=request.round).select_related("voter")), request
     )
+    eligible = [member.username for member in members if member.is_active and member.pk not in ineligible]
+    needed = rules.quorum(request)
+    warning = None
+    if len(eligible) < needed and request.state not in (*FINAL_STATES, RequestState.APPROVED):
+        others = [
+            f"{member.username} ({'account deactivated' if not member.is_active else ineligible[member.pk]})"
+            for member in members
+            if member.username not in eligible
+        ]
+        warning = (
+            f"The quorum cannot be reached: {needed} approving committee members are needed and "
+            + (
+                f"only {_count(len(eligible), 'member')} may vote ({', '.join(eligible)})"
+                if eligible
+                else "no committee member may vote"
+            )
+            + (f". Other committee members cannot: {'; '.join(others)}" if others else "")
+            + ". An administrator grants the committee role to a member who had no part in this request, or a "
+            "loosening of the quorum is confirmed by a second administrator."
+        )
     return Tally(
-        quorum=rules.quorum(request),
+        quorum=needed,
         approve=sorted(approve),
         reject=sorted(reject),
-        eligible=[member.username for member in members if member.pk not in ineligible],
+        eligible=eligible,
         ineligible={
             user.username: why for user in User.objects.filter(pk__in=list(ineligible)) for why in [ineligible[user.pk]]
         },
+        quorum_warning=warning,
     )
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def waiver_tally(*, waiver: Waiver) -> Tally:
@@ -186,6 +358,7 @@ def waiver_tally(*, waiver: Waiver) -> Tally:
         reject=sorted(reject),
         eligible=base.eligible,
         ineligible=base.ineligible,
+        quorum_warning=base.quorum_warning,
     )
 
 
@@ -207,9 +380,11 @@ def review_request_recommendations(*, request: ReviewRequest) -> QuerySet[Recomm
 
 
 def review_request_waivers(*, request: ReviewRequest) -> QuerySet[Waiver]:
+    """Every waiver of the request, oldest first, with its scope (``comparisons``, their documents)
+    and votes."""
     return (
         request.waivers.select_related("proposed_by", "document")
-        .prefetch_related("votes__voter")
+        .prefetch_related("votes__voter", Prefetch("comparisons", WaivedComparison.objects.select_related("document")))
         .order_by("round", "proposed_at", "id")
     )
 

@@ -13,6 +13,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("all/", views.review_request_list, name="list"),
     path("new/", views.review_request_new, name="new"),
     path(_R, views.review_request_detail, name="request"),
+    path(_R + "status/", views.review_request_status, name="status"),
     path(_R + "revise/", views.review_request_revise, name="revise"),
     path(_R + "submit/", views.review_request_submit, name="submit"),
     path(_R + "start-review/", views.review_request_start_review, name="start-review"),

@@ -1,7 +1,9 @@
 """The approval pages (docs/approvals.md, "Pages"): the review queue, the request form and the request
-page with its actions. Each view validates what was posted, calls one service, and renders; who may do
-what is the services' (and rules.py's) business: a refusal for the role or the separation of duties is
-a 403 with its sentence, a wrong state or a missing field a 400 that shows the service's message."""
+page with its actions. Each view validates what was posted, calls one service, and goes back to the
+request page; who may do what is the services' (and rules.py's) business: a refusal for the role or
+the separation of duties is a 403 with its sentence; a wrong state or a missing field goes back to the
+page too (303, lib/forms.form_failed_redirect), which shows the form again with the service's message,
+so the address bar never stays on an action's URL."""
 
 from __future__ import annotations
 
@@ -13,15 +15,16 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.activity.models import Event, Verb
-from auditportal.approvals import rules, selectors, services
+from auditportal.approvals import notifications, rules, selectors, services
 from auditportal.approvals.forms import (
     CommentForm,
     ReasonForm,
@@ -37,7 +40,7 @@ from auditportal.evidence.selectors import verdict_document_forest
 from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from auditportal.fairness.errors import UserError
-from auditportal.lib.forms import add_user_error
+from auditportal.lib.forms import add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.params import as_id
 
 REQUESTS_PER_PAGE = 25
@@ -126,34 +129,42 @@ class WaiverRow:
     form: WaiverVoteForm | None
 
 
-def _page(
-    request: HttpRequest,
-    review_request: ReviewRequest,
-    *,
-    bound: dict[str, forms.Form] | None = None,
-    bound_waiver: tuple[int, WaiverVoteForm] | None = None,
-    error: str | None = None,
-) -> HttpResponse:
+@dataclass
+class GroupRow:
+    """A group of findings (one attribute and metric) on the page, with its "waive these" form."""
+
+    group: selectors.FindingGroup
+    waive_form: WaiverProposeForm | None
+
+
+def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
     user = request_user(request)
-    bound = bound or {}
+    failed = form_failed_restore(request)
+    bound: dict[str, forms.Form] = {}
+    error = failed.error if failed is not None else None
     actions = selectors.review_request_actions(user=user, request=review_request)
     documents = selectors.review_request_documents(request=review_request)
     hashes = sorted(document.sha256 for document in documents)
     findings = selectors.review_request_findings(request=review_request)
     fails = [status for status in findings if status.finding.verdict == FAIL]
     inconclusive = [status for status in findings if status.finding.verdict == INCONCLUSIVE]
+    waivable = [status for status in fails if status.waiver is None]
     current_round = review_request.round
+    if failed is not None and failed.name in _FORMS:
+        bound[failed.name] = failed.bind(
+            _FORMS[failed.name](failed.data, hashes, inconclusive, fails, review_request, user)
+        )
 
     waiver_rows = []
     for waiver in selectors.review_request_waivers(request=review_request):
         live = waiver.state == WaiverState.PROPOSED and waiver.round == current_round
         form = None
         if live and actions["vote_waiver"] is None:
-            form = (
-                bound_waiver[1]
-                if bound_waiver is not None and bound_waiver[0] == waiver.pk
-                else WaiverVoteForm(hashes=hashes, prefix=f"waiver-{waiver.pk}")
-            )
+            prefix = f"waiver-{waiver.pk}"
+            if failed is not None and failed.name == prefix:
+                form = failed.bind(WaiverVoteForm(failed.data, hashes=hashes, prefix=prefix))
+            else:
+                form = WaiverVoteForm(hashes=hashes, prefix=prefix)
         waiver_rows.append(
             WaiverRow(
                 waiver=waiver,
@@ -181,9 +192,22 @@ def _page(
             return bound[name]
         return make() if actions[_ACTION_OF_FORM[name]] is None else None
 
+    may_waive = actions["propose_waiver"] is None
+    groups = [
+        GroupRow(
+            group=group,
+            waive_form=WaiverProposeForm(fails=group.waivable, hidden=True, auto_id=f"id_{group.slug}_%s")
+            if may_waive and group.waivable
+            else None,
+        )
+        for group in selectors.review_request_finding_groups(request=review_request, statuses=findings)
+    ]
     paused = selectors.review_request_pause(request=review_request)
     # Resuming is offered, or its refusal explained, only while the round is paused.
     workflow = (*_WORKFLOW, "resume") if paused else _WORKFLOW
+    decided = review_request.state in _DECIDED
+    suspended = review_request.state == RequestState.SUSPENDED
+    report_links = selectors.review_request_report_links(request=review_request) if decided or suspended else []
     context = {
         "r": review_request,
         "actions": actions,
@@ -194,7 +218,17 @@ def _page(
         "hashes": hashes,
         "fails": fails,
         "inconclusive": inconclusive,
+        "groups": groups,
+        "counts": {
+            "fail": len(fails),
+            "waived": sum(status.waived for status in fails),
+            "inconclusive": len(inconclusive),
+            "pass": sum(row.group.passes for row in groups),
+        },
         "tally": selectors.review_request_tally(request=review_request),
+        "submission_mail": selectors.review_request_submission_mail(request=review_request)
+        if review_request.round
+        else None,
         "votes": votes,
         "current_round_votes": [vote for vote in votes if vote.round == current_round],
         "earlier_votes": [vote for vote in votes if vote.round != current_round],
@@ -209,7 +243,7 @@ def _page(
         "show_checkpoint": internals,
         "error": error,
         "vote_form": offered("vote", lambda: VoteForm(hashes=hashes, inconclusive=inconclusive)),
-        "waiver_form": offered("waiver", lambda: WaiverProposeForm(fails=[s for s in fails if s.waiver is None])),
+        "waiver_form": offered("waiver", lambda: WaiverProposeForm(fails=waivable)),
         "recommend_form": offered("recommend", RecommendForm),
         # A failed reply opens under its comment with the errors; the form at the bottom stays empty.
         "comment_form": CommentForm() if reply_to is not None else offered("comment", CommentForm),
@@ -230,11 +264,35 @@ def _page(
             ),
         ),
         "reply_to": reply_to,
-        "waivable": [status for status in fails if status.waiver is None],
+        "waivable": waivable,
+        "decided": decided,
+        "report_links": report_links,
+        "status_url": reverse("approvals:status", args=[review_request.pk]),
     }
-    failed = error is not None or any(form.errors for form in bound.values())
-    failed = failed or (bound_waiver is not None and bool(bound_waiver[1].errors))
-    return render(request, "approvals/request.html", context, status=400 if failed else 200)
+    return render(request, "approvals/request.html", context)
+
+
+# The states whose decision leaves a signed report (approvals.services.decision).
+_DECIDED = (RequestState.APPROVED, RequestState.REJECTED, RequestState.REVOKED)
+
+
+def _revise_form(data: QueryDict, user: User, r: ReviewRequest) -> forms.Form:
+    return ReviewRequestReviseForm(data, documents=_subject_documents(user, r), chosen=[])
+
+
+# How each form of the page is made again from what was posted (for a failed one, restored with its
+# errors): (data, hashes, inconclusive, fails, request, user) -> form.
+_FORMS: dict[str, Callable[..., forms.Form]] = {
+    "vote": lambda data, hashes, inconclusive, fails, r, user: VoteForm(data, hashes=hashes, inconclusive=inconclusive),
+    "waiver": lambda data, hashes, inconclusive, fails, r, user: WaiverProposeForm(data, fails=fails),
+    "recommend": lambda data, *rest: RecommendForm(data),
+    "comment": lambda data, *rest: CommentForm(data),
+    "request_changes": lambda data, *rest: ReasonForm(data, prefix="request_changes"),
+    "withdraw": lambda data, *rest: ReasonForm(data, prefix="withdraw"),
+    "revoke": lambda data, *rest: ReasonForm(data, prefix="revoke"),
+    "resume": lambda data, *rest: ReasonForm(data, prefix="resume"),
+    "revise": lambda data, hashes, inconclusive, fails, r, user: _revise_form(data, user, r),
+}
 
 
 _WORKFLOW = ("revise", "submit", "start_review", "request_changes", "withdraw", "revoke")
@@ -328,28 +386,65 @@ def _act(
     name: str,
     make_form: Callable[[ReviewRequest], forms.Form] | None,
     call: Callable[[User, ReviewRequest, dict[str, Any]], object],
-    success: str,
+    success: str | Callable[[ReviewRequest], str],
     anchor: str = "",
 ) -> HttpResponse:
-    """Validate the posted form (if any), call the service, and go back to the request page; on a
-    UserError show the page again with the message on the form (or above the actions) and status 400."""
+    """Validate the posted form (if any), call the service, and go back to the request page (to
+    ``anchor``); a form that fails, or a service's UserError, goes back there too (303), where the
+    form shows again with the message on its field (or above the actions), its password left out."""
     user = request_user(request)
     review_request = selectors.review_request_get(user=user, request_id=request_id)
     form = make_form(review_request) if make_form is not None else None
-    error = None
+    url = review_request.get_absolute_url()
     if form is None or form.is_valid():
         try:
             call(user, review_request, form.cleaned_data if form is not None else {})
         except UserError as exc:
             if form is None:
-                error = str(exc)
-            else:
-                add_user_error(form, exc)
+                return form_failed_redirect(request, url=url, name=name, error=str(exc), anchor="#action-error")
+            add_user_error(form, exc)
         else:
-            messages.success(request, success.format(pk=review_request.pk))
-            return redirect(review_request.get_absolute_url() + anchor)
-    fresh = selectors.review_request_get(user=user, request_id=request_id)
-    return _page(request, fresh, bound={name: form} if form is not None else None, error=error)
+            messages.success(
+                request, success(review_request) if callable(success) else success.format(pk=review_request.pk)
+            )
+            return redirect(url + anchor)
+    return form_failed_redirect(request, url=url, name=name, form=form, anchor=_FAILED_ANCHOR.get(name, anchor))
+
+
+# Where the page opens on a failed form: the form itself.
+_FAILED_ANCHOR = {
+    "vote": "#vote-form",
+    "waiver": "#propose-waiver",
+    "recommend": "#recommend",
+    "comment": "#comment-form",
+    "request_changes": "#request-changes",
+    "withdraw": "#withdraw",
+    "revoke": "#revoke",
+    "resume": "#resume",
+    "revise": "#revise",
+}
+
+
+def _submitted(review_request: ReviewRequest) -> str:
+    """Who will hear of the submission: the mail goes out once the worker runs it, so the page says
+    "will be told", naming who, and who will not (no e-mail address); the request page says "has been
+    told" once the mail has gone out."""
+    told, untold = notifications.submission_recipients(request=review_request)
+    text = f"Review request #{review_request.pk} is submitted."
+    if told:
+        text += f" The committee will be told by e-mail: {', '.join(member.username for member in told)}."
+    else:
+        text += " No committee member who may vote on it has an e-mail address: nobody will be told by e-mail."
+    if untold:
+        text += f" Not notified (no e-mail address): {', '.join(member.username for member in untold)}."
+    return text
+
+
+def _requester_told(review_request: ReviewRequest, done: str) -> str:
+    requester = review_request.requested_by
+    if requester.email:
+        return f"{done} {requester.username} will be told by e-mail."
+    return f"{done} {requester.username} has no e-mail address: tell them yourself (not notified by e-mail)."
 
 
 @login_required
@@ -361,7 +456,7 @@ def review_request_submit(request: HttpRequest, request_id: int) -> HttpResponse
         "submit",
         None,
         lambda user, r, data: services.review_request_submit(user=user, request=r),
-        "Review request #{pk} is submitted: the committee has been told.",
+        _submitted,
     )
 
 
@@ -402,7 +497,7 @@ def _subject_documents(user: User, r: ReviewRequest) -> list[Any]:
 
 
 def _reason_action(
-    service: Callable[..., object], name: str, success: str
+    service: Callable[..., object], name: str, success: str | Callable[[ReviewRequest], str]
 ) -> Callable[[HttpRequest, int], HttpResponse]:
     @login_required
     @require_POST
@@ -422,7 +517,7 @@ def _reason_action(
 review_request_request_changes = _reason_action(
     services.review_request_request_changes,
     "request_changes",
-    "Review request #{pk} is back in draft: the requester has been told what to change.",
+    lambda r: _requester_told(r, f"Review request #{r.pk} is back in draft with what to change."),
 )
 review_request_withdraw = _reason_action(
     services.review_request_withdraw, "withdraw", "Review request #{pk} is withdrawn."
@@ -430,7 +525,9 @@ review_request_withdraw = _reason_action(
 review_request_revoke = _reason_action(
     services.review_request_revoke,
     "revoke",
-    "The approval of review request #{pk} is revoked: the gate answers approved: false.",
+    lambda r: _requester_told(
+        r, f"The approval of review request #{r.pk} is revoked: the gate answers approved: false."
+    ),
 )
 review_round_resume = _reason_action(
     services.review_round_resume,
@@ -498,17 +595,38 @@ def review_vote_cast(request: HttpRequest, request_id: int) -> HttpResponse:
             document_sha256=data["document_sha256"],
             acknowledged=data["acknowledged"],
         ),
-        "Your vote on review request #{pk} is recorded, signed with your password.",
+        _voted,
         "#votes",
     )
+
+
+def _voted(review_request: ReviewRequest) -> str:
+    text = f"Your vote on review request #{review_request.pk} is recorded, signed with your password."
+    state = ReviewRequest.objects.values_list("state", flat=True).get(pk=review_request.pk)
+    if state in _DECIDED:
+        text += (
+            f" It decided the request: {RequestState(state).label.lower()}. The signed report is being generated;"
+            " its link appears on this page as soon as it exists."
+        )
+    return text
 
 
 @login_required
 @require_POST
 def waiver_propose(request: HttpRequest, request_id: int) -> HttpResponse:
+    """One waiver of the FAIL comparisons posted (``waiver-finding_keys``): a whole attribute and
+    metric from its group's button, or those ticked in the form."""
+
     def make(r: ReviewRequest) -> forms.Form:
         fails = [s for s in selectors.review_request_findings(request=r) if s.finding.verdict == FAIL]
         return WaiverProposeForm(request.POST, fails=fails)
+
+    def success(r: ReviewRequest) -> str:
+        count = len(request.POST.getlist("waiver-finding_keys"))
+        return (
+            f"The waiver of {count:,} FAIL comparison{'' if count == 1 else 's'} is proposed: the committee votes "
+            "on it once, for all of them."
+        )
 
     return _act(
         request,
@@ -518,12 +636,12 @@ def waiver_propose(request: HttpRequest, request_id: int) -> HttpResponse:
         lambda user, r, data: services.waiver_propose(
             user=user,
             request=r,
-            finding_key=data["finding_key"],
+            finding_keys=data["finding_keys"],
             reason=data["reason"],
             compensating_measures=data["compensating_measures"],
             expires_on=data["expires_on"],
         ),
-        "The waiver is proposed: the committee votes on it.",
+        success,
         "#waivers",
     )
 
@@ -535,7 +653,9 @@ def waiver_vote_cast(request: HttpRequest, waiver_id: int) -> HttpResponse:
     waiver = selectors.waiver_get(user=user, waiver_id=waiver_id)
     review_request = selectors.review_request_get(user=user, request_id=waiver.request_id)
     hashes = sorted(d.sha256 for d in selectors.review_request_documents(request=review_request))
-    form = WaiverVoteForm(request.POST, hashes=hashes, prefix=f"waiver-{waiver.pk}")
+    prefix = f"waiver-{waiver.pk}"
+    form = WaiverVoteForm(request.POST, hashes=hashes, prefix=prefix)
+    url = review_request.get_absolute_url()
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -551,6 +671,21 @@ def waiver_vote_cast(request: HttpRequest, waiver_id: int) -> HttpResponse:
             add_user_error(form, exc)
         else:
             messages.success(request, f"Your vote on waiver #{waiver.pk} is recorded, signed with your password.")
-            return redirect(review_request.get_absolute_url() + "#waivers")
-    fresh = selectors.review_request_get(user=user, request_id=waiver.request_id)
-    return _page(request, fresh, bound_waiver=(waiver.pk, form))
+            return redirect(url + "#waivers")
+    return form_failed_redirect(request, url=url, name=prefix, form=form, anchor=f"#waiver-{waiver.pk}")
+
+
+@login_required
+@require_GET
+def review_request_status(request: HttpRequest, request_id: int) -> JsonResponse:
+    """What the request page's script (static/js/approvals-request.js) polls after a decision: the
+    state, and the signed reports that exist so far (empty while the worker generates the first)."""
+    review_request = selectors.review_request_get(user=request_user(request), request_id=request_id)
+    reports = selectors.review_request_report_links(request=review_request)
+    return JsonResponse(
+        {
+            "state": review_request.state,
+            "decided_at": review_request.decided_at.isoformat() if review_request.decided_at else None,
+            "reports": [link.as_json() for link in reports],
+        }
+    )

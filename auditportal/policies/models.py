@@ -86,7 +86,13 @@ class FairnessPolicy(models.Model):
         return {**self.as_document(), "approval_quorum": self.approval_quorum}
 
 
-DEFAULT_METRICS: tuple[str, ...] = tuple(stats.COMPARED)
+# What the seeded version 1 judges: equal opportunity, the TPR (recall) gap, which is the EOD the
+# trainer reports and optimises (trainer/bias.py). The other metrics are computed and shown, not judged,
+# until an administrator adds them in a new version (adding one tightens, so it applies at once);
+# docs/governance.md, "What the default policy judges". Existing databases keep their versions.
+DEFAULT_METRICS: tuple[str, ...] = ("tpr",)
+# Every metric a policy may judge (a version judging all of them is the strictest choice).
+ALL_METRICS: tuple[str, ...] = tuple(stats.COMPARED)
 
 # The values a version holds besides its number: what a proposal proposes.
 POLICY_VALUES: tuple[str, ...] = (

@@ -18,6 +18,7 @@ from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, RoleGrantProposal, User
 from auditportal.activity import services as activity_services
 from auditportal.activity.models import Event, Verb
+from auditportal.approvals import notifications as approval_notifications
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
@@ -363,6 +364,11 @@ def _checkpoint_tagged(request: pytest.FixtureRequest) -> Callable[[], object]:
     return lambda: approval_services.review_request_tag_checkpoint(request_id=made.pk)
 
 
+def _mail_sent(request: pytest.FixtureRequest) -> Callable[[], object]:
+    made = _review_request(request, state="in_review")
+    return lambda: approval_notifications.request_submitted(request_id=made.pk)
+
+
 def _transition(state: str, call: Callable[[User, ReviewRequest], object], who: str) -> Scenario:
     def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
         made = _review_request(request, state=state)
@@ -549,6 +555,7 @@ SCENARIOS: dict[Verb, Scenario] = {
         "carol",
     ),
     Verb.REVIEW_REQUEST_CHECKPOINT_TAGGED: _checkpoint_tagged,
+    Verb.REVIEW_REQUEST_MAIL_SENT: _mail_sent,
     Verb.REVIEW_REQUEST_PAUSED: _round_paused,
     Verb.REVIEW_REQUEST_RESUMED: _round_resumed,
     Verb.REVIEW_REQUEST_SUSPENDED: _suspended,

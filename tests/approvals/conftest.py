@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
 from auditportal.experiments.models import Trial
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
+from auditportal.fairness.files.intersections import join_key
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox.models import OutboxMessage
 from tests.evidence.helpers import FAIR, UNFAIR, counts
@@ -92,6 +94,68 @@ def unfair_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) ->
 def small_trial_request(demo_version: DatasetVersion, bob: User, runs: Path) -> ReviewRequest:
     document = trial_document(demo_version, bob, SMALL, runs)
     return services.review_request_create(user=bob, title="Pilot", intended_use="Pilot study", documents=[document])
+
+
+# Two groups far below the reference's recall (each FAILs on tpr), one too small to tell (INCONCLUSIVE).
+FAMILY = {
+    "female": (1200, 800, 300, 2700),
+    "nonbinary": (1100, 900, 300, 2700),
+    "other": (44, 6, 10, 40),
+    "male": (2700, 300, 300, 2700),
+}
+
+
+def demo_trial_counts(rows: int = 3000) -> dict[str, float | None]:
+    """A validation like demo trial 3's (issue 27): gender, age group and their intersection, the
+    "thin file" gap (women's recall 0.63 against 0.85, a lower false-positive rate), 3,000 rows. Judged
+    under every metric: 80 comparisons, 29 FAIL and 51 INCONCLUSIVE; under the default (tpr): 6 FAIL,
+    10 INCONCLUSIVE."""
+    genders = {"female": 0.50, "male": 0.47, "nonbinary": 0.03}
+    ages = {"18-29": 0.22, "30-44": 0.31, "45-64": 0.33, "65+": 0.14}
+    rates = {"female": (0.63, 0.03), "male": (0.85, 0.25), "nonbinary": (0.85, 0.25)}
+    cells: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    for gender, gender_share in genders.items():
+        for age, age_share in ages.items():
+            size = rows * gender_share * age_share
+            positives = round(size * 0.55)
+            negatives = round(size) - positives
+            tpr, fpr = rates[gender]
+            tp, fp = round(positives * tpr), round(negatives * fpr)
+            cells[(gender, age)] = (tp, positives - tp, fp, negatives - fp)
+    metrics: dict[str, float | None] = {"accuracy": 0.8}
+
+    def put(attribute: str, group: str, confusion: Sequence[int]) -> None:
+        for cell, value in zip(("tp", "fn", "fp", "tn"), confusion, strict=True):
+            metrics[f"count/{attribute}/{group}/{cell}"] = float(value)
+
+    for gender in genders:
+        put("gender", gender, [sum(cells[(gender, age)][i] for age in ages) for i in range(4)])
+    for age in ages:
+        put("age_group", age, [sum(cells[(gender, age)][i] for gender in genders) for i in range(4)])
+    for (gender, age), confusion in cells.items():
+        put(join_key(["gender", "age_group"]), join_key([gender, age]), confusion)
+    return metrics
+
+
+def demo_trial_document(version: DatasetVersion, engineer: User, runs: Path) -> VerdictDocument:
+    """A completed trial with demo_trial_counts() at step 4, frozen under the active policy."""
+    trial: Trial = TrialFactory.create(experiment__dataset_version=version, experiment__launched_by=engineer)
+    trial_metrics_ingest(trial=trial, records=[MetricRecord(kind="validation", step=4, metrics=demo_trial_counts())])
+    checkpoint = runs / f"exp-{trial.experiment_id}" / "trial-3" / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    trial.checkpoint = str(checkpoint)
+    trial.save(update_fields=["checkpoint"])
+    return experiment_services.verdict_document_freeze_trial(user=engineer, trial=trial, step=4)
+
+
+@pytest.fixture
+def family_request(demo_version: DatasetVersion, bob: User, runs: Path, carol: User) -> ReviewRequest:
+    """bob's trial request in review: two FAIL comparisons of one family (gender: tpr), one INCONCLUSIVE."""
+    document = trial_document(demo_version, bob, FAMILY, runs)
+    made = services.review_request_create(
+        user=bob, title="Credit model v5", intended_use="Pre-screening", documents=[document]
+    )
+    return in_review(made, carol)
 
 
 @pytest.fixture

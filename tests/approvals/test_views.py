@@ -33,14 +33,25 @@ def _text(response: Any) -> str:
 
 
 def _vote(request: ReviewRequest, **changes: Any) -> dict[str, Any]:
+    # The one box acknowledging every INCONCLUSIVE comparison the page listed (their keys: hidden).
+    inconclusive = keys(request, INCONCLUSIVE)
     return {
         "choice": "approve",
         "reason": "fit for the stated use",
         "password": PASSWORD,
         "document_sha256": hashes(request),
-        "acknowledged": keys(request, INCONCLUSIVE),
+        "acknowledged": inconclusive,
+        **({"acknowledge_all": "on"} if inconclusive else {}),
         **changes,
     }
+
+
+def _failed(client: Client, url: str, data: dict[str, Any], page: str, anchor: str) -> Any:
+    """Post ``data`` to ``url``; the form fails, so the answer is a 303 back to ``page`` (the request
+    page, at the form's ``anchor``), whose GET shows the form again with its errors: that page."""
+    response = client.post(url, data)
+    assert (response.status_code, response["Location"]) == (303, page + anchor), response
+    return client.get(page)
 
 
 def _refreshed(request: ReviewRequest) -> ReviewRequest:
@@ -339,11 +350,15 @@ def test_the_request_page_shows_the_subject_documents_policy_plot_findings_and_t
     assert f'data-figure-json="forest-{document.short_hash}"' in html
     assert f'<script id="forest-{document.short_hash}" type="application/json">' in html
     assert "js/figures.js" in html
-    # INCONCLUSIVE comparisons, each with the positives it needs and a checkbox in the vote form.
-    for key in keys(request, INCONCLUSIVE):
+    # INCONCLUSIVE comparisons, each with the positives it needs; the vote form acknowledges them all
+    # with one box, their keys hidden beside it.
+    inconclusive = keys(request, INCONCLUSIVE)
+    for key in inconclusive:
         assert f'data-finding="{key}"' in html
-        assert f'name="acknowledged" value="{key}"' in html
-    assert "label positives to decide it" in text
+        assert f'<input type="hidden" name="acknowledged" value="{key}"' in html
+    assert html.count('name="acknowledge_all"') == 1
+    assert f"I acknowledge the {len(inconclusive)} INCONCLUSIVE comparison" in text
+    assert "Positives needed" in text
     assert "Approve 0 of 2 needed" in text
     assert 'name="password"' in html
     assert 'autocomplete="current-password"' in html
@@ -374,21 +389,28 @@ def test_the_requester_submits_and_a_reviewer_takes_it_into_review(
     assert f"Review request #{audit_request.pk} is in review" in _text(response)
 
 
-def test_an_illegal_transition_shows_the_services_message_with_400(audit_request: ReviewRequest, bob: User) -> None:
-    client_for(bob).post(_url("submit", audit_request))
-    response = client_for(bob).post(_url("submit", audit_request))
-    assert response.status_code == 400
+def test_an_illegal_transition_goes_back_to_the_page_with_the_services_message(
+    audit_request: ReviewRequest, bob: User
+) -> None:
+    client = client_for(bob)
+    client.post(_url("submit", audit_request))
+    page = audit_request.get_absolute_url()
+    response = _failed(client, _url("submit", audit_request), {}, page, "#action-error")
     message = f"Review request #{audit_request.pk} is submitted: only a request that is draft can be submitted."
     assert response.context["error"] == message
     assert message in _text(response)
+    assert client.get(page).context["error"] is None  # shown once
 
 
 def test_a_reviewer_requests_changes_with_a_reason_and_the_requester_revises(
     audit_request: ReviewRequest, bob: User, carol: User
 ) -> None:
     client_for(bob).post(_url("submit", audit_request))
-    response = client_for(carol).post(_url("request-changes", audit_request), {"request_changes-reason": ""})
-    assert response.status_code == 400
+    page = audit_request.get_absolute_url()
+    reviewer = client_for(carol)
+    response = _failed(
+        reviewer, _url("request-changes", audit_request), {"request_changes-reason": ""}, page, "#request-changes"
+    )
     assert response.context["changes_form"].errors["reason"] == ["The reason is required."]
     response = client_for(carol).post(
         _url("request-changes", audit_request), {"request_changes-reason": "State the threshold."}
@@ -400,13 +422,16 @@ def test_a_reviewer_requests_changes_with_a_reason_and_the_requester_revises(
 
     document = audit_request.documents.get()
     data = {"title": "Vendor model, threshold 0.5", "intended_use": "Ranking", "documents": [document.pk]}
-    assert client_for(bob).post(_url("revise", audit_request), data).status_code == 302
+    requester = client_for(bob)
+    assert requester.post(_url("revise", audit_request), data).status_code == 302
     assert _refreshed(audit_request).title == "Vendor model, threshold 0.5"
-    response = client_for(bob).post(_url("revise", audit_request), data)
-    assert response.status_code == 400
+    response = _failed(requester, _url("revise", audit_request), data, page, "#revise")
     assert "Nothing changed." in _text(response)
-    response = client_for(bob).post(_url("revise", audit_request), {**data, "title": "new", "documents": []})
+    response = _failed(
+        requester, _url("revise", audit_request), {**data, "title": "new", "documents": []}, page, "#revise"
+    )
     assert response.context["revise_form"].errors["documents"] == ["Choose at least one frozen verdict document."]
+    assert response.context["revise_form"]["title"].value() == "new"  # what was posted, shown again
 
 
 def test_the_requester_withdraws(audit_request: ReviewRequest, bob: User) -> None:
@@ -418,11 +443,15 @@ def test_the_requester_withdraws(audit_request: ReviewRequest, bob: User) -> Non
 
 def test_a_reviewer_recommends(audit_request: ReviewRequest, carol: User) -> None:
     in_review(audit_request, carol)
-    response = client_for(carol).post(_url("recommend", audit_request), {"recommend-reason": "fine"})
-    assert response.status_code == 400
+    page, reviewer = audit_request.get_absolute_url(), client_for(carol)
+    response = _failed(reviewer, _url("recommend", audit_request), {"recommend-reason": "fine"}, page, "#recommend")
     assert response.context["recommend_form"].errors["choice"] == ["Choose a recommendation: approve or reject."]
-    response = client_for(carol).post(
-        _url("recommend", audit_request), {"recommend-choice": "approve", "recommend-reason": ""}
+    response = _failed(
+        reviewer,
+        _url("recommend", audit_request),
+        {"recommend-choice": "approve", "recommend-reason": ""},
+        page,
+        "#recommend",
     )
     assert response.context["recommend_form"].errors["reason"] == ["The reason is required."]
     response = client_for(carol).post(
@@ -447,12 +476,13 @@ def test_comments_are_threaded_and_an_empty_reply_opens_its_form_with_the_error(
     replies = page[page.index(f'id="comment-{question.pk}"') :]
     assert f'id="comment-{reply.pk}"' in replies[: replies.index("</li>\n</ul>") + 20]
 
-    response = client_for(bob).post(_url("comment", audit_request), {"body": " ", "parent": question.pk})
-    assert response.status_code == 400
+    requester, url = client_for(bob), audit_request.get_absolute_url()
+    response = _failed(
+        requester, _url("comment", audit_request), {"body": " ", "parent": question.pk}, url, "#comment-form"
+    )
     assert response.context["reply_to"] == question.pk
     assert "The body is required." in _text(response)
-    response = client_for(bob).post(_url("comment", audit_request), {"body": "x", "parent": 999999})
-    assert response.status_code == 400
+    response = _failed(requester, _url("comment", audit_request), {"body": "x", "parent": 999999}, url, "#comment-form")
     assert f"Comment #999999 is not a comment on review request #{audit_request.pk}." in _text(response)
     assert Comment.objects.count() == 2
 
@@ -470,14 +500,18 @@ def test_two_members_vote_with_their_passwords_and_the_request_is_approved(
     text = _text(client_for(dave).get(request.get_absolute_url()))
     assert "Your current vote: Approve" in text
     assert "Approve 1 of 2 needed" in text
-    assert client_for(frank).post(_url("vote", request), _vote(request)).status_code == 302
+    member = client_for(frank)
+    response = member.post(_url("vote", request), _vote(request), follow=True)
     assert _refreshed(request).state == RequestState.APPROVED
+    assert "It decided the request: approved." in _text(response)  # at once, no reload
     text = _text(client_for(carol).get(request.get_absolute_url()))
     assert "Approved on" in text
     assert "by dave, frank" in text
-    # Its signed report comes from the worker (queued when the decision commits; not run here).
+    # Its signed report comes from the worker (queued when the decision commits; not run here): the page
+    # says so and polls for its link (static/js/approvals-request.js), never "reload".
     assert "Signed reports" in text
-    assert "The report of this decision is being generated by the worker" in text
+    assert "The signed report of this decision is being generated; its link appears here" in text
+    assert "reload" not in text.lower()
 
 
 @pytest.mark.parametrize(
@@ -488,8 +522,8 @@ def test_two_members_vote_with_their_passwords_and_the_request_is_approved(
         ({"reason": ""}, "reason", "The reason is required."),
         ({"choice": ""}, "choice", "Choose your vote: approve or reject."),
         ({"choice": "maybe"}, "choice", "Choose approve or reject."),
-        ({"acknowledged": []}, "acknowledged", "is INCONCLUSIVE"),
-        ({"acknowledged": ["nope"]}, "acknowledged", "has the key nope"),
+        ({"acknowledge_all": ""}, "acknowledged", "not acknowledged (an approving vote acknowledges them all"),
+        ({"acknowledged": ["nope"]}, "acknowledge_all", "The INCONCLUSIVE comparisons changed since the page"),
         ({"document_sha256": ["0" * 64]}, "document_sha256", "Reload the request and vote on what it shows."),
     ],
 )
@@ -497,12 +531,15 @@ def test_a_vote_form_error_names_its_field_and_no_vote_is_recorded(
     audit_request: ReviewRequest, carol: User, dave: User, changes: dict[str, Any], field: str, message: str
 ) -> None:
     request = in_review(audit_request, carol)
-    response = client_for(dave).post(_url("vote", request), _vote(request, **changes))
-    assert response.status_code == 400
+    member = client_for(dave)
+    response = _failed(
+        member, _url("vote", request), _vote(request, **changes), request.get_absolute_url(), "#vote-form"
+    )
     errors = response.context["vote_form"].errors[field]
     assert any(message in error for error in errors), errors
     assert message in _text(response)
     assert not ReviewVote.objects.exists()
+    assert PASSWORD not in response.content.decode()  # the password is never kept nor shown again
     if field == "password":
         assert Event.objects.filter(verb=Verb.REVIEW_VOTE_REAUTH_FAILED, actor=dave).count() == 1
 
@@ -512,32 +549,33 @@ def test_a_fail_is_waived_through_the_waiver_forms_before_the_request_is_approve
     unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
 ) -> None:
     request = in_review(unfair_trial_request, carol)
+    page = request.get_absolute_url()
     fail_keys = keys(request, FAIL)
-    response = client_for(dave).post(_url("vote", request), _vote(request))
-    assert response.status_code == 400
-    assert "can be approved only once a waiver of it is approved" in _text(response)
+    response = _failed(client_for(dave), _url("vote", request), _vote(request), page, "#vote-form")
+    assert "can be approved only once every FAIL comparison has an approved waiver" in _text(response)
+    assert "gender: tpr — 1 FAIL comparison not waived (female)" in _text(response)
 
     proposal = {
-        "waiver-finding_key": fail_keys[0],
+        "waiver-finding_keys": fail_keys,
         "waiver-reason": "explained by the vendor's data",
         "waiver-compensating_measures": "manual review",
         "waiver-expires_on": (date.today() + timedelta(days=30)).isoformat(),
     }
+    proposer = client_for(carol)
     for changes, field, message in (
         ({"waiver-expires_on": ""}, "expires_on", "Give the date the waiver expires."),
         ({"waiver-expires_on": "2030-13-45"}, "expires_on", "Give the expiry date as YYYY-MM-DD."),
         ({"waiver-expires_on": "2000-01-01"}, "expires_on", "The expiry date 2000-01-01 has passed"),
         ({"waiver-compensating_measures": ""}, "compensating_measures", "The compensating measures is required."),
-        ({"waiver-finding_key": "zzz"}, "finding_key", "has no FAIL comparison with the key 'zzz'"),
+        ({"waiver-finding_keys": ["zzz"]}, "finding_keys", "has no FAIL comparison with the key 'zzz'"),
+        ({"waiver-finding_keys": []}, "finding_keys", "Choose the FAIL comparisons the waiver covers."),
     ):
-        response = client_for(carol).post(_url("waiver", request), {**proposal, **changes})
-        assert response.status_code == 400
+        response = _failed(proposer, _url("waiver", request), {**proposal, **changes}, page, "#propose-waiver")
         assert any(message in error for error in response.context["waiver_form"].errors[field]), (field, message)
     assert not Waiver.objects.exists()
 
-    for key in fail_keys:
-        response = client_for(carol).post(_url("waiver", request), {**proposal, "waiver-finding_key": key})
-        assert response.status_code == 302
+    response = proposer.post(_url("waiver", request), proposal)
+    assert (response.status_code, response["Location"]) == (302, page + "#waivers")
     for waiver in Waiver.objects.all():
         prefix = f"waiver-{waiver.pk}-"
         ballot = {
@@ -547,16 +585,17 @@ def test_a_fail_is_waived_through_the_waiver_forms_before_the_request_is_approve
             prefix + "document_sha256": hashes(request),
         }
         url = reverse("approvals:waiver-vote", args=[waiver.pk])
-        response = client_for(dave).post(url, {**ballot, prefix + "password": "x"})
-        assert response.status_code == 400
+        member = client_for(dave)
+        response = _failed(member, url, {**ballot, prefix + "password": "x"}, page, f"#waiver-{waiver.pk}")
         assert "That password is not correct" in _text(response)
-        for member in (dave, frank):
-            assert client_for(member).post(url, ballot).status_code == 302
+        assert response.context["waiver_rows"][0].form.errors["password"]
+        for voter in (dave, frank):
+            assert client_for(voter).post(url, ballot).status_code == 302
         waiver.refresh_from_db()
         assert waiver.state == "approved"
     assert "waived" in _text(client_for(dave).get(request.get_absolute_url()))
-    for member in (dave, frank):
-        assert client_for(member).post(_url("vote", request), _vote(request)).status_code == 302
+    for voter in (dave, frank):
+        assert client_for(voter).post(_url("vote", request), _vote(request)).status_code == 302
     assert _refreshed(request).state == RequestState.APPROVED
 
 
@@ -564,8 +603,8 @@ def test_a_committee_member_revokes_an_approval_with_a_reason(
     fair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
 ) -> None:
     request = approved(fair_trial_request, carol, [dave, frank])
-    response = client_for(dave).post(_url("revoke", request), {"revoke-reason": ""})
-    assert response.status_code == 400
+    member = client_for(dave)
+    response = _failed(member, _url("revoke", request), {"revoke-reason": ""}, request.get_absolute_url(), "#revoke")
     assert response.context["revoke_form"].errors["reason"] == ["The reason is required."]
     assert client_for(carol).post(_url("revoke", request), {"revoke-reason": "no"}).status_code == 403
     response = client_for(dave).post(_url("revoke", request), {"revoke-reason": "drift found in production"})

@@ -19,6 +19,7 @@ from auditportal.fairness.files.tabular import read
 from auditportal.fairness.statistics.audit import AuditSpec
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.factories import PredictionAuditFactory, client_for
+from tests.policies.helpers import judge_every_metric
 
 
 def _upload(name: str = "scores.csv", content: str = PREDICTIONS_CSV) -> SimpleUploadedFile:
@@ -323,8 +324,8 @@ def test_the_api_returns_the_stored_document_to_members_only(audit: PredictionAu
 
 
 def _edge_csv() -> str:
-    """TPR 0.705 against 0.80 on 1,000 positives each: the TPR family FAILs at 95%, the headline (five
-    judged families, 99% for this one) does not."""
+    """TPR 0.705 against 0.80 on 1,000 positives each: the TPR family FAILs at 95%, the headline (under a policy
+    judging all five metrics, 99% for this one) does not."""
     rows = ["label,pred,g"]
     for group, (tp, fn, fp, tn) in {"a": (800, 200, 100, 900), "b": (705, 295, 100, 900)}.items():
         rows += [f"1,1,{group}"] * tp + [f"1,0,{group}"] * fn + [f"0,1,{group}"] * fp + [f"0,0,{group}"] * tn
@@ -334,6 +335,7 @@ def _edge_csv() -> str:
 def test_the_audit_page_shows_the_headline_verdict_and_the_level_of_every_verdict(
     bob: User, dataset_storage: Path
 ) -> None:
+    judge_every_metric()  # five judged families (the default judges tpr only)
     audit = PredictionAuditFactory.create(
         created_by=bob, content=_edge_csv(), spec=AuditSpec(label="label", prediction="pred", attributes=("g",))
     )

@@ -48,8 +48,7 @@ def _open_from_queue(page: Any, base_url: str, table: str, request_id: int) -> N
 
 def _vote(page: Any, *, password: str) -> None:
     page.check("#vote-form input[name=choice][value=approve]")
-    for box in page.query_selector_all("#vote-form input[name=acknowledged]"):
-        box.check()
+    page.check("#vote-form input[name=acknowledge_all]")  # one box for every INCONCLUSIVE comparison
     page.fill("#vote-form textarea[name=reason]", "Fit for ranking applications for manual review.")
     page.fill("#vote-form input[name=password]", password)
     page.click("#cast-vote")
@@ -104,19 +103,20 @@ def test_a_request_goes_from_the_audit_page_to_an_approval_the_gate_reports(
     page.wait_for_url(f"{base}/approvals/{request.pk}/")
     assert drawn_figures(page, "#documents .figure") == 1
     assert page.inner_text(f"[data-document='{document.pk}'] [data-sha256]") == document.sha256
-    inconclusive = page.query_selector_all("#inconclusive tr[data-finding]")
+    inconclusive = page.query_selector_all("#findings table.inconclusive tr[data-finding]")
     assert inconclusive, "the audit of 12 rows has INCONCLUSIVE comparisons"
-    assert len(page.query_selector_all("#vote-form input[name=acknowledged]")) == len(inconclusive)
+    assert len(page.query_selector_all("#vote-form input[name=acknowledged]")) == len(inconclusive)  # hidden
+    assert len(page.query_selector_all("#vote-form input[name=acknowledge_all]")) == 1
     assert page_width(page) <= WIDTH
     page.screenshot(path=str(ARTIFACTS / "approvals-request.png"), full_page=True)
 
-    # A wrong password signs nothing; the right one casts the vote.
+    # A wrong password signs nothing, and the address bar stays on the request page; the right one
+    # casts the vote.
     _vote(page, password="not-my-password")
+    page.wait_for_url(f"{base}/approvals/{request.pk}/#vote-form")
     assert "That password is not correct" in page.inner_text("#vote-form")
+    assert page.input_value("#vote-form input[name=password]") == ""
     assert not ReviewVote.objects.exists()
-    # Chromium reports the refused form's status (400) on the console: that one is expected.
-    assert errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
-    errors.clear()
     _vote(page, password=PASSWORD)
     page.wait_for_url(f"{base}/approvals/{request.pk}/#votes")
     assert page.inner_text("#tally [data-count=approve]") == "1"
@@ -129,6 +129,8 @@ def test_a_request_goes_from_the_audit_page_to_an_approval_the_gate_reports(
     page.wait_for_url(f"{base}/approvals/{request.pk}/#votes")
     assert page.inner_text("#request-state") == "Approved"
     assert "Approved" in page.inner_text("#decision-banner")
+    assert "It decided the request: approved." in page.inner_text("body")
+    assert "reload" not in page.inner_text("#reports").lower()
     assert page_width(page) <= WIDTH
     page.screenshot(path=str(ARTIFACTS / "approvals-approved.png"), full_page=True)
 

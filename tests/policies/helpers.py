@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from auditportal.accounts.models import Role, User
-from auditportal.policies.models import FairnessPolicy, PolicyProposal
+from auditportal.policies.models import ALL_METRICS, FairnessPolicy, PolicyProposal
 from auditportal.policies.services import policy_create, policy_proposal_confirm
 from tests.factories import make_user
 
@@ -25,3 +25,10 @@ def policy_change(*, user: User, confirmer: User | None = None, **values: Any) -
     if isinstance(made, PolicyProposal):
         return policy_proposal_confirm(user=confirmer or second_admin(), proposal=made)
     return made
+
+
+def judge_every_metric(user: User | None = None) -> FairnessPolicy:
+    """The next version judging every metric (the default judges equal opportunity only): a tightening,
+    active at once, made by ``user`` (by default the second administrator). For tests about documents
+    with several judged families."""
+    return policy_change(user=user or second_admin(), metrics=list(ALL_METRICS), reason="judge every metric")

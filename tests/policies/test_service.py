@@ -27,11 +27,18 @@ def test_version_1_is_seeded_from_the_settings(db: None) -> None:
         "version": 1,
         "tolerance": 0.05,
         "alpha": 0.05,
-        "metrics": ["tpr", "fpr", "equalized_odds", "selection_rate", "ppv"],
+        "metrics": ["tpr"],
         "reference_rule": "largest",
         "min_group_size": None,
     }
     assert policy.created_by is None
+
+
+def test_the_default_judges_equal_opportunity_and_an_administrator_adds_fpr_at_once(erin: User) -> None:
+    assert policy_active().metrics == ["tpr"]  # the TPR gap: the EOD the trainer reports and optimises
+    policy = policy_create(user=erin, metrics=["tpr", "fpr"], reason="false positives harm patients here")
+    assert isinstance(policy, FairnessPolicy)  # judging more tightens: no second administrator
+    assert (policy_active(), policy.version, policy.metrics) == (policy, 2, ["tpr", "fpr"])
 
 
 def test_an_administrator_creates_the_next_version_with_an_event(erin: User) -> None:

@@ -29,6 +29,7 @@ from auditportal.policies.services import (
 )
 from tests.approvals.conftest import in_review, vote
 from tests.factories import PredictionAuditFactory, client_for, make_user
+from tests.policies.helpers import judge_every_metric
 
 API = "/api/v1/policy/"
 SEED = {
@@ -134,11 +135,12 @@ def test_a_loosening_is_a_pending_proposal_with_its_event(erin: User) -> None:
 
 
 def test_a_different_administrator_confirms_and_both_are_recorded(erin: User, irene: User) -> None:
+    judge_every_metric(erin)  # version 2 (the default judges tpr only): judging fewer then loosens
     proposal = _propose(erin, tolerance=0.1, metrics=["tpr", "fpr"])
     proposed = PolicyProposal.objects.values().get(pk=proposal.pk)
     policy = policy_proposal_confirm(user=irene, proposal=proposal)
     assert policy_active() == policy
-    assert (policy.version, policy.tolerance, policy.metrics) == (2, 0.1, ["tpr", "fpr"])
+    assert (policy.version, policy.tolerance, policy.metrics) == (3, 0.1, ["tpr", "fpr"])
     assert (policy.created_by, policy.confirmed_by, policy.proposal) == (erin, irene, proposal)
     assert policy.reason == "why not"
     assert PolicyProposal.objects.values().get(pk=proposal.pk) == proposed  # never edited
@@ -147,7 +149,7 @@ def test_a_different_administrator_confirms_and_both_are_recorded(erin: User, ir
     confirmed = Event.objects.get(verb=Verb.FAIRNESS_POLICY_PROPOSAL_CONFIRMED)
     assert (confirmed.actor, confirmed.target_id) == (irene, str(proposal.pk))
     assert confirmed.data == {
-        "version": 2, "loosens": ["tolerance", "metrics"], "proposed_by": "erin", "confirmed_by": "irene"
+        "version": 3, "loosens": ["tolerance", "metrics"], "proposed_by": "erin", "confirmed_by": "irene"
     }  # fmt: skip
     created = Event.objects.get(verb=Verb.FAIRNESS_POLICY_CREATED, actor=irene)
     assert created.data == {

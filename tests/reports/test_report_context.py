@@ -153,8 +153,9 @@ def test_the_summary_counts_the_judged_comparisons_in_plain_words(document: Evid
         acknowledgements=(Acknowledgement(item="gender: fpr", positives_needed="230"),),
     ).summary
     assert summary[0] == "This report describes Prediction audit #1; no decision is recorded in it."
+    comparisons = f"{len(judged)} comparison{'s' if len(judged) != 1 else ''}"
     assert (
-        f"Of {len(judged)} comparisons, {counts['PASS']} showed no unfair gap (PASS), {counts['FAIL']} showed an "
+        f"Of {comparisons}, {counts['PASS']} showed no unfair gap (PASS), {counts['FAIL']} showed an "
         f"unfair gap beyond reasonable doubt (FAIL) and {counts['INCONCLUSIVE']} could not be decided"
     ) in " ".join(summary)
     assert "A gap larger than 5 percentage points counts as unfair (fairness policy version 2)." in " ".join(summary)

@@ -137,25 +137,29 @@ evidence:canonical                 GET  -         login  404    200    200    20
 # Freezing a trial's validation: ML engineers and reviewers.
 trial-validation-freeze            GET  -         login  405    405    405    405    405    405    405    405    405
 trial-validation-freeze            POST step      login  404    403    403    302    302    302    403    403    404
-# Review requests: the roles and states of approvals/rules.py. An empty body is answered 400 before
-# the rule is asked (services check the input first), so the POSTs send minimal bodies.
+# Review requests: the roles and states of approvals/rules.py. An empty body is refused before the
+# rule is asked (services check the input first), so the POSTs send minimal bodies. The request page's
+# forms answer what they refuse for the state or the input with 303 back to the page (the form shown
+# again there, lib/forms.form_failed_redirect); the API with 400. approvals:status: the JSON the page
+# polls after a decision.
 approvals:queue                    GET  -         login  403    200    200    200    200    200    200    200    403
 approvals:list                     GET  -         login  403    200    200    200    200    200    200    200    403
 approvals:new                      GET  -         login  403    403    403    200    200    200    403    403    403
 approvals:new                      POST -         login  403    403    403    200    200    200    403    403    403
 approvals:request                  GET  -         login  404    200    200    200    200    200    200    200    404
+approvals:status                   GET  -         login  404    200    200    200    200    200    200    200    404
 approvals:revise                   GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:revise                   POST -         login  404    403    403    400    403    403    403    403    404
+approvals:revise                   POST -         login  404    403    403    303    403    403    403    403    404
 approvals:submit                   GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:submit                   POST -         login  404    403    403    400    403    403    403    403    404
+approvals:submit                   POST -         login  404    403    403    303    403    403    403    403    404
 approvals:start-review             GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:start-review             POST -         login  404    403    403    403    403    400    400    403    404
+approvals:start-review             POST -         login  404    403    403    403    403    303    303    403    404
 approvals:request-changes          GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:request-changes          POST changes   login  404    403    403    403    403    302    403    403    404
 approvals:withdraw                 GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:withdraw                 POST withdraw  login  404    403    403    302    403    403    403    403    404
 approvals:revoke                   GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:revoke                   POST revoke    login  404    403    403    403    403    403    400    400    404
+approvals:revoke                   POST revoke    login  404    403    403    403    403    403    303    303    404
 approvals:recommend                GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:recommend                POST recommend login  404    403    403    403    403    302    403    403    404
 approvals:comment                  GET  -         login  405    405    405    405    405    405    405    405    405
@@ -163,12 +167,12 @@ approvals:comment                  POST comment   login  404    403    403    30
 approvals:vote                     GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:vote                     POST vote      login  404    403    403    403    403    403    302    403    404
 approvals:waiver                   GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:waiver                   POST waiver    login  404    403    403    400    403    400    400    403    404
+approvals:waiver                   POST waiver    login  404    403    403    303    403    303    303    403    404
 approvals:waiver-vote              GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:waiver-vote              POST wvote     login  404    403    403    403    403    403    302    403    404
 # Resuming a round paused by a role change: the world's request is not paused (400 to who may resume).
 approvals:resume                   GET  -         login  405    405    405    405    405    405    405    405    405
-approvals:resume                   POST resume    login  404    403    403    403    403    403    400    400    404
+approvals:resume                   POST resume    login  404    403    403    403    403    403    303    303    404
 # Reports are signed by the committee members named in them.
 reports:list                       GET  -         login  200    200    200    200    200    200    200    200    200
 reports:detail                     GET  -         login  404    200    200    200    200    200    200    200    404
@@ -273,6 +277,7 @@ approvals.comment                view-only
 approvals.recommendation         view-only
 approvals.reviewrequest          view-only
 approvals.reviewvote             view-only
+approvals.waivedcomparison       view-only
 approvals.waiver                 view-only
 approvals.waivervote             view-only
 audits.predictionaudit           view-only

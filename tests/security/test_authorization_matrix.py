@@ -59,7 +59,7 @@ BODIES: dict[str, Callable[[World, bool], dict[str, Any]]] = {
     "waiver": lambda w, api: _prefixed(
         "" if api else "waiver-",
         {
-            "finding_key": w.fail_key,
+            "finding_keys": [w.fail_key],
             "reason": _REASON,
             "compensating_measures": "manual review",
             "expires_on": (date.today() + timedelta(days=10)).isoformat(),

@@ -12,7 +12,15 @@ from django.utils import timezone
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.approvals.context import review_request_context
-from auditportal.approvals.models import RequestState, ReviewRequest, ReviewVote, VoteChoice, Waiver, WaiverState
+from auditportal.approvals.models import (
+    RequestState,
+    ReviewRequest,
+    ReviewVote,
+    VoteChoice,
+    WaivedComparison,
+    Waiver,
+    WaiverState,
+)
 from auditportal.approvals.rules import current_votes, decide, quorum, tally_votes
 from auditportal.approvals.services.common import (
     MAIL_DECIDED_TASK,
@@ -68,37 +76,72 @@ def _decide(request: ReviewRequest, documents: list[VerdictDocument], findings: 
 
 
 def _check_approvable(request: ReviewRequest, findings: list[Finding], acknowledged: set[str] | None) -> None:
-    waived = {waiver.finding_key for waiver in _valid_waivers(request)}
-    for finding in findings:
-        if finding.verdict == FAIL and finding.key not in waived:
-            raise ApprovalError(
-                f"{finding.label} is FAIL: review request #{request.pk} can be approved only once a waiver of "
-                "it is approved (and while it has not expired).",
-                field="choice",
-            )
+    """Refuse an approval while anything is missing, saying everything that is at once: every FAIL
+    comparison without an approved, unexpired waiver (by attribute and metric, with counts and groups)
+    and, for a vote (``acknowledged``: the keys it acknowledges), how many INCONCLUSIVE comparisons it
+    leaves unacknowledged. ``acknowledged`` None: the decision's check over the current approving votes."""
+    waived = waived_keys(request)
+    unwaived = [finding for finding in findings if finding.verdict == FAIL and finding.key not in waived]
     inconclusive = [finding for finding in findings if finding.verdict == INCONCLUSIVE]
-    if acknowledged is not None:
-        missing = [finding for finding in inconclusive if finding.key not in acknowledged]
-        if missing:
-            first = missing[0]
-            needed = (
-                f"{first.positives_needed} label positives in the group would decide it"
-                if first.positives_needed is not None
-                else (first.needed_reason or "no sample size is given")
-            )
-            raise ApprovalError(
-                f"{first.label} is INCONCLUSIVE ({needed}): acknowledge it to approve "
-                f"({len(missing)} INCONCLUSIVE comparison{'s' if len(missing) != 1 else ''} not acknowledged).",
-                field="acknowledged",
-            )
+    if acknowledged is None:
+        if unwaived:
+            raise ApprovalError(missing_message(request, unwaived, []), field="choice")
+        # At the decision: every current approving vote acknowledged every INCONCLUSIVE comparison.
+        keys = {finding.key for finding in inconclusive}
+        for vote in current_votes(list(request.votes.filter(round=request.round))).values():
+            if vote.choice == VoteChoice.APPROVE:
+                assert isinstance(vote, ReviewVote)
+                if not keys <= set(vote.acknowledgements.values_list("finding_key", flat=True)):
+                    raise ApprovalError("an approving vote did not acknowledge every INCONCLUSIVE comparison")
         return
-    # At the decision: every current approving vote acknowledged every INCONCLUSIVE comparison.
-    keys = {finding.key for finding in inconclusive}
-    for vote in current_votes(list(request.votes.filter(round=request.round))).values():
-        if vote.choice == VoteChoice.APPROVE:
-            assert isinstance(vote, ReviewVote)
-            if not keys <= set(vote.acknowledgements.values_list("finding_key", flat=True)):
-                raise ApprovalError("an approving vote did not acknowledge every INCONCLUSIVE comparison")
+    unacknowledged = [finding for finding in inconclusive if finding.key not in acknowledged]
+    if unwaived or unacknowledged:
+        raise ApprovalError(
+            missing_message(request, unwaived, unacknowledged), field="choice" if unwaived else "acknowledged"
+        )
+
+
+def missing_message(request: ReviewRequest, unwaived: list[Finding], unacknowledged: list[Finding]) -> str:
+    """Everything an approval still lacks, in one message: "Review request #3 can be approved only once
+    every FAIL comparison has an approved waiver (and while it has not expired) and every INCONCLUSIVE
+    one is acknowledged. Still missing: gender: tpr — 3 FAIL comparisons not waived (female, nonbinary,
+    other); 51 INCONCLUSIVE comparisons not acknowledged."""
+    parts: list[str] = []
+    families: dict[tuple[str, str], list[Finding]] = {}
+    for finding in unwaived:
+        families.setdefault((finding.attribute, finding.metric), []).append(finding)
+    for (attribute, metric), items in sorted(families.items(), key=lambda item: (-len(item[1]), item[0])):
+        groups = [finding.group for finding in items]
+        shown = ", ".join(groups[:GROUPS_NAMED]) + (", ..." if len(groups) > GROUPS_NAMED else "")
+        parts.append(f"{attribute}: {metric} — {count_text(len(items), 'FAIL comparison')} not waived ({shown})")
+    if unacknowledged:
+        parts.append(
+            f"{count_text(len(unacknowledged), 'INCONCLUSIVE comparison')} not acknowledged (an approving vote "
+            "acknowledges them all: tick the acknowledgement)"
+        )
+    return (
+        f"Review request #{request.pk} can be approved only once every FAIL comparison has an approved waiver "
+        "(and while it has not expired) and every INCONCLUSIVE one is acknowledged. Still missing: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+# How many groups a family's line in the refusal names before "...".
+GROUPS_NAMED = 5
+
+
+def count_text(count: int, noun: str) -> str:
+    """``1 FAIL comparison``, ``1,234 FAIL comparisons``: thousands separated, the noun in the plural
+    when the count is not one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def waived_keys(request: ReviewRequest) -> set[str]:
+    """The finding keys of every comparison that an approved, unexpired waiver of the current round covers."""
+    return set(
+        WaivedComparison.objects.filter(waiver__in=_valid_waivers(request)).values_list("finding_key", flat=True)
+    )
 
 
 def _valid_waivers(request: ReviewRequest) -> list[Waiver]:

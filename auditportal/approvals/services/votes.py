@@ -49,6 +49,7 @@ def review_vote_cast(
     password: str,
     document_sha256: Collection[str],
     acknowledged: Collection[str] = (),
+    acknowledge_all: bool = False,
 ) -> ReviewVote:
     """A committee member's signed vote (approve or reject, with a written reason) on a request in review.
 
@@ -56,9 +57,11 @@ def review_vote_cast(
     (REVIEW_VOTE_REAUTH_FAILED, committed although the vote is refused; five within 15 minutes lock the
     voter's votes for the rest of that window). ``document_sha256`` are the documents the voter saw,
     and must be the request's. An approving vote needs every judged FAIL comparison covered by an
-    approved, unexpired waiver, and must acknowledge (``acknowledged``: finding keys) every judged
-    INCONCLUSIVE one. A member's later vote supersedes their earlier one until the request is decided;
-    the vote that meets the rule decides it (docs/approvals.md).
+    approved, unexpired waiver, and must acknowledge (``acknowledged``: finding keys; or
+    ``acknowledge_all``: every one the request has now, filled in under the request's lock) every judged
+    INCONCLUSIVE one; either way an Acknowledgement row names each comparison with its positives
+    needed. A member's later vote supersedes their earlier one until the request is decided; the vote
+    that meets the rule decides it (docs/approvals.md).
 
     Must not run inside an open transaction (the failure record must commit).
     """
@@ -73,6 +76,12 @@ def review_vote_cast(
         hashes = _confirmed_hashes(request, documents, document_sha256)
         findings = _findings(documents)
         keys = {finding.key: finding for finding in findings}
+        if acknowledge_all:
+            if acknowledged:
+                raise ApprovalError(
+                    "Give acknowledged (finding keys) or acknowledge_all, not both.", field="acknowledged"
+                )
+            acknowledged = [finding.key for finding in findings if finding.verdict == INCONCLUSIVE]
         unknown = sorted(set(acknowledged) - set(keys))
         if unknown:
             raise ApprovalError(

@@ -1,9 +1,10 @@
-"""Waivers of judged FAIL comparisons: proposed on a submitted or in-review request, voted on by the
-committee like the request itself (signed votes, the same quorum and rule)."""
+"""Waivers of judged FAIL comparisons: one waiver covers a set of them (a family's, or any chosen
+set), proposed on a submitted or in-review request, voted on by the committee like the request itself
+(signed votes, the same quorum and rule)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, date, datetime
 
 from django.db import transaction
@@ -12,25 +13,40 @@ from django.utils import timezone
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver, WaiverState, WaiverVote
+from auditportal.approvals.models import (
+    ReviewRequest,
+    VoteChoice,
+    WaivedComparison,
+    Waiver,
+    WaiverState,
+    WaiverVote,
+)
 from auditportal.approvals.rules import IllegalTransition, check, decide, quorum, tally_votes
 from auditportal.approvals.services.common import ApprovalError, _choice, _findings, _fresh, _locked, _required
 from auditportal.approvals.services.votes import VOTER_ROLE, _confirmed_hashes, _reauthenticate
-from auditportal.fairness.documents.findings import FAIL
+from auditportal.fairness.documents.findings import FAIL, Finding
 
 
 def waiver_propose(
     *,
     user: User,
     request: ReviewRequest,
-    finding_key: str,
     reason: str,
     compensating_measures: str,
     expires_on: date,
+    finding_keys: Sequence[str] | None = None,
+    finding_key: str | None = None,
 ) -> Waiver:
-    """Propose a waiver of one judged FAIL comparison (``finding_key``) of a submitted or in-review
-    request: why, the compensating measures, and the date it expires (at 00:00 UTC that day). The
-    committee votes on it like on a request, with the same quorum."""
+    """Propose one waiver of a set of judged FAIL comparisons (``finding_keys``: e.g. every FAIL of one
+    attribute and metric, or any chosen set; ``finding_key``, one key, as before sets) of a submitted or
+    in-review request: why, the compensating measures, and the date it expires (at 00:00 UTC that day).
+    The committee votes on the whole set at once, like on a request, with the same quorum.
+
+    The scope is stored comparison by comparison (``WaivedComparison``). A comparison has at most one
+    live (proposed or approved) waiver per round: checked here, under the request's row lock, against
+    every comparison of every live waiver; the refusal names each comparison and its waiver."""
+    field = "finding_key" if finding_keys is None and finding_key is not None else "finding_keys"
+    keys = _keys_given(finding_keys, finding_key)
     reason = _required(reason, "reason")
     compensating_measures = _required(compensating_measures, "compensating_measures")
     expires_at = datetime.combine(expires_on, datetime.min.time(), tzinfo=UTC)
@@ -42,35 +58,56 @@ def waiver_propose(
         request = _locked(request)
         check(user, request, "propose_waiver")
         documents = list(request.documents.order_by("id"))
-        finding = next((f for f in _findings(documents) if f.key == finding_key), None)
-        if finding is None or finding.verdict != FAIL:
+        fails = {f.key: f for f in _findings(documents) if f.verdict == FAIL}
+        unknown = [key for key in keys if key not in fails]
+        if unknown:
+            listed = ", ".join(repr(key) for key in unknown[:5])
+            listed += f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise ApprovalError(
-                f"Review request #{request.pk} has no FAIL comparison with the key {finding_key!r}: only a "
-                "judged FAIL comparison can be waived.",
-                field="finding_key",
+                f"Review request #{request.pk} has no FAIL comparison with the key{'s' if len(unknown) > 1 else ''} "
+                f"{listed}: only a judged FAIL comparison can be waived.",
+                field=field,
             )
-        live = request.waivers.filter(
-            round=request.round, finding_key=finding_key, state__in=[WaiverState.PROPOSED, WaiverState.APPROVED]
-        ).first()
-        if live is not None:
+        findings = [fails[key] for key in keys]
+        taken = _live_cover(request, keys)
+        if taken:
             raise ApprovalError(
-                f"Waiver #{live.pk} of {finding.label} is already {live.get_state_display().lower()}.",
-                field="finding_key",
+                "; ".join(
+                    f"{fails[key].label}: waiver #{waiver.pk}, which covers it, is already "
+                    f"{waiver.get_state_display().lower()}"
+                    for key, waiver in taken.items()
+                )
+                + f". A comparison has one live waiver per round: leave {'it' if len(taken) == 1 else 'them'} "
+                "out, or propose again once that waiver is rejected.",
+                field=field,
             )
-        document = next(d for d in documents if d.sha256 == finding.document_sha256)
+        by_hash = {document.sha256: document for document in documents}
+        first = findings[0]
         waiver = Waiver.objects.create(
             request=request,
             round=request.round,
-            finding_key=finding.key,
-            document=document,
-            attribute=finding.attribute,
-            metric=finding.metric,
-            group=finding.group,
-            reference=finding.reference,
+            finding_key=first.key,
+            document=by_hash[first.document_sha256],
+            attribute=first.attribute,
+            metric=first.metric,
+            group=first.group,
+            reference=first.reference,
             reason=reason,
             compensating_measures=compensating_measures,
             expires_at=expires_at,
             proposed_by=user,
+        )
+        WaivedComparison.objects.bulk_create(
+            WaivedComparison(
+                waiver=waiver,
+                finding_key=finding.key,
+                document=by_hash[finding.document_sha256],
+                attribute=finding.attribute,
+                metric=finding.metric,
+                group=finding.group,
+                reference=finding.reference,
+            )
+            for finding in findings
         )
         event_record(
             actor=user,
@@ -79,14 +116,56 @@ def waiver_propose(
             data={
                 "waiver": waiver.pk,
                 "round": request.round,
-                "comparison": finding.label,
-                "document_sha256": finding.document_sha256,
+                "comparison": waiver.label,
+                "comparisons": _event_scope(findings),
+                "document_sha256": sorted({finding.document_sha256 for finding in findings}),
                 "reason": reason,
                 "compensating_measures": compensating_measures,
                 "expires_at": expires_at.isoformat(),
             },
         )
     return waiver
+
+
+def _keys_given(finding_keys: Sequence[str] | None, finding_key: str | None) -> list[str]:
+    """The keys asked for, each once, in the order given."""
+    if finding_keys is not None and finding_key is not None:
+        raise ApprovalError("Give finding_keys (a list) or finding_key (one key), not both.", field="finding_keys")
+    if finding_keys is None:
+        given = [finding_key.strip()] if finding_key and finding_key.strip() else []
+        field = "finding_key" if finding_key is not None else "finding_keys"
+    else:
+        if isinstance(finding_keys, str):
+            raise ApprovalError("finding_keys is a list of finding keys, not one string.", field="finding_keys")
+        given = [str(key).strip() for key in finding_keys if str(key).strip()]
+        field = "finding_keys"
+    if not given:
+        raise ApprovalError("Choose the FAIL comparisons the waiver covers.", field=field)
+    return list(dict.fromkeys(given))
+
+
+def _live_cover(request: ReviewRequest, keys: Collection[str]) -> dict[str, Waiver]:
+    """Of ``keys``, those a live (proposed or approved) waiver of the request's current round covers,
+    with that waiver (the caller holds the request's row lock, so none appears meanwhile)."""
+    covered = (
+        WaivedComparison.objects.filter(
+            waiver__request=request,
+            waiver__round=request.round,
+            waiver__state__in=[WaiverState.PROPOSED, WaiverState.APPROVED],
+            finding_key__in=list(keys),
+        )
+        .select_related("waiver")
+        .order_by("waiver_id", "id")
+    )
+    found = {comparison.finding_key: comparison.waiver for comparison in covered}
+    return {key: found[key] for key in keys if key in found}
+
+
+def _event_scope(findings: Sequence[Finding]) -> list[dict[str, str]]:
+    return [
+        {"key": finding.key, "comparison": finding.label, "document_sha256": finding.document_sha256}
+        for finding in findings
+    ]
 
 
 def waiver_vote_cast(
@@ -149,6 +228,10 @@ def waiver_vote_cast(
                 data={
                     "waiver": waiver.pk,
                     "comparison": waiver.label,
+                    "comparisons": [
+                        {"key": c.finding_key, "comparison": c.label, "document_sha256": c.document.sha256}
+                        for c in waiver.comparisons.select_related("document").order_by("id")
+                    ],
                     "approve": sorted(approvals),
                     "reject": sorted(rejections),
                     "quorum": quorum(request),
