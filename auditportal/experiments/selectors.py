@@ -33,8 +33,9 @@ from auditportal.experiments.models import (
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.files.intersections import attribute_key, split_key
-from auditportal.fairness.files.metricsfile import decode_group
+from auditportal.fairness.files.metricsfile import CONFUSION_CELLS, decode_group
 from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.eod import CountSeries, EodPair, eod_pairs
 from auditportal.fairness.text.presentation import hparams_text
 from auditportal.policies.selectors import policy_active
 
@@ -273,14 +274,16 @@ def trial_of_experiment(*, experiment: Experiment, trial_id: int) -> Trial:
 @dataclass(frozen=True)
 class ExperimentOverview:
     """Every trial of an experiment as the page's figures draw them (a trial's report too): its eod per
-    validation step with the verdict in force, and its latest and lowest values; the tolerance of the
-    newest verdict and the largest noise floor of any trial."""
+    validation step with the verdict in force, and its latest and lowest values (with the noise floor
+    of the pair of groups that set the lowest); the tolerance and alpha of the newest verdict and the
+    largest noise floor of any trial's comparisons."""
 
     trials: list[Trial]
     timelines: list[figures.TrialTimeline]
     summaries: list[figures.TrialSummary]
     tolerance: float
     noise_floor: float | None
+    alpha: float = 0.05
 
 
 def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
@@ -288,10 +291,15 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
     ids = [trial.pk for trial in trials]
     series = _eod_series(ids)
     changes = _verdict_changes(ids)
+    tolerance, alpha = _tolerance_and_alpha(trials)
+    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    lowest_of = {trial.pk: figures.lowest_eod(*series.get(trial.pk, nothing)) for trial in trials}
+    lowest_pairs = _eod_pairs_at(
+        {trial_id: [step] for trial_id, (_, step) in lowest_of.items() if step is not None}, alpha=alpha
+    )
     timelines = []
     summaries = []
     floors: list[float] = []
-    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     for trial in trials:
         steps, eod = series.get(trial.pk, nothing)
         timelines.append(
@@ -307,7 +315,8 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
         trial_floor = max((v.noise_floor for v in verdicts if v.noise_floor is not None), default=None)
         if trial_floor is not None:
             floors.append(trial_floor)
-        lowest, lowest_step = figures.lowest_eod(steps, eod)
+        lowest, lowest_step = lowest_of[trial.pk]
+        (pair,) = lowest_pairs.get(trial.pk, [None])
         summaries.append(
             figures.TrialSummary(
                 trial_id=trial.pk,
@@ -320,14 +329,17 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
                 noise_floor=trial_floor,
                 verdict=judge.worst([verdict.verdict or None for verdict in verdicts]),
                 hparams=hparams_text(trial.hparams),
+                lowest_eod_floor=None if pair is None else pair.noise_floor,
+                lowest_eod_pair=None if pair is None else figures.pair_label(pair.attribute, pair.high, pair.low),
             )
         )
     return ExperimentOverview(
         trials=trials,
         timelines=timelines,
         summaries=summaries,
-        tolerance=_tolerance(trials),
+        tolerance=tolerance,
         noise_floor=max(floors) if floors else None,
+        alpha=alpha,
     )
 
 
@@ -343,6 +355,7 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
     timelines, summaries = overview.timelines, overview.summaries
     tolerance, floor = overview.tolerance, overview.noise_floor
     chosen = selected.pk if selected is not None else None
+    eod_floor = _eod_floor(timelines, selected=chosen, alpha=overview.alpha)
     result: dict[str, Any] = {
         "experiment": experiment.pk,
         "selected": None if selected is None else {"id": selected.pk, "number": selected.number},
@@ -350,7 +363,11 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
         "tolerance": tolerance,
         "noise_floor": floor,
         "figures": {
-            "timeline": figure_json(figures.eod_timeline(timelines, tolerance=tolerance, floor=floor, selected=chosen)),
+            "timeline": figure_json(
+                figures.eod_timeline(
+                    timelines, tolerance=tolerance, eod_floor=eod_floor, selected=chosen, max_step=experiment.batches
+                )
+            ),
             "scatter_eod": figure_json(figures.accuracy_scatter(summaries, objective="eod", selected=chosen)),
             "scatter_objective": figure_json(
                 figures.accuracy_scatter(summaries, objective="fair_objective", selected=chosen)
@@ -435,15 +452,80 @@ def _verdict_changes(trial_ids: list[int]) -> dict[int, list[figures.VerdictChan
     return changes
 
 
-def _tolerance(trials: list[Trial]) -> float:
-    """The tolerance the newest verdict was judged under (the one the table's verdicts show), or the
-    active policy's before any verdict."""
+def _tolerance_and_alpha(trials: list[Trial]) -> tuple[float, float]:
+    """The tolerance and alpha the newest verdict was judged under (the ones the table's verdicts
+    show), or the active policy's before any verdict."""
     newest = max(
         (verdict for trial in trials for verdict in trial.verdicts.all()),
         key=lambda verdict: verdict.updated_at,
         default=None,
     )
-    return newest.tolerance if newest is not None else policy_active().tolerance
+    if newest is not None:
+        return newest.tolerance, newest.alpha
+    policy = policy_active()
+    return policy.tolerance, policy.alpha
+
+
+def _eod_floor(
+    timelines: list[figures.TrialTimeline], *, selected: int | None, alpha: float
+) -> figures.EodFloor | None:
+    """The selected trial's noise floor under its eod line: at each step the chart keeps, the floor of
+    the pair of groups that set the eod there (fairness.statistics.eod)."""
+    timeline = next((timeline for timeline in timelines if timeline.trial_id == selected), None)
+    if timeline is None or not len(timeline.steps):
+        return None
+    kept = figures.timeline_kept(timelines)[timeline.trial_id]
+    steps = [int(step) for step in np.asarray(timeline.steps)[kept]]
+    pairs = _eod_pairs_at({timeline.trial_id: steps}, alpha=alpha).get(timeline.trial_id, [None] * len(steps))
+    return figures.EodFloor(
+        trial_id=timeline.trial_id,
+        number=timeline.number,
+        steps=steps,
+        floors=[None if pair is None else pair.noise_floor for pair in pairs],
+        pairs=["" if pair is None else figures.pair_label(pair.attribute, pair.high, pair.low) for pair in pairs],
+    )
+
+
+# Steps per query when reading the counts of chosen validations (SQLite's limit on parameters).
+STEPS_PER_QUERY = 500
+
+
+def _eod_pairs_at(wanted: dict[int, list[int]], *, alpha: float) -> dict[int, list[EodPair | None]]:
+    """Per trial id, at each of its wanted validation steps (ascending), the pair of groups that set
+    its eod there, from the confusion counts the trainer reported (``count/<attribute>/<group>/<cell>``)."""
+    cells = {cell: index for index, cell in enumerate(CONFUSION_CELLS)}
+    found: dict[int, dict[int, dict[tuple[str, str], list[int]]]] = {}
+    for trial_id, steps in wanted.items():
+        for start in range(0, len(steps), STEPS_PER_QUERY):
+            chunk = steps[start : start + STEPS_PER_QUERY]
+            points = MetricPoint.objects.filter(
+                trial_id=trial_id, kind=MetricKind.VALIDATION, name__startswith="count/", step__in=chunk
+            ).values_list("step", "attribute", "group", "name", "value")
+            for step, attribute, group, name, value in points:
+                cell = cells.get(name.rsplit("/", 1)[-1])
+                if cell is None or not group or value is None or name.count("/") != 3:
+                    continue  # count/<attribute>/unknown: the rows with no group
+                found.setdefault(trial_id, {}).setdefault(step, {}).setdefault((attribute, group), [0, 0, 0, 0])[
+                    cell
+                ] = int(value)
+    result: dict[int, list[EodPair | None]] = {}
+    for trial_id, steps in wanted.items():
+        by_step = found.get(trial_id, {})
+        groups: dict[str, set[str]] = {}
+        for cells_at in by_step.values():
+            for attribute, group in cells_at:
+                groups.setdefault(attribute, set()).add(group)
+        series = {}
+        for attribute, names in groups.items():
+            ordered = sorted(names)
+            counts = np.zeros((len(steps), len(ordered), 4), dtype=np.int64)
+            for row, step in enumerate(steps):
+                cells_at = by_step.get(step, {})
+                for column, group in enumerate(ordered):
+                    counts[row, column] = cells_at.get((attribute, group), (0, 0, 0, 0))
+            series[attribute] = CountSeries(groups=ordered, counts=counts)
+        result[trial_id] = eod_pairs(series, steps=len(steps), alpha=alpha)
+    return result
 
 
 def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | None]:
@@ -473,7 +555,7 @@ def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | Non
         for (attribute, group, rank), by_step in shares.items()
     ]
     spread_series = {attribute: [by_step.get(step) for step in ordered] for attribute, by_step in spreads.items()}
-    figure = figures.worker_share_heatmap(ordered, rows, spread_series)
+    figure = figures.worker_share_heatmap(ordered, rows, spread_series, trial_number=trial.number)
     if figure is None:
         return None, f"Trial {trial.number} ran on one worker: there is no split of its groups between workers to show."
     return figure_json(figure), None
