@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -214,10 +215,12 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
     }
 
 
-def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
-    """The experiment and its trials as the live page and the API show them to ``user``."""
+def experiment_as_json(experiment: Experiment, *, user: User, trials: list[Trial] | None = None) -> dict[str, Any]:
+    """The experiment and its trials (``trials``, when already read with trial_list) as the live
+    page and the API show them to ``user``."""
     internals = rules.can_see_run_internals(user)
-    trials = list(trial_list(experiment=experiment))
+    if trials is None:
+        trials = list(trial_list(experiment=experiment))
     return {
         "experiment": experiment.pk,
         "name": experiment.name,
@@ -235,6 +238,24 @@ def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
         "cancel_note": experiment_cancel_note(experiment),
         "trials": [trial_as_json(trial, internals=internals) for trial in trials],
     }
+
+
+def experiment_live_key(*, trials: list[Trial], documents: dict[int, list[int]]) -> str:
+    """A digest of what the page's server-rendered sections show beyond progress.json's rows: each
+    trial's frozen documents (``documents``: ids per trial), whether it has a checkpoint (the Request
+    review link), its validation steps (the freeze form) and its ASHA rungs (the rung table). The page
+    starts with it; the live page fetches the sections again when progress.json brings another."""
+    state = [
+        (
+            trial.pk,
+            documents.get(trial.pk, []),
+            bool(trial.checkpoint),
+            trial.latest_step,
+            [(entry.rung, entry.outcome) for entry in trial.rungs.all()],
+        )
+        for trial in trials
+    ]
+    return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
 
 def trial_validation_steps(*, trial: Trial) -> list[int]:

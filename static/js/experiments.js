@@ -1,13 +1,17 @@
 // Live progress of an experiment page: polls progress.json every 2 s while anything runs and
-// updates the trial table in place (the page is complete without it: server-rendered first), and
-// draws the charts from figures.json (auditportal/fairness/figures/experiment.py), fetched again
-// when a validation arrives or another trial is selected (a click on its row or on a chart).
+// updates the trial table in place (the page is complete without it: server-rendered first); when
+// progress.json's live_key changes, fetches the sections the server renders itself (each trial's
+// verdict documents, Request review link and freeze form; the ASHA rung table: experiments/_live.html)
+// and swaps them in. Draws the charts from figures.json (auditportal/fairness/figures/experiment.py),
+// fetched again when a validation arrives or another trial is selected (a click on its row or on a chart).
 (function () {
   "use strict";
   var section = document.getElementById("experiment");
   if (!section) { return; }
   var url = section.getAttribute("data-progress-url");
   var policyUrl = section.getAttribute("data-policy-url");
+  var liveUrl = section.getAttribute("data-live-url");
+  var liveKey = section.getAttribute("data-live-key");
   var table = document.querySelector("#trials tbody");
   var PERIOD_MS = 2000;
   // The server renders each bar's width as data (the Content-Security-Policy allows no style attribute).
@@ -81,7 +85,7 @@
     noteCell.colSpan = 8;
     noteCell.setAttribute("data-field", "note");
     noteRow.appendChild(noteCell);
-    // Frozen verdict documents (their own row) appear when the page is reloaded.
+    // Its verdict documents' row comes with the live sections (swapSections).
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
@@ -173,6 +177,10 @@
     cancelNote.textContent = data.cancel_note || "";
     cancelNote.hidden = !data.cancel_note;
     data.trials.forEach(update);
+    if (data.live_key && data.live_key !== liveKey) {
+      liveKey = data.live_key;
+      loadSections();
+    }
     var cancel = document.getElementById("cancel-form");
     if (cancel && (!data.active || data.status === "cancelling")) { cancel.hidden = true; }
     // A new validation (or a new trial) extends the charts: fetch them again (a bounded payload).
@@ -182,6 +190,52 @@
       loadFigures();
     }
     return data.active || data.trials.some(function (t) { return t.state === "RUNNING" || t.state === "STARTING"; });
+  }
+
+  // ------------------------------------------------------------- server-rendered sections
+  var sectionsLoading = false;
+  var sectionsAgain = false;
+
+  function loadSections() {
+    if (!liveUrl) { return; }
+    if (sectionsLoading) { sectionsAgain = true; return; }
+    sectionsLoading = true;
+    fetch(liveUrl, { credentials: "same-origin", headers: { Accept: "text/html", "X-Portal-Poll": "1" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("HTTP " + response.status); }
+        return response.text();
+      })
+      .then(swapSections)
+      .catch(function () { liveKey = null; })  // fetched again at the next poll
+      .then(function () {
+        sectionsLoading = false;
+        if (sectionsAgain) { sectionsAgain = false; loadSections(); }
+      });
+  }
+
+  // The fragment is the server's own rendering (Django's autoescaping; no scripts: the CSP would run
+  // none): its rows replace the page's, keeping a step the user chose in a freeze form.
+  function swapSections(html) {
+    var fragment = new DOMParser().parseFromString(html, "text/html");
+    var rungs = fragment.getElementById("early-stopping");
+    var current = document.getElementById("early-stopping");
+    if (rungs && current) { current.replaceWith(document.adoptNode(rungs)); }
+    fragment.querySelectorAll("tr[data-trial-documents]").forEach(function (row) {
+      var id = row.getAttribute("data-trial-documents");
+      var old = table.querySelector('tr[data-trial-documents="' + id + '"]');
+      var fresh = document.adoptNode(row);
+      if (old) {
+        var chosen = old.querySelector("select[name=step]");
+        var select = fresh.querySelector("select[name=step]");
+        if (chosen && select && select.querySelector('option[value="' + chosen.value + '"]')) {
+          select.value = chosen.value;
+        }
+        old.replaceWith(fresh);
+        return;
+      }
+      var before = table.querySelector('tr[data-trial-error="' + id + '"]');
+      if (before) { before.before(fresh); }
+    });
   }
 
   function poll() {

@@ -8,7 +8,18 @@ import pytest
 from django.utils import timezone
 
 from auditportal.accounts.models import Role
-from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState, TrialVerdict
+from auditportal.experiments.ingest import trial_metrics_ingest
+from auditportal.experiments.models import (
+    Experiment,
+    ExperimentStatus,
+    RungOutcome,
+    Trial,
+    TrialRung,
+    TrialState,
+    TrialVerdict,
+)
+from auditportal.experiments.services import verdict_document_freeze_trial_completed
+from auditportal.fairness.files.metricsfile import MetricRecord
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import DemoDatasetVersionFactory, ExperimentFactory, TrialFactory, make_user
 
@@ -136,3 +147,72 @@ def test_a_reviewer_follows_an_erroring_trial_and_sees_its_error_without_its_log
     assert error_row.inner_text().strip() == "Trainer crashed"
     assert "/srv/portal" not in page.content()
     assert errors == []
+
+
+def _validation(step: int) -> MetricRecord:
+    """A validation of the demo's gender groups (1,000 positives each) with a gap of 0.2."""
+    metrics: dict[str, float | None] = {"count/gender/unknown": 0.0, "accuracy": 0.8, "eod": 0.2}
+    for group, tp in (("female", 600), ("male", 800)):
+        for cell, value in zip(("tp", "fn", "fp", "tn"), (tp, 1000 - tp, 100, 900), strict=True):
+            metrics[f"count/gender/{group}/{cell}"] = float(value)
+        metrics[f"recall/gender/{group}"] = tp / 1000
+    metrics["fair_objective"] = 0.7
+    return MetricRecord(kind="validation", step=step, metrics=metrics)
+
+
+def test_a_trial_that_completes_while_the_page_is_open_brings_its_documents_review_link_and_rungs(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    bob = make_user("bob", [Role.ML_ENGINEER])
+    experiment = ExperimentFactory.create(
+        dataset_version=DemoDatasetVersionFactory.create(rows=300),
+        template="asha",
+        max_trials=4,
+        batches=100,
+        status=ExperimentStatus.RUNNING,
+        launched_by=bob,
+    )
+    trial = TrialFactory.create(experiment=experiment, state=TrialState.RUNNING, steps_done=10, asha_bracket=0)
+    rival = TrialFactory.create(experiment=experiment, state=TrialState.RUNNING, steps_done=10, asha_bracket=0)
+
+    log_in(page, live_server.url, "bob")
+    page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
+    documents = page.locator(f'tr[data-trial-documents="{trial.pk}"]')
+    assert documents.is_hidden()
+    first_rung = page.locator('#asha-rungs tr[data-bracket="1"][data-rung="1"] td')
+    assert first_rung.nth(3).inner_text() == "0"  # entered
+    page.evaluate("window.__loadMarker = 'same page'")
+
+    # The worker ingests the trial's last validation, the search decides the first rung, the trial
+    # completes with its checkpoint and its last validation is frozen.
+    trial_metrics_ingest(trial=trial, records=[_validation(100)])
+    units = first_rung.nth(2).inner_text()
+    rung: dict[str, Any] = {"rung": 0, "units": int(units.replace(",", "")), "entered": 2, "continuing": 1}
+    TrialRung.objects.create(trial=trial, step=25, metric=0.6, position=1, outcome=RungOutcome.CONTINUED, **rung)
+    TrialRung.objects.create(trial=rival, step=25, metric=0.9, position=2, outcome=RungOutcome.STOPPED, **rung)
+    Trial.objects.filter(pk=trial.pk).update(
+        state=TrialState.COMPLETED, steps_done=100, checkpoint="/checkpoints/trial-1/", ended_at=timezone.now()
+    )
+    document = verdict_document_freeze_trial_completed(trial=trial)
+    assert document is not None
+
+    page.wait_for_function(SHOWS, arg=[trial.pk, "state", "Completed"])
+    link = documents.locator("a.document-link")
+    link.wait_for()
+    assert documents.is_visible()
+    assert link.get_attribute("href") == f"/documents/{document.pk}/"
+    assert link.inner_text() == document.short_hash
+    review = documents.locator("a.request-review")
+    assert review.get_attribute("href") == f"/approvals/new/?trial={trial.pk}"
+    assert documents.locator("select[name=step] option").all_inner_texts() == ["step 100"]
+    page.wait_for_function(
+        '() => document.querySelector(\'#asha-rungs tr[data-bracket="1"][data-rung="1"] [data-field=stopped]\')'
+        ".textContent === '1'"
+    )
+    assert [first_rung.nth(index).inner_text() for index in (3, 4, 5)] == ["2", "1", "1"]
+    assert page.evaluate("window.__loadMarker") == "same page", "the page was reloaded"
+    page.screenshot(path=str(ARTIFACTS / "experiment-live-documents.png"), full_page=True)
+
+    # The link the live row brought works like the page's own.
+    review.click()
+    page.wait_for_url(f"**/approvals/new/?trial={trial.pk}")
