@@ -111,6 +111,8 @@ TEMPLATES = [
                 "auditportal.accounts.context_processors.roles",
                 "auditportal.approvals.context_processors.review",
             ],
+            # lib is not an app (it has no models), so its template tags are named here.
+            "libraries": {"numbers": "auditportal.lib.templatetags.numbers"},
         },
     },
 ]
