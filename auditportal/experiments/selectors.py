@@ -37,6 +37,7 @@ from auditportal.fairness.files.intersections import attribute_key, split_key
 from auditportal.fairness.files.metricsfile import CONFUSION_CELLS, decode_group
 from auditportal.fairness.statistics import judge
 from auditportal.fairness.statistics.eod import CountSeries, EodPair, eod_pairs
+from auditportal.fairness.text import numbers
 from auditportal.fairness.text.presentation import hparams_text
 from auditportal.policies.selectors import policy_active
 
@@ -88,10 +89,11 @@ def trial_stop_note(trial: Trial) -> str:
     early = next((entry for entry in rungs if entry.outcome == RungOutcome.STOPPED), None)
     parts = []
     if early is not None:
-        metric = "not reported" if early.metric is None else f"{early.metric:.4f}"
+        metric = "not reported" if early.metric is None else numbers.significant(early.metric, 4)
         ranked = (
-            f"at rung {early.rung + 1} ({early.units} batches): {configs.SEARCHER_METRIC} {metric} ranked "
-            f"{early.position} of {early.entered}; the best {early.continuing} went on."
+            f"at rung {early.rung + 1} ({numbers.count(early.units)} batches): {configs.SEARCHER_METRIC} {metric} "
+            f"ranked {numbers.count(early.position)} of {numbers.count(early.entered)}; "
+            f"the best {numbers.count(early.continuing)} went on."
         )
         if trial.is_terminal and trial.steps_planned and trial.steps_done >= trial.steps_planned:
             # The search decided after the trial had trained its whole length (decisions are asynchronous,
@@ -212,6 +214,32 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
             (entry.rung + 1 for entry in trial.rungs.all() if entry.outcome == RungOutcome.STOPPED), None
         ),
         "note": trial_stop_note(trial),
+    }
+
+
+def verdict_gap_text(verdict: TrialVerdict) -> str:
+    """The verdict's deciding recall gap as the page writes it beside the badge: ``female − male:
+    -0.210 [-0.260, -0.160]``, and for an INCONCLUSIVE one what would decide it; "" without a gap."""
+    if verdict.difference is None:
+        return ""
+    text = (
+        f"{verdict.group} − {verdict.reference}: {numbers.gap(verdict.difference)} "
+        f"{numbers.interval(verdict.ci_low, verdict.ci_high)}"
+    )
+    if verdict.verdict == "INCONCLUSIVE" and verdict.positives_needed:
+        text += f"; ~{numbers.count(verdict.positives_needed)} positives in {verdict.group} to decide"
+    return text
+
+
+def trial_shown(trial: Trial) -> dict[str, Any]:
+    """A trial's numbers as its row on the page shows them (fairness/text/numbers.py), for the live
+    rows to show them alike: rates at 3 significant digits, counts with separators."""
+    return {
+        "eod": numbers.rate(trial.latest_eod),
+        "fair_objective": numbers.rate(trial.latest_fair_objective),
+        "accuracy": numbers.rate(trial.latest_accuracy),
+        "steps": f"{numbers.count(trial.steps_done)} / {numbers.count(trial.steps_planned)}",
+        "verdicts": {verdict.attribute: verdict_gap_text(verdict) for verdict in trial.verdicts.all()},
     }
 
 

@@ -113,6 +113,9 @@ def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonRespons
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     trials = list(selectors.trial_list(experiment=experiment))
     data = selectors.experiment_as_json(experiment, user=user, trials=trials)
+    # The rows' numbers as the page writes them (the API keeps the numbers alone).
+    for row, trial in zip(data["trials"], trials, strict=True):
+        row["shown"] = selectors.trial_shown(trial)
     data["live_key"] = selectors.experiment_live_key(
         trials=trials, documents=verdict_document_ids_of_trials(trials=trials)
     )

@@ -19,9 +19,6 @@
     bar.style.width = bar.getAttribute("data-percent") + "%";
   });
 
-  function fmt(value) {
-    return value === null || value === undefined ? "\u2014" : Number(value).toFixed(4);
-  }
 
   function capfirst(text) {
     return text ? text.charAt(0).toUpperCase() + text.slice(1) : "";
@@ -106,10 +103,9 @@
     return row;
   }
 
-  function fixed3(value) { return Number(value).toFixed(3); }
-
-  // Same markup as templates/experiments/_verdict.html.
-  function renderVerdicts(target, verdicts) {
+  // Same markup as templates/experiments/_verdict.html; the numbers written by the server
+  // (selectors.trial_shown: fairness/text/numbers.py), as the page writes them.
+  function renderVerdicts(target, verdicts, texts) {
     if (!target) { return; }
     target.textContent = "";
     if (!verdicts.length) { target.appendChild(cell("span", "\u2014", "muted")); return; }
@@ -119,12 +115,9 @@
       box.appendChild(cell("code", v.attribute));
       box.appendChild(document.createTextNode(" "));
       box.appendChild(cell("span", v.verdict || "n/a", "badge verdict-" + (v.verdict || "none")));
-      if (v.difference !== null && v.difference !== undefined) {
-        var text = " " + v.group + " \u2212 " + v.reference + ": " + fixed3(v.difference) +
-          " [" + fixed3(v.ci_low) + ", " + fixed3(v.ci_high) + "]";
-        if (v.verdict === "INCONCLUSIVE" && v.positives_needed) {
-          text += "; ~" + v.positives_needed + " positives per group to decide";
-        }
+      var text = texts[v.attribute];
+      if (text) {
+        box.appendChild(document.createTextNode(" "));
         box.appendChild(cell("small", text));
       }
       if (v.policy_version) {
@@ -150,11 +143,12 @@
       noteRow.hidden = !trial.note;
     }
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
-    row.querySelector('[data-field="steps"]').textContent = trial.steps + " / " + trial.steps_planned;
+    var shown = trial.shown || {};
+    row.querySelector('[data-field="steps"]').textContent = shown.steps;
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {
-      row.querySelector('[data-field="' + name + '"]').textContent = fmt(trial.metrics[name]);
+      row.querySelector('[data-field="' + name + '"]').textContent = shown[name];
     });
-    renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || []);
+    renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || [], shown.verdicts || {});
     var errorRow = table.querySelector('tr[data-trial-error="' + trial.id + '"]');
     errorRow.hidden = !trial.error;
     errorRow.querySelector('[data-field="error"]').textContent = capfirst(trial.error);

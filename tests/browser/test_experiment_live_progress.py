@@ -35,14 +35,14 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     bob = make_user("bob", [Role.ML_ENGINEER])
     experiment = ExperimentFactory.create(
         dataset_version=DemoDatasetVersionFactory.create(rows=300),
-        batches=100,  # a validation every 25
+        batches=2000,
         status=ExperimentStatus.RUNNING,
         launched_by=bob,
     )
     trial = TrialFactory.create(
         experiment=experiment,
         state=TrialState.RUNNING,
-        steps_done=30,
+        steps_done=600,
         latest_step=25,
         latest_eod=0.2,
         latest_accuracy=0.7,
@@ -51,23 +51,33 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     log_in(page, live_server.url, "bob")
     page.goto(f"{live_server.url}/experiments/{experiment.pk}/")
     row = page.locator(f'tr[data-trial="{trial.pk}"]')
-    assert row.locator('[data-field="eod"]').inner_text() == "0.2000"
+    # Numbers for people: rates at 3 significant digits, counts with separators.
+    assert row.locator('[data-field="eod"]').inner_text() == "0.200"
+    assert row.locator('[data-field="steps"]').inner_text() == "600 / 2,000"
     page.evaluate("window.__loadMarker = 'same page'")
 
     # The worker ingests more metrics: the page must show them by itself.
     Trial.objects.filter(pk=trial.pk).update(
-        steps_done=60, latest_step=50, latest_eod=0.0512, latest_fair_objective=0.61
+        steps_done=1200, latest_step=50, latest_eod=0.0512, latest_fair_objective=0.61
     )
     TrialVerdict.objects.create(
         trial=trial, attribute="gender", step=50, tolerance=0.05, alpha=0.05, reference="male", verdict="FAIL",
         group="female", difference=-0.21, ci_low=-0.26, ci_high=-0.16,
+    )  # fmt: skip
+    TrialVerdict.objects.create(
+        trial=trial, attribute="race", step=50, tolerance=0.05, alpha=0.05, reference="a", verdict="INCONCLUSIVE",
+        group="b", difference=0.0312, ci_low=-0.0101, ci_high=0.0725, positives_needed=12345,
     )  # fmt: skip
     page.wait_for_function(SHOWS, arg=[trial.pk, "eod", "0.0512"])
     badge = row.locator('[data-field="verdicts"] .verdict[data-attribute="gender"]')
     badge.wait_for()
     assert badge.locator(".badge").inner_text() == "FAIL"
     assert "female − male: -0.210 [-0.260, -0.160]" in badge.inner_text()
-    assert row.locator('[data-field="steps"]').inner_text() == "60 / 100"
+    race = row.locator('[data-field="verdicts"] .verdict[data-attribute="race"]')
+    assert "b − a: +0.0312 [-0.0101, +0.0725]; ~12,345 positives in b to decide" in race.inner_text()
+    assert row.locator('[data-field="steps"]').inner_text() == "1,200 / 2,000"
+    assert row.locator('[data-field="fair_objective"]').inner_text() == "0.610"
+    live = row.locator('[data-field="verdicts"]').inner_text()
     assert row.locator('[data-field="bar"]').evaluate("e => e.style.width") == "60%"
 
     Trial.objects.filter(pk=trial.pk).update(state=TrialState.ERRORED, error="trainer crashed", log_tail="boom")
@@ -78,6 +88,10 @@ def test_the_experiment_page_follows_a_running_trial_without_a_reload(
     page.wait_for_selector("#cancel-form", state="hidden")
     assert page.evaluate("window.__loadMarker") == "same page", "the page was reloaded"
     page.screenshot(path=str(ARTIFACTS / "experiment-live-progress.png"), full_page=True)
+    # The server writes the row's numbers as the live update did.
+    page.reload()
+    assert row.locator('[data-field="verdicts"]').inner_text() == live
+    assert row.locator('[data-field="steps"]').inner_text() == "1,200 / 2,000"
 
 
 def test_a_cancel_shows_cancelling_until_the_worker_reports_when_the_trial_actually_stopped(

@@ -251,8 +251,8 @@ def test_worker_shares_are_coloured_by_their_deviation_from_the_workers_mean_sha
     # share − the mean of the workers' shares of the group at the step (a missing rank left out).
     assert heatmap["z"] == [[-0.05, -0.05], [0.05, 0.05], [0.05, None], [-0.05, 0.0]]
     assert heatmap["customdata"] == [[0.6, 0.5], [0.7, 0.6], [0.4, None], [0.3, 0.4]]  # the share itself
-    assert "share %{customdata:.4f}" in heatmap["hovertemplate"]
-    assert "%{z:+.4f}" in heatmap["hovertemplate"]
+    assert "share %{customdata:.3g}" in heatmap["hovertemplate"]
+    assert "against the workers' mean %{z:+.2g}" in heatmap["hovertemplate"]
     # A diverging scale centred at 0, as far as the data reaches.
     assert (heatmap["zmid"], heatmap["zmin"], heatmap["zmax"]) == (0, pytest.approx(-0.05), pytest.approx(0.05))
     assert heatmap["colorscale"][0][1] != heatmap["colorscale"][-1][1]

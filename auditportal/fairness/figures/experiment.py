@@ -41,6 +41,7 @@ from auditportal.fairness.figures.text import plain
 from auditportal.fairness.files.intersections import group_values, split_key
 from auditportal.fairness.statistics import judge
 from auditportal.fairness.statistics.stats import VERDICTS
+from auditportal.fairness.text import numbers
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -370,7 +371,7 @@ def eod_timeline(
                 meta=timeline.trial_id,
                 line={"color": palette.series_colour(index), "width": 3.5 if chosen else 1.6},
                 opacity=1.0 if selected is None or chosen else 0.75,
-                hovertemplate=f"trial {timeline.number}<br>step %{{x}}<br>eod %{{y:.4f}}<extra></extra>",
+                hovertemplate=f"trial {timeline.number}<br>step %{{x:,}}<br>eod %{{y:.3g}}<extra></extra>",
             )
         )
         if timeline.verdicts is not None and len(timeline.verdicts):
@@ -402,7 +403,7 @@ def eod_timeline(
                     "size": 11,
                     "line": {"color": palette.INK, "width": 1},
                 },
-                hovertemplate=f"%{{text}}: {label} from step %{{x}}<extra></extra>",
+                hovertemplate=f"%{{text}}: {label} from step %{{x:,}}<extra></extra>",
             )
         )
     return go.Figure(data=data, layout=layout)
@@ -460,7 +461,7 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
                     for group in groups
                 ],
                 hovertemplate=(
-                    "%{y}%{customdata[2]}<br>recall %{x:.3f} %{customdata[1]}<br>%{customdata[0]} positives"
+                    "%{y}%{customdata[2]}<br>recall %{x:.3g} %{customdata[1]}<br>%{customdata[0]:,} positives"
                     "<extra></extra>"
                 ),
             )
@@ -518,7 +519,7 @@ def worker_share_heatmap(
             zmax=reach,
             colorbar={"title": {"text": "share −<br>mean"}, "len": 0.7, "y": 0.64, "tickformat": "+.3f"},
             hovertemplate=(
-                "%{y}<br>step %{x}<br>share %{customdata:.4f}<br>against the workers' mean %{z:+.4f}<extra></extra>"
+                "%{y}<br>step %{x:,}<br>share %{customdata:.3g}<br>against the workers' mean %{z:+.2g}<extra></extra>"
             ),
             showscale=True,
         ),
@@ -536,7 +537,7 @@ def worker_share_heatmap(
                 mode="lines",
                 name=f"spread {plain(attribute)}",
                 line={"color": palette.series_colour(index), "width": 1.6},
-                hovertemplate=f"{plain(attribute)}<br>step %{{x}}<br>spread %{{y:.3f}}<extra></extra>",
+                hovertemplate=f"{plain(attribute)}<br>step %{{x:,}}<br>spread %{{y:.3g}}<extra></extra>",
             ),
             row=2,
             col=1,
@@ -644,7 +645,10 @@ def lowest_eod_bars(
             y=[round(float(bar.lowest_eod), DIGITS) for bar in bars],  # type: ignore[arg-type]
             name="lowest eod",
             customdata=[bar.trial_id for bar in bars],
-            hovertext=[f"trial {bar.number}: {bar.lowest_eod:.4f} at step {bar.lowest_eod_step}" for bar in bars],
+            hovertext=[
+                f"trial {bar.number}: {numbers.rate(bar.lowest_eod)} at step {numbers.count(bar.lowest_eod_step)}"
+                for bar in bars
+            ],
             hovertemplate="%{hovertext}<extra></extra>",
             marker={
                 "color": [palette.SERIES[0] if bar.trial_id == selected else SERIES_LIGHT for bar in bars],
@@ -664,7 +668,7 @@ def lowest_eod_bars(
                 customdata=[bar.trial_id for _, bar in floors],
                 text=[plain(bar.lowest_eod_pair or "") for _, bar in floors],
                 marker={"symbol": "line-ew-open", "size": 34, "color": palette.MUTED, "line": {"width": 3}},
-                hovertemplate="%{x}: set by %{text}<br>noise floor of that pair %{y:.3f}<extra></extra>",
+                hovertemplate="%{x}: set by %{text}<br>noise floor of that pair %{y:.3g}<extra></extra>",
             )
         )
     return go.Figure(data=data, layout=layout)
@@ -691,7 +695,7 @@ def _floor_band(eod_floor: EodFloor) -> dict[str, Any]:
         legendrank=2000,  # after the trials
         text=[plain(pair) for pair in eod_floor.pairs],
         hovertemplate=(
-            f"trial {eod_floor.number}, step %{{x}}<br>eod set by %{{text}}<br>noise floor of that pair %{{y:.3f}}"
+            f"trial {eod_floor.number}, step %{{x:,}}<br>eod set by %{{text}}<br>noise floor of that pair %{{y:.3g}}"
             "<extra></extra>"
         ),
     )
@@ -773,7 +777,7 @@ def _gap(high: float | None, low: float | None) -> float | None:
 
 
 def _interval_text(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    return "" if low is None or high is None else numbers.interval(low, high, signed=False)
 
 
 def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
@@ -781,7 +785,7 @@ def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
     for name in ("accuracy", "eod", "fair_objective"):
         value = getattr(point, name)
         if value is not None:
-            lines.append(f"{name} {value:.4f}")
+            lines.append(f"{name} {numbers.rate(value)}")
     lines.extend(f"{plain(name)}={plain(value)}" for name, value in point.hparams)
     return "<br>".join(lines)
 
