@@ -227,6 +227,9 @@ def test_group_recall_has_one_trace_per_attribute_with_asymmetric_error_bars() -
     age = _trace(data, "age_group: no verdict")
     assert age["x"] == [None]
     assert data["layout"]["title"]["text"] == "Recall per group, trial 4 (step 100)"
+    # The title keeps its own room above the legend, which wraps into rows on a phone.
+    title = data["layout"]["title"]
+    assert (title["automargin"], title["yref"], data["layout"]["legend"]["yanchor"]) == (True, "container", "bottom")
 
 
 # ------------------------------------------------------------------------------- worker shares
@@ -254,7 +257,7 @@ def test_worker_shares_are_coloured_by_their_deviation_from_the_workers_mean_sha
     assert "share %{customdata:.3g}" in heatmap["hovertemplate"]
     assert "against the workers' mean %{z:+.2g}" in heatmap["hovertemplate"]
     # A diverging scale centred at 0, as far as the data reaches.
-    assert (heatmap["zmid"], heatmap["zmin"], heatmap["zmax"]) == (0, pytest.approx(-0.05), pytest.approx(0.05))
+    assert (heatmap["zmin"], heatmap["zmax"]) == (pytest.approx(-0.05), pytest.approx(0.05))
     assert heatmap["colorscale"][0][1] != heatmap["colorscale"][-1][1]
     assert heatmap["x"] == [10, 20]
     assert data["layout"]["title"]["text"].startswith("Worker share of each group, trial 3")
@@ -375,9 +378,29 @@ def test_the_scatter_numbers_only_the_placed_trials_and_says_every_number_in_the
     ]
     data = _json(fig.accuracy_scatter(summaries, objective="eod", selected=20))
     failed = _trace(data, "Fail")
-    numbered = [text for text in failed["text"] if text]
-    assert "20" in numbered
-    assert 1 <= len(numbered) <= fig.MAX_LABELS
-    assert len(failed["textposition"]) == 20
+    assert failed["mode"] == "markers"
     assert all(hover.startswith(f"trial {i}") for i, hover in enumerate(failed["hovertext"], start=1))
-    assert failed["cliponaxis"] is False
+    numbers = _trace(data, "trial numbers")
+    assert (numbers["mode"], numbers["hoverinfo"], numbers["showlegend"], numbers["cliponaxis"]) == (
+        "markers+text", "skip", False, False,
+    )  # fmt: skip
+    assert numbers["marker"]["opacity"] == 0
+    assert "20" in numbers["text"]
+    assert 1 <= len(numbers["text"]) <= fig.MAX_LABELS
+    assert len(numbers["textposition"]) == len(numbers["text"])
+    at = {text: (x, y) for text, x, y in zip(numbers["text"], numbers["x"], numbers["y"], strict=True)}
+    assert at["20"] == (pytest.approx(0.07), pytest.approx(0.802))
+
+
+def test_the_selected_trial_is_numbered_even_amid_marks_but_never_over_another_number() -> None:
+    # Trial 0 sits in the middle of a tight ring of marks: no place beside it is free of them.
+    angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    xs = [0.5, *(0.5 + 0.03 * np.cos(angles)).tolist(), 0.0, 1.0]
+    ys = [0.5, *(0.5 + 0.03 * np.sin(angles)).tolist(), 0.0, 1.0]
+    assert 0 not in fig.label_positions(xs, ys, [0])
+    placed = fig.label_positions(xs, ys, [0, 13, 14, *range(1, 13)], always=[0])
+    assert 0 in placed
+    boxes = _boxes(xs, ys, placed)
+    for index, box in enumerate(boxes):
+        for other in boxes[index + 1 :]:
+            assert not (abs(box[0] - other[0]) < 2 * box[2] - 1e-9 and abs(box[1] - other[1]) < 2 * box[3] - 1e-9)

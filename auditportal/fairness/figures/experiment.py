@@ -241,12 +241,18 @@ MAX_LABELS = 5
 
 
 def label_positions(
-    xs: Sequence[float], ys: Sequence[float], order: Sequence[int], *, limit: int = MAX_LABELS
+    xs: Sequence[float],
+    ys: Sequence[float],
+    order: Sequence[int],
+    *,
+    limit: int = MAX_LABELS,
+    always: Sequence[int] = (),
 ) -> dict[int, str]:
     """Which points get their number written beside them, and where (a plotly ``textposition``):
     up to ``limit`` of ``order`` (most wanted first), each at the first of LABEL_PLACES where its box
     overlaps no mark and no number placed before it, measured in fractions of the data's range (the
-    plot's scale, give or take its margin). A point with no free place gets no number."""
+    plot's scale, give or take its margin). A point with no free place gets no number, but one of
+    ``always`` (the selected trial) then takes the first place clear of numbers, over a mark."""
     if not xs:
         return {}
 
@@ -259,20 +265,27 @@ def label_positions(
     marks = [(float(px), float(py), MARK_RADIUS, MARK_RADIUS) for px, py in zip(x, y, strict=True)]
     boxes: list[tuple[float, float, float, float]] = []
     placed: dict[int, str] = {}
-    for i in order:
+
+    def box_at(i: int, dx: float, dy: float) -> tuple[float, float, float, float]:
+        return (
+            float(x[i]) + dx * (MARK_RADIUS + LABEL_HALF_WIDTH),
+            float(y[i]) + dy * (MARK_RADIUS + LABEL_HALF_HEIGHT),
+            LABEL_HALF_WIDTH,
+            LABEL_HALF_HEIGHT,
+        )
+
+    for i in dict.fromkeys(order):
         if len(placed) >= limit:
             break
-        if i in placed:
-            continue
-        for name, dx, dy in LABEL_PLACES:
-            box = (
-                float(x[i]) + dx * (MARK_RADIUS + LABEL_HALF_WIDTH),
-                float(y[i]) + dy * (MARK_RADIUS + LABEL_HALF_HEIGHT),
-                LABEL_HALF_WIDTH,
-                LABEL_HALF_HEIGHT,
-            )
-            if not any(_overlap(box, other) for other in [*boxes, *marks]):
-                placed[i] = name
+        for avoid_marks in (True, False) if i in always else (True,):
+            free = [
+                (name, box)
+                for name, dx, dy in LABEL_PLACES
+                for box in [box_at(i, dx, dy)]
+                if not any(_overlap(box, other) for other in [*boxes, *(marks if avoid_marks else [])])
+            ]
+            if free:
+                placed[i], box = free[0]
                 boxes.append(box)
                 break
     return placed
@@ -421,15 +434,20 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
     shown = [attribute for attribute in attributes if attribute.groups]
     rows = sum(len(attribute.groups) for attribute in shown)
     layout = _layout(
-        title=title,
+        # The title holds its own room at the top (automargin), the legend below it takes the rows
+        # its entries wrap into on a narrow screen: neither is drawn over the other.
+        title={
+            "text": title, "x": 0.01, "font": {"size": 15}, "automargin": True,
+            "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 10, "b": 12},
+        },
         height=max(HEIGHT, 150 + 24 * rows),
         xaxis={"title": {"text": "recall (TPR)"}, "range": [0, 1.02]},
         yaxis={"type": "multicategory", "autorange": "reversed", "automargin": True},
         showlegend=True,
         # Above the plot, whose height grows with the groups.
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-        margin={"l": 60, "r": 20, "t": 80, "b": 50},
-    )
+        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+    )  # fmt: skip
     data: list[dict[str, Any]] = []
     if not shown:
         return _empty(layout, "No judged validation for this trial yet.", x=[0, 1.02])
@@ -500,7 +518,7 @@ def worker_share_heatmap(
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06)
     title = "Worker share of each group" + ("" if trial_number is None else f", trial {trial_number}")
     figure.update_layout(_layout(
-        title=f"{title}: each worker against the workers' mean",
+        title=title,
         # Room for every row's label (attribute=group · rank k): with less, plotly shows every other
         # one, which with two workers is only rank 0's.
         height=max(HEIGHT, 160 + 24 * len(ordered)),
@@ -514,10 +532,9 @@ def worker_share_heatmap(
             y=[f"{plain(row.attribute)}={plain(row.group)} · rank {row.rank}" for row in ordered],
             colorscale="RdBu",
             reversescale=True,  # more of the group than expected: red; fewer: blue
-            zmid=0,
-            zmin=-reach,
+            zmin=-reach,  # symmetric: 0, no deviation, is the scale's white middle
             zmax=reach,
-            colorbar={"title": {"text": "share −<br>mean"}, "len": 0.7, "y": 0.64, "tickformat": "+.3f"},
+            colorbar={"title": {"text": "share −<br>workers'<br>mean"}, "len": 0.7, "y": 0.64, "tickformat": "+.3~f"},
             hovertemplate=(
                 "%{y}<br>step %{x:,}<br>share %{customdata:.3g}<br>against the workers' mean %{z:+.2g}<extra></extra>"
             ),
@@ -588,7 +605,7 @@ def accuracy_scatter(
     # Numbers beside the selected trial and the best of the front only, where they collide with no
     # other number or mark; every trial's number and values are in its hover.
     chosen = [i for i, point in enumerate(points) if point.trial_id == selected]
-    placed = label_positions(xs, ys, [*chosen, *(i for i in front if i not in chosen)])
+    placed = label_positions(xs, ys, [*chosen, *front], always=chosen)
     for verdict in (*VERDICTS, None):
         members = [i for i, point in enumerate(points) if point.verdict == verdict]
         if not members:
@@ -600,11 +617,8 @@ def accuracy_scatter(
                 type="scatter",
                 x=[round(xs[i], DIGITS) for i in members],
                 y=[round(ys[i], DIGITS) for i in members],
-                mode="markers+text",
+                mode="markers",
                 name=name,
-                text=[f"{points[i].number}" if i in placed else "" for i in members],
-                textposition=[placed.get(i, "top center") for i in members],
-                cliponaxis=False,  # a number beside a mark at the plot's edge stays whole
                 customdata=[points[i].trial_id for i in members],
                 hovertext=[_trial_hover(points[i], on_front=i in on_front) for i in members],
                 hovertemplate="%{hovertext}<extra></extra>",
@@ -614,6 +628,28 @@ def accuracy_scatter(
                     "size": [16 if points[i].trial_id == selected else 11 for i in members],
                     "line": {"color": palette.INK, "width": outline},
                 },
+            )
+        )
+    if placed:
+        # The numbers in a trace of their own, on top and without hover: a marks trace with an empty
+        # text for the unnumbered would lose a number when plotly.js redraws it (Plotly.react keeps
+        # no text node for a point whose text was empty before).
+        numbered = sorted(placed)
+        data.append(
+            dict(
+                type="scatter",
+                x=[round(xs[i], DIGITS) for i in numbered],
+                y=[round(ys[i], DIGITS) for i in numbered],
+                # Invisible marks as large as the drawn ones: plotly.js sets a number beside its mark.
+                mode="markers+text",
+                marker={"size": [16 if points[i].trial_id == selected else 11 for i in numbered], "opacity": 0},
+                name="trial numbers",
+                text=[f"{points[i].number}" for i in numbered],
+                textposition=[placed[i] for i in numbered],
+                textfont={"color": palette.INK, "size": 12},
+                cliponaxis=False,  # a number beside a mark at the plot's edge stays whole
+                hoverinfo="skip",
+                showlegend=False,
             )
         )
     return go.Figure(data=data, layout=layout)
