@@ -535,46 +535,93 @@ def _eod_floor(
     )
 
 
-# Steps per query when reading the counts of chosen validations (SQLite's limit on parameters).
-STEPS_PER_QUERY = 500
-
-
 def _eod_pairs_at(wanted: dict[int, list[int]], *, alpha: float) -> dict[int, list[EodPair | None]]:
     """Per trial id, at each of its wanted validation steps (ascending), the pair of groups that set
     its eod there, from the confusion counts the trainer reported (``count/<attribute>/<group>/<cell>``)."""
-    cells = {cell: index for index, cell in enumerate(CONFUSION_CELLS)}
-    found: dict[int, dict[int, dict[tuple[str, str], list[int]]]] = {}
+    found: dict[int, list[tuple[str, str, str, npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
+    single = {trial_id: steps[0] for trial_id, steps in wanted.items() if len(steps) == 1}
     for trial_id, steps in wanted.items():
-        for start in range(0, len(steps), STEPS_PER_QUERY):
-            chunk = steps[start : start + STEPS_PER_QUERY]
-            points = MetricPoint.objects.filter(
-                trial_id=trial_id, kind=MetricKind.VALIDATION, name__startswith="count/", step__in=chunk
-            ).values_list("step", "attribute", "group", "name", "value")
-            for step, attribute, group, name, value in points:
-                cell = cells.get(name.rsplit("/", 1)[-1])
-                if cell is None or not group or value is None or name.count("/") != 3:
-                    continue  # count/<attribute>/unknown: the rows with no group
-                found.setdefault(trial_id, {}).setdefault(step, {}).setdefault((attribute, group), [0, 0, 0, 0])[
-                    cell
-                ] = int(value)
+        if len(steps) > 1:
+            found[trial_id] = _count_series(MetricPoint.objects.filter(trial_id=trial_id))
+    if single:
+        # One validation of each of many trials (their lowest eod): one query for all.
+        chosen = Q()
+        for trial_id, step in single.items():
+            chosen |= Q(trial_id=trial_id, step=step)
+        rows = _count_points(MetricPoint.objects.filter(chosen)).values_list(
+            "trial_id", "name", "attribute", "group", "step", "value"
+        )
+        for trial_id, name, attribute, group, step, value in rows:
+            found.setdefault(trial_id, []).append(
+                (attribute, group, name, np.array([step], np.int64), np.array([np.nan if value is None else value]))
+            )
     result: dict[int, list[EodPair | None]] = {}
     for trial_id, steps in wanted.items():
-        by_step = found.get(trial_id, {})
-        groups: dict[str, set[str]] = {}
-        for cells_at in by_step.values():
-            for attribute, group in cells_at:
-                groups.setdefault(attribute, set()).add(group)
-        series = {}
-        for attribute, names in groups.items():
-            ordered = sorted(names)
-            counts = np.zeros((len(steps), len(ordered), 4), dtype=np.int64)
-            for row, step in enumerate(steps):
-                cells_at = by_step.get(step, {})
-                for column, group in enumerate(ordered):
-                    counts[row, column] = cells_at.get((attribute, group), (0, 0, 0, 0))
-            series[attribute] = CountSeries(groups=ordered, counts=counts)
-        result[trial_id] = eod_pairs(series, steps=len(steps), alpha=alpha)
+        at = np.asarray(steps, dtype=np.int64)
+        cells = {cell: index for index, cell in enumerate(CONFUSION_CELLS)}
+        parts = [
+            (attribute, group, cells[name.rsplit("/", 1)[-1]], points_steps, values)
+            for attribute, group, name, points_steps, values in found.get(trial_id, [])
+            # Not count/<attribute>/unknown: the rows with no group.
+            if name.count("/") == 3 and name.rsplit("/", 1)[-1] in cells
+        ]
+        names: dict[str, set[str]] = {}
+        for attribute, group, *_ in parts:
+            names.setdefault(attribute, set()).add(group)
+        # The groups in key order, as confusion_counts gives them (ties between equal recalls break alike).
+        columns = {
+            attribute: {group: i for i, group in enumerate(sorted(groups))} for attribute, groups in names.items()
+        }
+        counts = {
+            attribute: np.zeros((len(at), len(groups), 4), dtype=np.int64) for attribute, groups in columns.items()
+        }
+        for attribute, group, cell, points_steps, values in parts:
+            position = np.clip(np.searchsorted(at, points_steps), 0, len(at) - 1)
+            hit = (at[position] == points_steps) & np.isfinite(values)
+            counts[attribute][position[hit], columns[attribute][group], cell] = values[hit].astype(np.int64)
+        series = {
+            attribute: CountSeries(groups=list(groups), counts=counts[attribute])
+            for attribute, groups in columns.items()
+        }
+        result[trial_id] = eod_pairs(series, steps=len(at), alpha=alpha)
     return result
+
+
+def _count_points(points: QuerySet[MetricPoint]) -> QuerySet[MetricPoint]:
+    """The validation counts of ``points`` a recall needs: ``count/<attribute>/<group>/tp`` and ``/fn``
+    (a recall gap and its floor use no other cell; the CountSeries leave fp and tn 0)."""
+    cells = Q(name__endswith="/tp") | Q(name__endswith="/fn")
+    return points.filter(cells, kind=MetricKind.VALIDATION, name__startswith="count/").exclude(group="")
+
+
+def _count_series(
+    points: QuerySet[MetricPoint],
+) -> list[tuple[str, str, str, npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    """Each confusion-count series of one trial's ``points``: (attribute, group, name, steps, values),
+    NaN where a value was not finite. On PostgreSQL one row per series, its steps and values
+    aggregated into arrays (a few dozen rows for thousands of validations), as _eod_series does."""
+    counts = _count_points(points)
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.aggregates import ArrayAgg  # see _eod_series
+
+        rows = (
+            counts.values("name", "attribute", "group")
+            .annotate(steps=ArrayAgg("step"), values=ArrayAgg("value"))
+            .values_list("attribute", "group", "name", "steps", "values")
+        )
+        return [
+            (attribute, group, name, np.asarray(steps, np.int64), np.asarray(values, np.float64))
+            for attribute, group, name, steps, values in rows
+        ]
+    by_series: dict[tuple[str, str, str], tuple[list[int], list[float]]] = {}
+    for attribute, group, name, step, value in counts.values_list("attribute", "group", "name", "step", "value"):
+        steps, values = by_series.setdefault((attribute, group, name), ([], []))
+        steps.append(step)
+        values.append(np.nan if value is None else value)
+    return [
+        (attribute, group, name, np.asarray(steps, np.int64), np.asarray(values, np.float64))
+        for (attribute, group, name), (steps, values) in by_series.items()
+    ]
 
 
 def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | None]:

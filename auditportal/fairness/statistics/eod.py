@@ -87,11 +87,12 @@ def _attribute_pairs(attribute: str, groups: Sequence[str], counts: stats.Counts
         high = np.where(same, np.argmax(others, axis=1), high)
     rows = np.arange(steps)
     gap = recall[rows, high] - recall[rows, low]
-    floor = np.full(steps, np.nan)
-    for reference in np.unique(low[valid]).tolist():
-        chosen = valid & (low == reference)
-        compared = stats.compare(counts[chosen], reference=int(reference), alpha=alpha, p_values=False)["tpr"]
-        floor[chosen] = compared.noise_floor[np.arange(int(chosen.sum())), high[chosen]]
+    # As compare() would give it for the pair, the lower group the reference: at 1 - alpha/k, k the
+    # attribute's other groups with positives (its recall family, as in its verdict).
+    family = np.maximum(has.sum(axis=1) - 1, 1)
+    floor = stats.pair_noise_floor(
+        tp[rows, high], positives[rows, high], tp[rows, low], positives[rows, low], alpha / family
+    )
     return [
         EodPair(
             attribute=attribute,
