@@ -122,7 +122,7 @@ def test_the_charts_of_a_crowded_search_keep_their_numbers_apart_and_the_floor_t
         "() => { const t = document.getElementById('figure-timeline')._fullData"
         ".find(d => d.name === 'noise floor, trial 1'); return [Array.from(t.y), Array.from(t.text)]; }"
     )
-    widest = max(v.noise_floor for v in trials[0].verdicts.all())
+    widest = max(v.noise_floor or 0.0 for v in trials[0].verdicts.all())
     assert len(band[0]) == 8
     assert all(0 < floor < widest / 2 for floor in band[0])
     assert all(text.startswith("gender: ") for text in band[1])
