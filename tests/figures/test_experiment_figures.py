@@ -157,6 +157,7 @@ def test_the_selected_trials_noise_floor_is_shaded_step_by_step_under_the_lines(
     assert band["name"] == "noise floor, trial 1"
     assert (band["x"], band["y"], band["fill"]) == ([25, 50, 75], [0.08, None, 0.031], "tozeroy")
     assert band["text"][2] == "gender &amp; race: &lt;f&gt; · b − m · a"
+    assert band["mode"] == "lines+markers"  # a tick at each of few steps: one validation has no area
     assert "eod set by %{text}" in band["hovertemplate"]
     # No band across the whole plot: the largest floor of every comparison is not drawn.
     assert not [shape for shape in data["layout"]["shapes"] if "noise" in str(shape.get("name"))]
@@ -170,6 +171,15 @@ def test_the_floor_is_computed_at_the_steps_the_chart_keeps() -> None:
     data = _json(fig.eod_timeline(timelines, tolerance=0.05, total_points=2_000))
     assert _trace(data, "trial 1")["x"] == [steps[i] for i in kept[1]]
     assert len(kept[1]) <= 1_000
+
+
+def test_the_step_axis_runs_from_0_to_the_planned_length() -> None:
+    one = [fig.TrialTimeline(trial_id=1, number=1, steps=[100], eod=[0.2])]
+    assert _json(fig.eod_timeline(one, tolerance=0.05, max_step=400))["layout"]["xaxis"]["range"] == [0, 400]
+    longer = [fig.TrialTimeline(trial_id=1, number=1, steps=[100, 500], eod=[0.2, 0.1])]
+    assert _json(fig.eod_timeline(longer, tolerance=0.05, max_step=400))["layout"]["xaxis"]["range"] == [0, 500]
+    # Without a planned length, from 0 all the same (one validation is not a range from 99 to 101).
+    assert _json(fig.eod_timeline(one, tolerance=0.05))["layout"]["xaxis"]["rangemode"] == "tozero"
 
 
 def test_a_pair_is_named_by_its_attribute_and_groups_values() -> None:

@@ -350,7 +350,9 @@ def eod_timeline(
     layout = _layout(
         title="EOD per validation step",
         height=TIMELINE_HEIGHT,
-        xaxis={"title": {"text": "step (batches trained)"}},
+        # From 0 (one validation is not a range from 99 to 101); to the planned length when known,
+        # so that a running trial's line grows across the axis.
+        xaxis={"title": {"text": "step (batches trained)"}, "rangemode": "tozero"},
         yaxis={"title": {"text": "eod (largest recall gap)"}, "rangemode": "tozero"},
         # Beside the plot: a search's many trials scroll there instead of squeezing the plot.
         legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"},
@@ -365,6 +367,9 @@ def eod_timeline(
             x=[0, max_step] if max_step else None,
             y=[0, 1],
         )
+    last = max(int(np.max(timeline.steps)) for timeline in with_data)
+    if max_step:
+        layout["xaxis"]["range"] = [0, max(max_step, last)]
     kept_of = timeline_kept(with_data, total_points=total_points)
     if eod_floor is not None and any(value is not None for value in eod_floor.floors):
         data.append(_floor_band(eod_floor))
@@ -723,7 +728,9 @@ def _floor_band(eod_floor: EodFloor) -> dict[str, Any]:
         type="scatter",
         x=np.asarray(eod_floor.steps, dtype=np.int64),
         y=_shown(floors),
-        mode="lines",
+        # A tick at each step while there are few (one validation has no area to shade).
+        mode="lines+markers" if len(floors) <= 30 else "lines",
+        marker={"symbol": "line-ew-open", "size": 14, "color": palette.MUTED, "line": {"width": 2}},
         fill="tozeroy",
         fillcolor=palette.NOISE_FILL,
         line={"width": 0, "color": palette.MUTED},
