@@ -58,6 +58,16 @@ def verdict_documents_of_trials(*, trials: Sequence[Model]) -> dict[int, list[Ve
     return found
 
 
+def verdict_document_ids_of_trials(*, trials: Sequence[Model]) -> dict[int, list[int]]:
+    """Per trial id, the ids of its documents (ascending): what a live page compares to learn that a
+    document was frozen, without reading any document."""
+    found: dict[int, list[int]] = {trial.pk: [] for trial in trials}
+    rows = VerdictDocument.objects.filter(trial__in=[trial.pk for trial in trials]).values_list("trial_id", "pk")
+    for trial_id, document_id in rows.order_by("pk"):
+        found[trial_id].append(document_id)
+    return found
+
+
 def verdict_document_of_audit(*, audit: Model) -> VerdictDocument:
     """The document frozen when ``audit`` was made (an audit is frozen exactly once)."""
     return verdict_documents_of_audit(audit=audit).earliest("frozen_at", "id")

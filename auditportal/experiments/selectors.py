@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +34,10 @@ from auditportal.experiments.models import (
 from auditportal.fairness.figures import experiment as figures
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.files.intersections import attribute_key, split_key
-from auditportal.fairness.files.metricsfile import decode_group
+from auditportal.fairness.files.metricsfile import CONFUSION_CELLS, decode_group
 from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.eod import CountSeries, EodPair, eod_pairs
+from auditportal.fairness.text import numbers
 from auditportal.fairness.text.presentation import hparams_text
 from auditportal.policies.selectors import policy_active
 
@@ -86,10 +89,11 @@ def trial_stop_note(trial: Trial) -> str:
     early = next((entry for entry in rungs if entry.outcome == RungOutcome.STOPPED), None)
     parts = []
     if early is not None:
-        metric = "not reported" if early.metric is None else f"{early.metric:.4f}"
+        metric = "not reported" if early.metric is None else numbers.significant(early.metric, 4)
         ranked = (
-            f"at rung {early.rung + 1} ({early.units} batches): {configs.SEARCHER_METRIC} {metric} ranked "
-            f"{early.position} of {early.entered}; the best {early.continuing} went on."
+            f"at rung {early.rung + 1} ({numbers.count(early.units)} batches): {configs.SEARCHER_METRIC} {metric} "
+            f"ranked {numbers.count(early.position)} of {numbers.count(early.entered)}; "
+            f"the best {numbers.count(early.continuing)} went on."
         )
         if trial.is_terminal and trial.steps_planned and trial.steps_done >= trial.steps_planned:
             # The search decided after the trial had trained its whole length (decisions are asynchronous,
@@ -213,10 +217,38 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
     }
 
 
-def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
-    """The experiment and its trials as the live page and the API show them to ``user``."""
+def verdict_gap_text(verdict: TrialVerdict) -> str:
+    """The verdict's deciding recall gap as the page writes it beside the badge: ``female − male:
+    -0.210 [-0.260, -0.160]``, and for an INCONCLUSIVE one what would decide it; "" without a gap."""
+    if verdict.difference is None:
+        return ""
+    text = (
+        f"{verdict.group} − {verdict.reference}: {numbers.gap(verdict.difference)} "
+        f"{numbers.interval(verdict.ci_low, verdict.ci_high)}"
+    )
+    if verdict.verdict == "INCONCLUSIVE" and verdict.positives_needed:
+        text += f"; ~{numbers.count(verdict.positives_needed)} positives in {verdict.group} to decide"
+    return text
+
+
+def trial_shown(trial: Trial) -> dict[str, Any]:
+    """A trial's numbers as its row on the page shows them (fairness/text/numbers.py), for the live
+    rows to show them alike: rates at 3 significant digits, counts with separators."""
+    return {
+        "eod": numbers.rate(trial.latest_eod),
+        "fair_objective": numbers.rate(trial.latest_fair_objective),
+        "accuracy": numbers.rate(trial.latest_accuracy),
+        "steps": f"{numbers.count(trial.steps_done)} / {numbers.count(trial.steps_planned)}",
+        "verdicts": {verdict.attribute: verdict_gap_text(verdict) for verdict in trial.verdicts.all()},
+    }
+
+
+def experiment_as_json(experiment: Experiment, *, user: User, trials: list[Trial] | None = None) -> dict[str, Any]:
+    """The experiment and its trials (``trials``, when already read with trial_list) as the live
+    page and the API show them to ``user``."""
     internals = rules.can_see_run_internals(user)
-    trials = list(trial_list(experiment=experiment))
+    if trials is None:
+        trials = list(trial_list(experiment=experiment))
     return {
         "experiment": experiment.pk,
         "name": experiment.name,
@@ -234,6 +266,24 @@ def experiment_as_json(experiment: Experiment, *, user: User) -> dict[str, Any]:
         "cancel_note": experiment_cancel_note(experiment),
         "trials": [trial_as_json(trial, internals=internals) for trial in trials],
     }
+
+
+def experiment_live_key(*, trials: list[Trial], documents: dict[int, list[int]]) -> str:
+    """A digest of what the page's server-rendered sections show beyond progress.json's rows: each
+    trial's frozen documents (``documents``: ids per trial), whether it has a checkpoint (the Request
+    review link), its validation steps (the freeze form) and its ASHA rungs (the rung table). The page
+    starts with it; the live page fetches the sections again when progress.json brings another."""
+    state = [
+        (
+            trial.pk,
+            documents.get(trial.pk, []),
+            bool(trial.checkpoint),
+            trial.latest_step,
+            [(entry.rung, entry.outcome) for entry in trial.rungs.all()],
+        )
+        for trial in trials
+    ]
+    return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
 
 def trial_validation_steps(*, trial: Trial) -> list[int]:
@@ -273,14 +323,16 @@ def trial_of_experiment(*, experiment: Experiment, trial_id: int) -> Trial:
 @dataclass(frozen=True)
 class ExperimentOverview:
     """Every trial of an experiment as the page's figures draw them (a trial's report too): its eod per
-    validation step with the verdict in force, and its latest and lowest values; the tolerance of the
-    newest verdict and the largest noise floor of any trial."""
+    validation step with the verdict in force, and its latest and lowest values (with the noise floor
+    of the pair of groups that set the lowest); the tolerance and alpha of the newest verdict and the
+    largest noise floor of any trial's comparisons."""
 
     trials: list[Trial]
     timelines: list[figures.TrialTimeline]
     summaries: list[figures.TrialSummary]
     tolerance: float
     noise_floor: float | None
+    alpha: float = 0.05
 
 
 def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
@@ -288,10 +340,15 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
     ids = [trial.pk for trial in trials]
     series = _eod_series(ids)
     changes = _verdict_changes(ids)
+    tolerance, alpha = _tolerance_and_alpha(trials)
+    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    lowest_of = {trial.pk: figures.lowest_eod(*series.get(trial.pk, nothing)) for trial in trials}
+    lowest_pairs = _eod_pairs_at(
+        {trial_id: [step] for trial_id, (_, step) in lowest_of.items() if step is not None}, alpha=alpha
+    )
     timelines = []
     summaries = []
     floors: list[float] = []
-    nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     for trial in trials:
         steps, eod = series.get(trial.pk, nothing)
         timelines.append(
@@ -307,7 +364,8 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
         trial_floor = max((v.noise_floor for v in verdicts if v.noise_floor is not None), default=None)
         if trial_floor is not None:
             floors.append(trial_floor)
-        lowest, lowest_step = figures.lowest_eod(steps, eod)
+        lowest, lowest_step = lowest_of[trial.pk]
+        (pair,) = lowest_pairs.get(trial.pk, [None])
         summaries.append(
             figures.TrialSummary(
                 trial_id=trial.pk,
@@ -320,14 +378,17 @@ def experiment_overview(*, experiment: Experiment) -> ExperimentOverview:
                 noise_floor=trial_floor,
                 verdict=judge.worst([verdict.verdict or None for verdict in verdicts]),
                 hparams=hparams_text(trial.hparams),
+                lowest_eod_floor=None if pair is None else pair.noise_floor,
+                lowest_eod_pair=None if pair is None else figures.pair_label(pair.attribute, pair.high, pair.low),
             )
         )
     return ExperimentOverview(
         trials=trials,
         timelines=timelines,
         summaries=summaries,
-        tolerance=_tolerance(trials),
+        tolerance=tolerance,
         noise_floor=max(floors) if floors else None,
+        alpha=alpha,
     )
 
 
@@ -343,6 +404,7 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
     timelines, summaries = overview.timelines, overview.summaries
     tolerance, floor = overview.tolerance, overview.noise_floor
     chosen = selected.pk if selected is not None else None
+    eod_floor = _eod_floor(timelines, selected=chosen, alpha=overview.alpha)
     result: dict[str, Any] = {
         "experiment": experiment.pk,
         "selected": None if selected is None else {"id": selected.pk, "number": selected.number},
@@ -350,7 +412,11 @@ def experiment_figures(*, experiment: Experiment, selected: Trial | None = None)
         "tolerance": tolerance,
         "noise_floor": floor,
         "figures": {
-            "timeline": figure_json(figures.eod_timeline(timelines, tolerance=tolerance, floor=floor, selected=chosen)),
+            "timeline": figure_json(
+                figures.eod_timeline(
+                    timelines, tolerance=tolerance, eod_floor=eod_floor, selected=chosen, max_step=experiment.batches
+                )
+            ),
             "scatter_eod": figure_json(figures.accuracy_scatter(summaries, objective="eod", selected=chosen)),
             "scatter_objective": figure_json(
                 figures.accuracy_scatter(summaries, objective="fair_objective", selected=chosen)
@@ -435,15 +501,127 @@ def _verdict_changes(trial_ids: list[int]) -> dict[int, list[figures.VerdictChan
     return changes
 
 
-def _tolerance(trials: list[Trial]) -> float:
-    """The tolerance the newest verdict was judged under (the one the table's verdicts show), or the
-    active policy's before any verdict."""
+def _tolerance_and_alpha(trials: list[Trial]) -> tuple[float, float]:
+    """The tolerance and alpha the newest verdict was judged under (the ones the table's verdicts
+    show), or the active policy's before any verdict."""
     newest = max(
         (verdict for trial in trials for verdict in trial.verdicts.all()),
         key=lambda verdict: verdict.updated_at,
         default=None,
     )
-    return newest.tolerance if newest is not None else policy_active().tolerance
+    if newest is not None:
+        return newest.tolerance, newest.alpha
+    policy = policy_active()
+    return policy.tolerance, policy.alpha
+
+
+def _eod_floor(
+    timelines: list[figures.TrialTimeline], *, selected: int | None, alpha: float
+) -> figures.EodFloor | None:
+    """The selected trial's noise floor under its eod line: at each step the chart keeps, the floor of
+    the pair of groups that set the eod there (fairness.statistics.eod)."""
+    timeline = next((timeline for timeline in timelines if timeline.trial_id == selected), None)
+    if timeline is None or not len(timeline.steps):
+        return None
+    kept = figures.timeline_kept(timelines)[timeline.trial_id]
+    steps = [int(step) for step in np.asarray(timeline.steps)[kept]]
+    pairs = _eod_pairs_at({timeline.trial_id: steps}, alpha=alpha).get(timeline.trial_id, [None] * len(steps))
+    return figures.EodFloor(
+        trial_id=timeline.trial_id,
+        number=timeline.number,
+        steps=steps,
+        floors=[None if pair is None else pair.noise_floor for pair in pairs],
+        pairs=["" if pair is None else figures.pair_label(pair.attribute, pair.high, pair.low) for pair in pairs],
+    )
+
+
+def _eod_pairs_at(wanted: dict[int, list[int]], *, alpha: float) -> dict[int, list[EodPair | None]]:
+    """Per trial id, at each of its wanted validation steps (ascending), the pair of groups that set
+    its eod there, from the confusion counts the trainer reported (``count/<attribute>/<group>/<cell>``)."""
+    found: dict[int, list[tuple[str, str, str, npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
+    single = {trial_id: steps[0] for trial_id, steps in wanted.items() if len(steps) == 1}
+    for trial_id, steps in wanted.items():
+        if len(steps) > 1:
+            found[trial_id] = _count_series(MetricPoint.objects.filter(trial_id=trial_id))
+    if single:
+        # One validation of each of many trials (their lowest eod): one query for all.
+        chosen = Q()
+        for trial_id, step in single.items():
+            chosen |= Q(trial_id=trial_id, step=step)
+        rows = _count_points(MetricPoint.objects.filter(chosen)).values_list(
+            "trial_id", "name", "attribute", "group", "step", "value"
+        )
+        for trial_id, name, attribute, group, step, value in rows:
+            found.setdefault(trial_id, []).append(
+                (attribute, group, name, np.array([step], np.int64), np.array([np.nan if value is None else value]))
+            )
+    result: dict[int, list[EodPair | None]] = {}
+    for trial_id, steps in wanted.items():
+        at = np.asarray(steps, dtype=np.int64)
+        cells = {cell: index for index, cell in enumerate(CONFUSION_CELLS)}
+        parts = [
+            (attribute, group, cells[name.rsplit("/", 1)[-1]], points_steps, values)
+            for attribute, group, name, points_steps, values in found.get(trial_id, [])
+            # Not count/<attribute>/unknown: the rows with no group.
+            if name.count("/") == 3 and name.rsplit("/", 1)[-1] in cells
+        ]
+        names: dict[str, set[str]] = {}
+        for attribute, group, *_ in parts:
+            names.setdefault(attribute, set()).add(group)
+        # The groups in key order, as confusion_counts gives them (ties between equal recalls break alike).
+        columns = {
+            attribute: {group: i for i, group in enumerate(sorted(groups))} for attribute, groups in names.items()
+        }
+        counts = {
+            attribute: np.zeros((len(at), len(groups), 4), dtype=np.int64) for attribute, groups in columns.items()
+        }
+        for attribute, group, cell, points_steps, values in parts:
+            position = np.clip(np.searchsorted(at, points_steps), 0, len(at) - 1)
+            hit = (at[position] == points_steps) & np.isfinite(values)
+            counts[attribute][position[hit], columns[attribute][group], cell] = values[hit].astype(np.int64)
+        series = {
+            attribute: CountSeries(groups=list(groups), counts=counts[attribute])
+            for attribute, groups in columns.items()
+        }
+        result[trial_id] = eod_pairs(series, steps=len(at), alpha=alpha)
+    return result
+
+
+def _count_points(points: QuerySet[MetricPoint]) -> QuerySet[MetricPoint]:
+    """The validation counts of ``points`` a recall needs: ``count/<attribute>/<group>/tp`` and ``/fn``
+    (a recall gap and its floor use no other cell; the CountSeries leave fp and tn 0)."""
+    cells = Q(name__endswith="/tp") | Q(name__endswith="/fn")
+    return points.filter(cells, kind=MetricKind.VALIDATION, name__startswith="count/").exclude(group="")
+
+
+def _count_series(
+    points: QuerySet[MetricPoint],
+) -> list[tuple[str, str, str, npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    """Each confusion-count series of one trial's ``points``: (attribute, group, name, steps, values),
+    NaN where a value was not finite. On PostgreSQL one row per series, its steps and values
+    aggregated into arrays (a few dozen rows for thousands of validations), as _eod_series does."""
+    counts = _count_points(points)
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.aggregates import ArrayAgg  # see _eod_series
+
+        rows = (
+            counts.values("name", "attribute", "group")
+            .annotate(steps=ArrayAgg("step"), values=ArrayAgg("value"))
+            .values_list("attribute", "group", "name", "steps", "values")
+        )
+        return [
+            (attribute, group, name, np.asarray(steps, np.int64), np.asarray(values, np.float64))
+            for attribute, group, name, steps, values in rows
+        ]
+    by_series: dict[tuple[str, str, str], tuple[list[int], list[float]]] = {}
+    for attribute, group, name, step, value in counts.values_list("attribute", "group", "name", "step", "value"):
+        steps, values = by_series.setdefault((attribute, group, name), ([], []))
+        steps.append(step)
+        values.append(np.nan if value is None else value)
+    return [
+        (attribute, group, name, np.asarray(steps, np.int64), np.asarray(values, np.float64))
+        for (attribute, group, name), (steps, values) in by_series.items()
+    ]
 
 
 def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | None]:
@@ -473,7 +651,7 @@ def _worker_share_figure(trial: Trial) -> tuple[dict[str, Any] | None, str | Non
         for (attribute, group, rank), by_step in shares.items()
     ]
     spread_series = {attribute: [by_step.get(step) for step in ordered] for attribute, by_step in spreads.items()}
-    figure = figures.worker_share_heatmap(ordered, rows, spread_series)
+    figure = figures.worker_share_heatmap(ordered, rows, spread_series, trial_number=trial.number)
     if figure is None:
         return None, f"Trial {trial.number} ran on one worker: there is no split of its groups between workers to show."
     return figure_json(figure), None

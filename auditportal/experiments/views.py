@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -7,10 +9,11 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.datasets.selectors import dataset_version_launch_choices
 from auditportal.evidence.rules import can_freeze as can_freeze_documents
-from auditportal.evidence.selectors import verdict_documents_of_trials
+from auditportal.evidence.selectors import verdict_document_ids_of_trials, verdict_documents_of_trials
 from auditportal.experiments import configs, rules, selectors, services
 from auditportal.experiments.forms import LaunchForm
 from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
@@ -63,40 +66,70 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/new.html", context, status=400 if form.errors else 200)
 
 
+def _sections(user: User, experiment: Experiment, trials: list[Trial]) -> dict[str, Any]:
+    """What the page renders beyond the rows progress.json updates (experiments/_live.html): each
+    trial's frozen documents and, for those who may freeze, its validation steps; the ASHA rungs."""
+    documents = verdict_documents_of_trials(trials=trials)
+    can_freeze = can_freeze_documents(user)
+    return {
+        "trial_rows": [
+            (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
+            for trial in trials
+        ],
+        "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
+        "searcher_metric": configs.SEARCHER_METRIC,
+        "asha_divisor": configs.ASHA_DIVISOR,
+        "live_key": selectors.experiment_live_key(
+            trials=trials, documents={pk: sorted(d.pk for d in found) for pk, found in documents.items()}
+        ),
+    }
+
+
 @login_required
 def experiment_detail(request: HttpRequest, experiment_id: int) -> HttpResponse:
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
     trials = list(selectors.trial_list(experiment=experiment))
-    documents = verdict_documents_of_trials(trials=trials)
-    can_freeze = can_freeze_documents(user)
     return render(
         request,
         "experiments/detail.html",
         {
             "experiment": experiment,
-            # Per trial: its frozen verdict documents and, for those who may freeze, its validation steps.
-            "trial_rows": [
-                (trial, documents[trial.pk], selectors.trial_validation_steps(trial=trial) if can_freeze else [])
-                for trial in trials
-            ],
             "can_cancel": rules.can_cancel(user, experiment)
             and experiment.is_active
             and experiment.status != ExperimentStatus.CANCELLING,
             "show_internals": rules.can_see_run_internals(user),
             "cancel_note": selectors.experiment_cancel_note(experiment),
-            "asha_rungs": selectors.experiment_asha_rungs(experiment=experiment),
-            "searcher_metric": configs.SEARCHER_METRIC,
-            "asha_divisor": configs.ASHA_DIVISOR,
+            **_sections(user, experiment, trials),
         },
     )
 
 
 @login_required
 def experiment_progress(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    """The live page's poll: the experiment as the API shows it, and ``live_key``, which changes when
+    the sections the page renders itself (documents, Request review, freeze steps, ASHA rungs) would."""
     user = request_user(request)
     experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
-    return JsonResponse(selectors.experiment_as_json(experiment, user=user))
+    trials = list(selectors.trial_list(experiment=experiment))
+    data = selectors.experiment_as_json(experiment, user=user, trials=trials)
+    # The rows' numbers as the page writes them (the API keeps the numbers alone).
+    for row, trial in zip(data["trials"], trials, strict=True):
+        row["shown"] = selectors.trial_shown(trial)
+    data["live_key"] = selectors.experiment_live_key(
+        trials=trials, documents=verdict_document_ids_of_trials(trials=trials)
+    )
+    return JsonResponse(data)
+
+
+@login_required
+def experiment_live(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """The sections of the page that progress.json's rows do not carry, rendered as the page renders
+    them (experiments/_live.html), for the live page to swap in when its live_key changes."""
+    user = request_user(request)
+    experiment = selectors.experiment_get(user=user, experiment_id=experiment_id)
+    trials = list(selectors.trial_list(experiment=experiment))
+    return render(request, "experiments/_live.html", {"experiment": experiment, **_sections(user, experiment, trials)})
 
 
 @login_required

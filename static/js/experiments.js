@@ -1,13 +1,17 @@
 // Live progress of an experiment page: polls progress.json every 2 s while anything runs and
-// updates the trial table in place (the page is complete without it: server-rendered first), and
-// draws the charts from figures.json (auditportal/fairness/figures/experiment.py), fetched again
-// when a validation arrives or another trial is selected (a click on its row or on a chart).
+// updates the trial table in place (the page is complete without it: server-rendered first); when
+// progress.json's live_key changes, fetches the sections the server renders itself (each trial's
+// verdict documents, Request review link and freeze form; the ASHA rung table: experiments/_live.html)
+// and swaps them in. Draws the charts from figures.json (auditportal/fairness/figures/experiment.py),
+// fetched again when a validation arrives or another trial is selected (a click on its row or on a chart).
 (function () {
   "use strict";
   var section = document.getElementById("experiment");
   if (!section) { return; }
   var url = section.getAttribute("data-progress-url");
   var policyUrl = section.getAttribute("data-policy-url");
+  var liveUrl = section.getAttribute("data-live-url");
+  var liveKey = section.getAttribute("data-live-key");
   var table = document.querySelector("#trials tbody");
   var PERIOD_MS = 2000;
   // The server renders each bar's width as data (the Content-Security-Policy allows no style attribute).
@@ -15,9 +19,6 @@
     bar.style.width = bar.getAttribute("data-percent") + "%";
   });
 
-  function fmt(value) {
-    return value === null || value === undefined ? "\u2014" : Number(value).toFixed(4);
-  }
 
   function capfirst(text) {
     return text ? text.charAt(0).toUpperCase() + text.slice(1) : "";
@@ -81,7 +82,7 @@
     noteCell.colSpan = 8;
     noteCell.setAttribute("data-field", "note");
     noteRow.appendChild(noteCell);
-    // Frozen verdict documents (their own row) appear when the page is reloaded.
+    // Its verdict documents' row comes with the live sections (swapSections).
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
@@ -102,10 +103,9 @@
     return row;
   }
 
-  function fixed3(value) { return Number(value).toFixed(3); }
-
-  // Same markup as templates/experiments/_verdict.html.
-  function renderVerdicts(target, verdicts) {
+  // Same markup as templates/experiments/_verdict.html; the numbers written by the server
+  // (selectors.trial_shown: fairness/text/numbers.py), as the page writes them.
+  function renderVerdicts(target, verdicts, texts) {
     if (!target) { return; }
     target.textContent = "";
     if (!verdicts.length) { target.appendChild(cell("span", "\u2014", "muted")); return; }
@@ -115,12 +115,9 @@
       box.appendChild(cell("code", v.attribute));
       box.appendChild(document.createTextNode(" "));
       box.appendChild(cell("span", v.verdict || "n/a", "badge verdict-" + (v.verdict || "none")));
-      if (v.difference !== null && v.difference !== undefined) {
-        var text = " " + v.group + " \u2212 " + v.reference + ": " + fixed3(v.difference) +
-          " [" + fixed3(v.ci_low) + ", " + fixed3(v.ci_high) + "]";
-        if (v.verdict === "INCONCLUSIVE" && v.positives_needed) {
-          text += "; ~" + v.positives_needed + " positives per group to decide";
-        }
+      var text = texts[v.attribute];
+      if (text) {
+        box.appendChild(document.createTextNode(" "));
         box.appendChild(cell("small", text));
       }
       if (v.policy_version) {
@@ -146,11 +143,12 @@
       noteRow.hidden = !trial.note;
     }
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
-    row.querySelector('[data-field="steps"]').textContent = trial.steps + " / " + trial.steps_planned;
+    var shown = trial.shown || {};
+    row.querySelector('[data-field="steps"]').textContent = shown.steps;
     ["eod", "fair_objective", "accuracy"].forEach(function (name) {
-      row.querySelector('[data-field="' + name + '"]').textContent = fmt(trial.metrics[name]);
+      row.querySelector('[data-field="' + name + '"]').textContent = shown[name];
     });
-    renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || []);
+    renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || [], shown.verdicts || {});
     var errorRow = table.querySelector('tr[data-trial-error="' + trial.id + '"]');
     errorRow.hidden = !trial.error;
     errorRow.querySelector('[data-field="error"]').textContent = capfirst(trial.error);
@@ -173,6 +171,10 @@
     cancelNote.textContent = data.cancel_note || "";
     cancelNote.hidden = !data.cancel_note;
     data.trials.forEach(update);
+    if (data.live_key && data.live_key !== liveKey) {
+      liveKey = data.live_key;
+      loadSections();
+    }
     var cancel = document.getElementById("cancel-form");
     if (cancel && (!data.active || data.status === "cancelling")) { cancel.hidden = true; }
     // A new validation (or a new trial) extends the charts: fetch them again (a bounded payload).
@@ -182,6 +184,52 @@
       loadFigures();
     }
     return data.active || data.trials.some(function (t) { return t.state === "RUNNING" || t.state === "STARTING"; });
+  }
+
+  // ------------------------------------------------------------- server-rendered sections
+  var sectionsLoading = false;
+  var sectionsAgain = false;
+
+  function loadSections() {
+    if (!liveUrl) { return; }
+    if (sectionsLoading) { sectionsAgain = true; return; }
+    sectionsLoading = true;
+    fetch(liveUrl, { credentials: "same-origin", headers: { Accept: "text/html", "X-Portal-Poll": "1" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("HTTP " + response.status); }
+        return response.text();
+      })
+      .then(swapSections)
+      .catch(function () { liveKey = null; })  // fetched again at the next poll
+      .then(function () {
+        sectionsLoading = false;
+        if (sectionsAgain) { sectionsAgain = false; loadSections(); }
+      });
+  }
+
+  // The fragment is the server's own rendering (Django's autoescaping; no scripts: the CSP would run
+  // none): its rows replace the page's, keeping a step the user chose in a freeze form.
+  function swapSections(html) {
+    var fragment = new DOMParser().parseFromString(html, "text/html");
+    var rungs = fragment.getElementById("early-stopping");
+    var current = document.getElementById("early-stopping");
+    if (rungs && current) { current.replaceWith(document.adoptNode(rungs)); }
+    fragment.querySelectorAll("tr[data-trial-documents]").forEach(function (row) {
+      var id = row.getAttribute("data-trial-documents");
+      var old = table.querySelector('tr[data-trial-documents="' + id + '"]');
+      var fresh = document.adoptNode(row);
+      if (old) {
+        var chosen = old.querySelector("select[name=step]");
+        var select = fresh.querySelector("select[name=step]");
+        if (chosen && select && select.querySelector('option[value="' + chosen.value + '"]')) {
+          select.value = chosen.value;
+        }
+        old.replaceWith(fresh);
+        return;
+      }
+      var before = table.querySelector('tr[data-trial-error="' + id + '"]');
+      if (before) { before.before(fresh); }
+    });
   }
 
   function poll() {

@@ -20,8 +20,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 FIGURES = ("figure-timeline", "figure-recall", "figure-scatter", "figure-lowest")
 # plotly.js keeps a figure's arrays, decoded, in the element's _fullData (its .data holds the typed
 # arrays as the server sent them, base64).
-TRACE_POINTS = "([id, index]) => document.getElementById(id)._fullData[index].x.length"
-TRACE_X = "([id, index]) => Array.from(document.getElementById(id)._fullData[index].x)"
+# A trace by its name (the selected trial's noise floor is drawn first, under the lines).
+TRACE = "document.getElementById(id)._fullData.find(trace => trace.name === name)"
+TRACE_POINTS = f"([id, name]) => {TRACE}.x.length"
+TRACE_X = f"([id, name]) => Array.from({TRACE}.x)"
 
 
 def _validation(step: int, female: int, male: int) -> MetricRecord:
@@ -81,8 +83,10 @@ def test_the_charts_render_without_console_errors_and_fit_1280_pixels(
     for figure in FIGURES:
         assert page.locator(f"#{figure}.figure-drawn .main-svg").count() >= 1, figure
     # One line per trial (three and two validations), each named.
-    assert page.evaluate(TRACE_POINTS, ["figure-timeline", 0]) == 3
-    assert page.evaluate(TRACE_POINTS, ["figure-timeline", 1]) == 2
+    assert page.evaluate(TRACE_POINTS, ["figure-timeline", "trial 1"]) == 3
+    assert page.evaluate(TRACE_POINTS, ["figure-timeline", "trial 2"]) == 2
+    # Under the selected trial (1), the noise floor of the pair that set its eod, at each validation.
+    assert page.evaluate(TRACE_X, ["figure-timeline", "noise floor, trial 1"]) == [10, 20, 30]
     assert page.locator("#figure-timeline .legendtext").evaluate_all("nodes => nodes.map(n => n.textContent)")[:2] == [
         "trial 1",
         "trial 2",
@@ -137,13 +141,13 @@ def test_the_timeline_grows_while_a_trial_runs_without_a_reload(
     trial_metrics_ingest(trial=trial, records=[_validation(25, 500, 800)])
     assert carol.is_member
     _open(page, live_server.url, experiment)
-    assert page.evaluate(TRACE_POINTS, ["figure-timeline", 0]) == 1
+    assert page.evaluate(TRACE_POINTS, ["figure-timeline", "trial 1"]) == 1
     page.evaluate("window.__loadMarker = 'same page'")
 
     # The worker ingests the next validation: the timeline must extend by itself.
     trial_metrics_ingest(trial=trial, records=[_validation(50, 780, 800)])
-    page.wait_for_function(f"{TRACE_POINTS} === 2", arg=["figure-timeline", 0])
-    assert page.evaluate(TRACE_X, ["figure-timeline", 0]) == [25, 50]
+    page.wait_for_function(f"{TRACE_POINTS} === 2", arg=["figure-timeline", "trial 1"])
+    assert page.evaluate(TRACE_X, ["figure-timeline", "trial 1"]) == [25, 50]
     assert page.evaluate("window.__loadMarker") == "same page", "the page was reloaded"
     page.screenshot(path=str(ARTIFACTS / "experiment-dashboard-live.png"), full_page=True)
     assert console == []

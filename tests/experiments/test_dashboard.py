@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from auditportal.accounts.models import User
 from auditportal.experiments.ingest import trial_metrics_ingest
-from auditportal.experiments.models import Experiment, Trial
+from auditportal.experiments.models import Experiment, Trial, TrialVerdict
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.policies.selectors import policy_active
 from tests.factories import ExperimentFactory, TrialFactory, client_for
@@ -88,14 +88,51 @@ def test_every_member_gets_the_figures_of_every_trial(
     assert data["selected"] == {"id": first.pk, "number": first.number}
     lowest = _trace(data["figures"]["lowest"], "lowest eod")
     assert (lowest["customdata"], lowest["y"]) == ([first.pk, second.pk], [0.0, pytest.approx(0.4)])
-    # Each trial's noise floor (its verdicts' largest) ticks its bar; the timeline shades the largest.
+    # The noise floor of the pair that set each step's eod (here the verdict's one comparison, as its
+    # document stores it): shaded under the selected trial's line, ticked on each trial's lowest bar.
+    failing, passing = (_stored_floor(trial.verdicts.get()) for trial in (second, first))
+    assert failing > 3 * passing  # a thousand positives per group at step 10, ten thousand later
+    band = _trace(timeline, f"noise floor, trial {first.number}")
+    assert band["x"] == [10, 20, 30]
+    assert band["y"] == pytest.approx([failing, passing, passing], abs=1e-6)
+    assert band["text"] == ["gender: male − female"] * 3  # at equal recalls too: a gap of 0
+    ticks = _trace(data["figures"]["lowest"], "noise floor of the pair that set it")
+    assert ticks["y"] == pytest.approx([passing, failing], abs=1e-5)
+    assert not [shape for shape in timeline["layout"]["shapes"] if shape.get("name", "").startswith("noise floor")]
     floors = [max(v.noise_floor for v in trial.verdicts.all() if v.noise_floor is not None) for trial in trials]
-    assert _trace(data["figures"]["lowest"], "noise floor")["y"] == pytest.approx(floors, abs=1e-5)
     assert data["noise_floor"] == max(floors)
-    (shade,) = [shape for shape in timeline["layout"]["shapes"] if shape.get("name", "").startswith("noise floor")]
-    assert shade["y1"] == pytest.approx(max(floors), abs=1e-5)
     front = _trace(data["figures"]["scatter_eod"], "Pareto front")
     assert (front["x"], front["y"]) == ([0.0], [0.79])  # trial 1 now: no gap and the better accuracy
+
+
+def _stored_floor(verdict: TrialVerdict, group: str | None = None) -> float:
+    """The noise floor the verdict's document stores for its (or ``group``'s) recall comparison."""
+    (floor,) = [
+        c["noise_floor"]
+        for c in verdict.document["comparisons"]
+        if c["metric"] == "tpr" and c["group"] == (group or verdict.group)
+    ]
+    return float(floor)
+
+
+def test_the_band_is_the_floor_of_the_pair_that_sets_the_eod_not_the_widest_of_any_group(
+    carol: User, experiment: Experiment
+) -> None:
+    trial = TrialFactory.create(experiment=experiment)
+    # a (the reference, most rows) and c set the eod; b, tiny, sits between them with the widest floor.
+    groups = {"a": (900, 100), "b": (8, 4), "c": (600, 400)}
+    metrics: dict[str, float | None] = {"count/race/unknown": 0.0, "accuracy": 0.8, "eod": 0.3}
+    for group, (tp, fn) in groups.items():
+        for cell, value in zip(("tp", "fn", "fp", "tn"), (tp, fn, 100, 900), strict=True):
+            metrics[f"count/race/{group}/{cell}"] = float(value)
+    _ingest(trial, MetricRecord(kind="validation", step=25, metrics=metrics))
+    verdict = trial.verdicts.get()
+    timeline = _figures(client_for(carol), experiment, trial=trial.pk)["figures"]["timeline"]
+    band = _trace(timeline, f"noise floor, trial {trial.number}")
+    assert band["text"] == ["race: a − c"]
+    assert band["y"] == [pytest.approx(_stored_floor(verdict, "c"), abs=1e-6)]
+    assert verdict.noise_floor == pytest.approx(_stored_floor(verdict, "b"))
+    assert verdict.noise_floor > 2 * band["y"][0]  # what the whole plot used to be shaded up to
 
 
 def test_the_timeline_marks_where_the_recorded_verdict_changed(
@@ -151,7 +188,9 @@ def test_a_distributed_trial_gets_the_worker_share_heatmap_and_a_single_worker_a
         "gender=male · rank 0",
         "gender=male · rank 1",
     ]  # fmt: skip  (the intersection's rows are left out)
-    assert heatmap["z"] == [[0.7], [0.3], [0.3], [0.7]]
+    assert heatmap["customdata"] == [[0.7], [0.3], [0.3], [0.7]]
+    assert heatmap["z"] == [[0.2], [-0.2], [-0.2], [0.2]]  # each against the workers' mean share
+    assert workers["layout"]["title"]["text"].startswith(f"Worker share of each group, trial {first.number}")
     assert _trace(workers, "spread gender")["y"] == [0.4]
     single = _figures(client, experiment, trial=second.pk)
     assert single["figures_trial"]["workers"] is None
@@ -172,7 +211,8 @@ def test_a_trial_without_a_validation_yet_has_no_line_and_says_why(carol: User, 
     data = _figures(client_for(carol), experiment)
     assert data["selected"] == {"id": queued.pk, "number": queued.number}
     assert data["figures"]["timeline"]["data"] == []
-    assert "No validation yet" in data["figures"]["timeline"]["layout"]["annotations"][0]["text"]
+    assert "No validations yet" in data["figures"]["timeline"]["layout"]["annotations"][0]["text"]
+    assert data["figures"]["timeline"]["layout"]["xaxis"]["range"] == [0, experiment.batches]
     assert "No judged validation" in data["figures_trial"]["recall"]["layout"]["annotations"][0]["text"]
     assert data["notes"]["workers"] == "No worker shares reported yet: they come with the training metrics."
 

@@ -21,6 +21,7 @@ import pytest
 from auditportal.fairness.figures import audit, dataset, experiment
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.figures.text import plain
+from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.statistics import judge
 
 LINK = '<a href="http://evil.example/">click</a>'
@@ -131,7 +132,7 @@ def test_the_worker_share_heat_map_shows_attribute_and_group_names_as_text() -> 
         for rank in (0, 1)
     ]
     spreads = {name: [0.1, 0.2, 0.1] for name in HOSTILE}
-    assert_names_are_text(experiment.worker_share_heatmap([10, 20, 30], rows, spreads))
+    assert_names_are_text(experiment.worker_share_heatmap([10, 20, 30], rows, spreads, trial_number=2))
 
 
 def test_the_accuracy_scatter_shows_hyperparameter_names_and_values_as_text() -> None:
@@ -145,11 +146,30 @@ def test_the_accuracy_scatter_shows_hyperparameter_names_and_values_as_text() ->
     assert_names_are_text(experiment.accuracy_scatter(summaries, selected=1))
 
 
-def test_the_timeline_and_the_bars_carry_no_markup() -> None:
+def test_the_timeline_and_the_bars_show_the_pair_that_set_the_eod_as_text() -> None:
     timeline = experiment.TrialTimeline(trial_id=1, number=1, steps=[10, 20], eod=[0.2, 0.1], verdicts=["FAIL", "PASS"])
     assert_names_are_text(experiment.eod_timeline([timeline], tolerance=0.05, floor=0.02), names=())
-    bars = [experiment.TrialSummary(trial_id=1, number=1, lowest_eod=0.1, lowest_eod_step=20, noise_floor=0.05)]
-    assert_names_are_text(experiment.lowest_eod_bars(bars, tolerance=0.05), names=())
+    # Keys as the metric points hold them (an "&" inside a name is escaped there).
+    pairs = [
+        experiment.pair_label(attribute_key([LINK]), STYLE, TEMPLATE),
+        experiment.pair_label(attribute_key([ENTITY, LINK]), group_key([STYLE, ENTITY]), group_key([LINK, TEMPLATE])),
+    ]
+    floor = experiment.EodFloor(trial_id=1, number=1, steps=[10, 20], floors=[0.05, 0.04], pairs=pairs)
+    assert_names_are_text(
+        experiment.eod_timeline([timeline], tolerance=0.05, eod_floor=floor, selected=1), names=(*pairs, *HOSTILE)
+    )
+    bars = [
+        experiment.TrialSummary(
+            trial_id=index,
+            number=index,
+            lowest_eod=0.1,
+            lowest_eod_step=20,
+            lowest_eod_floor=0.05,
+            lowest_eod_pair=pair,
+        )
+        for index, pair in enumerate(pairs)
+    ]
+    assert_names_are_text(experiment.lowest_eod_bars(bars, tolerance=0.05), names=(*pairs, *HOSTILE))
 
 
 def _audit_section() -> dict[str, Any]:

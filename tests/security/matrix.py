@@ -108,6 +108,7 @@ experiments:new                    POST -         login  403    403    403    20
 # config, which only ML engineers and administrators may see (the leak check above).
 experiments:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:progress               GET  -         login  404    200    200    200    200    200    200    200    404
+experiments:live                   GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:figures                GET  -         login  404    200    200    200    200    200    200    200    404
 experiments:timeline-csv           GET  -         login  404    200    200    200    200    200    200    200    404
 # Only the launcher or an administrator cancels an experiment.

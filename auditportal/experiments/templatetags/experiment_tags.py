@@ -4,8 +4,8 @@ from collections.abc import Mapping
 
 from django import template
 
-from auditportal.experiments.models import Trial
-from auditportal.experiments.selectors import trial_stop_note
+from auditportal.experiments.models import Trial, TrialVerdict
+from auditportal.experiments.selectors import trial_stop_note, verdict_gap_text
 from auditportal.fairness.text.presentation import hparams_text
 
 register = template.Library()
@@ -23,3 +23,10 @@ def stop_note(trial: Trial) -> str:
     """How the portal stopped the trial (an early stop, a cancel) and when: selectors.trial_stop_note,
     which progress.json sends for the live rows too."""
     return trial_stop_note(trial)
+
+
+@register.filter
+def verdict_gap(verdict: TrialVerdict) -> str:
+    """The verdict's deciding recall gap, its interval and what would decide it: selectors.verdict_gap_text,
+    which progress.json sends for the live rows too."""
+    return verdict_gap_text(verdict)

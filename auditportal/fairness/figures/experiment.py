@@ -1,15 +1,19 @@
 """The experiment page's figures: plain data in, a Plotly figure out (docs/dashboard.md).
 
 - :func:`eod_timeline`: eod per validation step for every trial, the policy tolerance as a band, the
-  noise floor as a shaded region, the trials' verdict changes marked; long series downsampled
-  (:mod:`.downsample`).
+  selected trial's noise floor (at each step the floor of the pair of groups that set its eod) as a
+  shaded region, the trials' verdict changes marked; long series downsampled (:mod:`.downsample`).
 - :func:`group_recall`: the selected trial's recall per group, with its interval, per attribute.
-- :func:`worker_share_heatmap`: each worker's share of each group over the steps, with the
-  worker-share spread; ``None`` for a trial that ran on one worker.
+- :func:`worker_share_heatmap`: how far each worker's share of each group strays from the group's
+  share over all workers, over the steps, with the worker-share spread; ``None`` for a trial that ran
+  on one worker.
 - :func:`accuracy_scatter`: accuracy against eod (or fair_objective) of every trial, the Pareto
-  front of the search marked.
-- :func:`lowest_eod_bars`: the lowest eod each trial reached, with the tolerance and each trial's
-  noise floor.
+  front of the search marked, the best few numbered where their labels do not collide.
+- :func:`lowest_eod_bars`: the lowest eod each trial reached, with the tolerance and the noise floor
+  of the pair of groups that set it.
+
+A figure without data says so in its middle and keeps fixed axes ([0, 1] for rates), not plotly's
+empty default (-1 to 4).
 
 Every trace that stands for a trial carries its id (``meta`` on a line, ``customdata`` on points),
 so a click on it selects the trial (static/js/experiments.js).
@@ -26,10 +30,18 @@ import numpy as np
 import numpy.typing as npt
 
 from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.downsample import MAX_POINTS, MIN_POINTS, downsample_indices, label_changes
+from auditportal.fairness.figures.downsample import (
+    MAX_POINTS,
+    MIN_POINTS,
+    IndexArray,
+    downsample_indices,
+    label_changes,
+)
 from auditportal.fairness.figures.text import plain
+from auditportal.fairness.files.intersections import group_values, split_key
 from auditportal.fairness.statistics import judge
 from auditportal.fairness.statistics.stats import VERDICTS
+from auditportal.fairness.text import numbers
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -39,6 +51,8 @@ if TYPE_CHECKING:
 TIMELINE_POINTS = 20_000
 # Heat-map columns: buckets of consecutive reports, averaged.
 HEATMAP_COLUMNS = 400
+# The worker-share map's colour scale reaches at least this deviation from the workers' mean share.
+SHARE_DEVIATION_MIN = 0.005
 DIGITS = 5  # short lists are rounded for the charts, long series single precision (the CSV keeps all)
 HEIGHT = 380
 TIMELINE_HEIGHT = 420
@@ -85,9 +99,26 @@ class TrialSummary:
     fair_objective: float | None = None
     lowest_eod: float | None = None
     lowest_eod_step: int | None = None
+    # The largest noise floor of the trial's recall comparisons (its verdicts'), for its report.
     noise_floor: float | None = None
     verdict: str | None = None
     hparams: Sequence[tuple[str, str]] = ()
+    # The noise floor of the pair of groups that set the lowest eod, and that pair ("gender: f vs m").
+    lowest_eod_floor: float | None = None
+    lowest_eod_pair: str | None = None
+
+
+@dataclass(frozen=True)
+class EodFloor:
+    """The noise floor under one trial's eod: at each of ``steps``, the floor of the pair of groups
+    whose recall gap the eod is there (fairness.statistics.eod), None where no pair sets it; ``pairs``
+    names each step's pair as the hover shows it."""
+
+    trial_id: int
+    number: int
+    steps: Sequence[int]
+    floors: Sequence[float | None]
+    pairs: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -189,6 +220,82 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float]) -> list[int]:
     return sorted(front, key=lambda i: (xs[i], -ys[i]))
 
 
+# Where a number may go beside its mark, in order of preference, and the offset of its box's centre
+# from the mark in units of the box's half width and half height (plotly's textposition names).
+LABEL_PLACES: tuple[tuple[str, float, float], ...] = (
+    ("top center", 0.0, 1.0),
+    ("bottom center", 0.0, -1.0),
+    ("middle right", 1.0, 0.0),
+    ("middle left", -1.0, 0.0),
+    ("top right", 1.0, 1.0),
+    ("top left", -1.0, 1.0),
+    ("bottom right", 1.0, -1.0),
+    ("bottom left", -1.0, -1.0),
+)
+# In fractions of the plot (the data's range on each axis): a number of up to three digits in 12 px
+# type beside an 11 px mark, on the narrowest plot the page draws (about 300 x 250 px, a phone).
+LABEL_HALF_WIDTH = 0.045
+LABEL_HALF_HEIGHT = 0.04
+MARK_RADIUS = 0.025
+MAX_LABELS = 5
+
+
+def label_positions(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    order: Sequence[int],
+    *,
+    limit: int = MAX_LABELS,
+    always: Sequence[int] = (),
+) -> dict[int, str]:
+    """Which points get their number written beside them, and where (a plotly ``textposition``):
+    up to ``limit`` of ``order`` (most wanted first), each at the first of LABEL_PLACES where its box
+    overlaps no mark and no number placed before it, measured in fractions of the data's range (the
+    plot's scale, give or take its margin). A point with no free place gets no number, but one of
+    ``always`` (the selected trial) then takes the first place clear of numbers, over a mark."""
+    if not xs:
+        return {}
+
+    def scaled(values: Sequence[float]) -> npt.NDArray[np.float64]:
+        array = np.asarray(values, dtype=np.float64)
+        span = float(array.max() - array.min())
+        return np.full(array.shape, 0.5) if span == 0 else (array - array.min()) / span
+
+    x, y = scaled(xs), scaled(ys)
+    marks = [(float(px), float(py), MARK_RADIUS, MARK_RADIUS) for px, py in zip(x, y, strict=True)]
+    boxes: list[tuple[float, float, float, float]] = []
+    placed: dict[int, str] = {}
+
+    def box_at(i: int, dx: float, dy: float) -> tuple[float, float, float, float]:
+        return (
+            float(x[i]) + dx * (MARK_RADIUS + LABEL_HALF_WIDTH),
+            float(y[i]) + dy * (MARK_RADIUS + LABEL_HALF_HEIGHT),
+            LABEL_HALF_WIDTH,
+            LABEL_HALF_HEIGHT,
+        )
+
+    for i in dict.fromkeys(order):
+        if len(placed) >= limit:
+            break
+        for avoid_marks in (True, False) if i in always else (True,):
+            free = [
+                (name, box)
+                for name, dx, dy in LABEL_PLACES
+                for box in [box_at(i, dx, dy)]
+                if not any(_overlap(box, other) for other in [*boxes, *(marks if avoid_marks else [])])
+            ]
+            if free:
+                placed[i], box = free[0]
+                boxes.append(box)
+                break
+    return placed
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """Two boxes (centre x, centre y, half width, half height) overlap (touching is not overlapping)."""
+    return abs(a[0] - b[0]) < a[2] + b[2] - 1e-9 and abs(a[1] - b[1]) < a[3] + b[3] - 1e-9
+
+
 def timeline_point_budget(traces: int, *, total: int = TIMELINE_POINTS) -> int:
     """Points each of ``traces`` timeline traces may keep: an equal share of ``total``, at most
     MAX_POINTS, at least 100."""
@@ -200,22 +307,52 @@ def timeline_point_budget(traces: int, *, total: int = TIMELINE_POINTS) -> int:
 # ---------------------------------------------------------------------------------- figures
 
 
+def timeline_kept(timelines: Sequence[TrialTimeline], *, total_points: int = TIMELINE_POINTS) -> dict[int, IndexArray]:
+    """Per trial id, the indices of its timeline's points the chart keeps (:mod:`.downsample`, the
+    trials with a validation sharing ``total_points``): the selectors compute the noise floor at
+    these steps only."""
+    with_data = [timeline for timeline in timelines if len(timeline.steps)]
+    budget = max(timeline_point_budget(len(with_data), total=total_points), MIN_POINTS)
+    return {
+        timeline.trial_id: downsample_indices(_floats(timeline.eod), max_points=budget, labels=timeline.verdicts)
+        for timeline in with_data
+    }
+
+
+def pair_label(attribute: str, high: str, low: str) -> str:
+    """The pair of groups that sets an eod, as people read it: ``gender: male − female``, an
+    intersection's ``gender & race: female · b − male · a`` (keys in, fairness/files/intersections)."""
+    columns = split_key(attribute)
+
+    def shown(group: str) -> str:
+        return " · ".join(group_values(group, len(columns)))
+
+    return f"{' & '.join(columns)}: {shown(high)} − {shown(low)}"
+
+
 def eod_timeline(
     timelines: Sequence[TrialTimeline],
     *,
     tolerance: float | None,
-    floor: float | None,
+    floor: float | None = None,
+    eod_floor: EodFloor | None = None,
     selected: int | None = None,
     total_points: int = TIMELINE_POINTS,
+    max_step: int | None = None,
 ) -> go.Figure:
-    """eod per validation step, one line per trial; ``[0, tolerance]`` as a band, ``[0, floor]`` as a
-    shaded region; a marker (verdict colour, shape and name) where a trial's verdict changed."""
+    """eod per validation step, one line per trial; ``[0, tolerance]`` as a band; a marker (verdict
+    colour, shape and name) where a trial's verdict changed. ``eod_floor``: one trial's noise floor
+    at each step (the floor of the pair that set its eod there), shaded under its line. ``floor``: one
+    value shaded across the plot instead (the signed report's experiment figure). ``max_step``: the
+    step axis's end while there is no validation yet."""
     import plotly.graph_objects as go
 
     layout = _layout(
         title="EOD per validation step",
         height=TIMELINE_HEIGHT,
-        xaxis={"title": {"text": "step (batches trained)"}},
+        # From 0 (one validation is not a range from 99 to 101); to the planned length when known,
+        # so that a running trial's line grows across the axis.
+        xaxis={"title": {"text": "step (batches trained)"}, "rangemode": "tozero"},
         yaxis={"title": {"text": "eod (largest recall gap)"}, "rangemode": "tozero"},
         # Beside the plot: a search's many trials scroll there instead of squeezing the plot.
         legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"},
@@ -224,13 +361,23 @@ def eod_timeline(
     _bands(layout, tolerance=tolerance, floor=floor)
     with_data = [timeline for timeline in timelines if len(timeline.steps)]
     if not with_data:
-        return _empty(layout, "No validation yet: the timeline grows as validations arrive.")
-    budget = timeline_point_budget(len(with_data), total=total_points)
+        return _empty(
+            layout,
+            "No validations yet: the timeline grows as validations arrive.",
+            x=[0, max_step] if max_step else None,
+            y=[0, 1],
+        )
+    last = max(int(np.max(timeline.steps)) for timeline in with_data)
+    if max_step:
+        layout["xaxis"]["range"] = [0, max(max_step, last)]
+    kept_of = timeline_kept(with_data, total_points=total_points)
+    if eod_floor is not None and any(value is not None for value in eod_floor.floors):
+        data.append(_floor_band(eod_floor))
     changes: dict[str, list[tuple[int, float | None, int, str]]] = {}
     for index, timeline in enumerate(with_data):
         steps = np.asarray(timeline.steps, dtype=np.int64)
         values = _floats(timeline.eod)
-        kept = downsample_indices(values, max_points=max(budget, MIN_POINTS), labels=timeline.verdicts)
+        kept = kept_of[timeline.trial_id]
         chosen = timeline.trial_id == selected
         data.append(
             dict(
@@ -242,7 +389,7 @@ def eod_timeline(
                 meta=timeline.trial_id,
                 line={"color": palette.series_colour(index), "width": 3.5 if chosen else 1.6},
                 opacity=1.0 if selected is None or chosen else 0.75,
-                hovertemplate=f"trial {timeline.number}<br>step %{{x}}<br>eod %{{y:.4f}}<extra></extra>",
+                hovertemplate=f"trial {timeline.number}<br>step %{{x:,}}<br>eod %{{y:.3g}}<extra></extra>",
             )
         )
         if timeline.verdicts is not None and len(timeline.verdicts):
@@ -274,7 +421,7 @@ def eod_timeline(
                     "size": 11,
                     "line": {"color": palette.INK, "width": 1},
                 },
-                hovertemplate=f"%{{text}}: {label} from step %{{x}}<extra></extra>",
+                hovertemplate=f"%{{text}}: {label} from step %{{x:,}}<extra></extra>",
             )
         )
     return go.Figure(data=data, layout=layout)
@@ -292,18 +439,23 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
     shown = [attribute for attribute in attributes if attribute.groups]
     rows = sum(len(attribute.groups) for attribute in shown)
     layout = _layout(
-        title=title,
+        # The title holds its own room at the top (automargin), the legend below it takes the rows
+        # its entries wrap into on a narrow screen: neither is drawn over the other.
+        title={
+            "text": title, "x": 0.01, "font": {"size": 15}, "automargin": True,
+            "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 10, "b": 12},
+        },
         height=max(HEIGHT, 150 + 24 * rows),
         xaxis={"title": {"text": "recall (TPR)"}, "range": [0, 1.02]},
         yaxis={"type": "multicategory", "autorange": "reversed", "automargin": True},
         showlegend=True,
         # Above the plot, whose height grows with the groups.
         legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
-        margin={"l": 60, "r": 20, "t": 80, "b": 50},
-    )
+        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+    )  # fmt: skip
     data: list[dict[str, Any]] = []
     if not shown:
-        return _empty(layout, "No judged validation for this trial yet.")
+        return _empty(layout, "No judged validation for this trial yet.", x=[0, 1.02])
     for index, attribute in enumerate(shown):
         groups = attribute.groups
         recall = [group.recall for group in groups]
@@ -332,7 +484,7 @@ def group_recall(attributes: Sequence[AttributeRecall], *, trial_number: int | N
                     for group in groups
                 ],
                 hovertemplate=(
-                    "%{y}%{customdata[2]}<br>recall %{x:.3f} %{customdata[1]}<br>%{customdata[0]} positives"
+                    "%{y}%{customdata[2]}<br>recall %{x:.3g} %{customdata[1]}<br>%{customdata[0]:,} positives"
                     "<extra></extra>"
                 ),
             )
@@ -345,10 +497,17 @@ def worker_share_heatmap(
     rows: Sequence[WorkerShareRow],
     spreads: Mapping[str, Sequence[float | None]],
     *,
+    trial_number: int | None = None,
     max_columns: int = HEATMAP_COLUMNS,
 ) -> go.Figure | None:
-    """Each worker's share of each group (rows: attribute, group, worker rank; columns: steps), and
-    below it each attribute's worker-share spread. None when fewer than two workers reported."""
+    """How far each worker's share of each group strays from the group's share over all workers
+    (rows: attribute, group, worker rank; columns: steps), on a diverging scale centred at 0, and
+    below it each attribute's worker-share spread. None when fewer than two workers reported.
+
+    A worker's expected share of a group is the mean of the workers' shares at that step (the shards
+    are stratified, and data-parallel workers read equally many rows): a worker whose batches hold
+    too few of a group is blue, too many red. The scale runs to the largest deviation in the data,
+    at least SHARE_DEVIATION_MIN, so that differences of a thousandth show and float noise does not."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -356,10 +515,15 @@ def worker_share_heatmap(
         return None
     ordered = sorted(rows, key=lambda row: (row.attribute, row.group, row.rank))
     matrix = np.vstack([_floats(row.values) for row in ordered])
+    expected = _group_means(matrix, [(row.attribute, row.group) for row in ordered])
     columns, x = _bucket_means(matrix, np.asarray(steps, dtype=np.int64), max_columns)
+    deviations, _ = _bucket_means(matrix - expected, np.asarray(steps, dtype=np.int64), max_columns)
+    finite = np.abs(deviations[np.isfinite(deviations)])
+    reach = max(float(finite.max()) if finite.size else 0.0, SHARE_DEVIATION_MIN)
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06)
+    title = "Worker share of each group" + ("" if trial_number is None else f", trial {trial_number}")
     figure.update_layout(_layout(
-        title="Worker share of each group over training",
+        title=title,
         # Room for every row's label (attribute=group · rank k): with less, plotly shows every other
         # one, which with two workers is only rank 0's.
         height=max(HEIGHT, 160 + 24 * len(ordered)),
@@ -367,14 +531,18 @@ def worker_share_heatmap(
     ))  # fmt: skip
     figure.add_trace(
         go.Heatmap(
-            z=columns.astype(np.float32),
+            z=deviations.astype(np.float32),
+            customdata=columns.astype(np.float32),
             x=x,
             y=[f"{plain(row.attribute)}={plain(row.group)} · rank {row.rank}" for row in ordered],
-            colorscale="Cividis",
-            zmin=0,
-            zmax=1,
-            colorbar={"title": {"text": "share"}, "len": 0.7, "y": 0.64},
-            hovertemplate="%{y}<br>step %{x}<br>share %{z:.3f}<extra></extra>",
+            colorscale="RdBu",
+            reversescale=True,  # more of the group than expected: red; fewer: blue
+            zmin=-reach,  # symmetric: 0, no deviation, is the scale's white middle
+            zmax=reach,
+            colorbar={"title": {"text": "share −<br>workers'<br>mean"}, "len": 0.7, "y": 0.64, "tickformat": "+.3~f"},
+            hovertemplate=(
+                "%{y}<br>step %{x:,}<br>share %{customdata:.3g}<br>against the workers' mean %{z:+.2g}<extra></extra>"
+            ),
             showscale=True,
         ),
         row=1,
@@ -391,7 +559,7 @@ def worker_share_heatmap(
                 mode="lines",
                 name=f"spread {plain(attribute)}",
                 line={"color": palette.series_colour(index), "width": 1.6},
-                hovertemplate=f"{plain(attribute)}<br>step %{{x}}<br>spread %{{y:.3f}}<extra></extra>",
+                hovertemplate=f"{plain(attribute)}<br>step %{{x:,}}<br>spread %{{y:.3g}}<extra></extra>",
             ),
             row=2,
             col=1,
@@ -406,7 +574,9 @@ def accuracy_scatter(
     summaries: Sequence[TrialSummary], *, objective: Objective = "eod", selected: int | None = None
 ) -> go.Figure:
     """Accuracy against ``objective`` at each trial's latest validation, markers in the verdict's
-    colour and shape; the Pareto front (lower objective, higher accuracy) joined by a line."""
+    colour and shape; the Pareto front (lower objective, higher accuracy) joined by a line; the
+    selected trial and the best few of the front numbered (:func:`label_positions`), every trial's
+    number in its hover."""
     import plotly.graph_objects as go
 
     label = OBJECTIVE_LABELS[objective]
@@ -420,7 +590,8 @@ def accuracy_scatter(
         summary for summary in summaries if summary.accuracy is not None and getattr(summary, objective) is not None
     ]
     if not points:
-        return _empty(layout, "No validation yet.")
+        # eod is a rate's gap, in [0, 1]; fair_objective a loss plus a multiple of it, unbounded.
+        return _empty(layout, "No validations yet.", x=[0, 1] if objective == "eod" else None, y=[0, 1])
     xs = [float(getattr(point, objective)) for point in points]
     ys = [float(point.accuracy) for point in points]  # type: ignore[arg-type]
     front = pareto_front(xs, ys)
@@ -436,6 +607,10 @@ def accuracy_scatter(
         )
     )
     on_front = set(front)
+    # Numbers beside the selected trial and the best of the front only, where they collide with no
+    # other number or mark; every trial's number and values are in its hover.
+    chosen = [i for i, point in enumerate(points) if point.trial_id == selected]
+    placed = label_positions(xs, ys, [*chosen, *front], always=chosen)
     for verdict in (*VERDICTS, None):
         members = [i for i, point in enumerate(points) if point.verdict == verdict]
         if not members:
@@ -447,10 +622,8 @@ def accuracy_scatter(
                 type="scatter",
                 x=[round(xs[i], DIGITS) for i in members],
                 y=[round(ys[i], DIGITS) for i in members],
-                mode="markers+text",
+                mode="markers",
                 name=name,
-                text=[f"{points[i].number}" for i in members],
-                textposition="top center",
                 customdata=[points[i].trial_id for i in members],
                 hovertext=[_trial_hover(points[i], on_front=i in on_front) for i in members],
                 hovertemplate="%{hovertext}<extra></extra>",
@@ -462,14 +635,36 @@ def accuracy_scatter(
                 },
             )
         )
+    if placed:
+        # The numbers in a trace of their own, on top and without hover: a marks trace with an empty
+        # text for the unnumbered would lose a number when plotly.js redraws it (Plotly.react keeps
+        # no text node for a point whose text was empty before).
+        numbered = sorted(placed)
+        data.append(
+            dict(
+                type="scatter",
+                x=[round(xs[i], DIGITS) for i in numbered],
+                y=[round(ys[i], DIGITS) for i in numbered],
+                # Invisible marks as large as the drawn ones: plotly.js sets a number beside its mark.
+                mode="markers+text",
+                marker={"size": [16 if points[i].trial_id == selected else 11 for i in numbered], "opacity": 0},
+                name="trial numbers",
+                text=[f"{points[i].number}" for i in numbered],
+                textposition=[placed[i] for i in numbered],
+                textfont={"color": palette.INK, "size": 12},
+                cliponaxis=False,  # a number beside a mark at the plot's edge stays whole
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     return go.Figure(data=data, layout=layout)
 
 
 def lowest_eod_bars(
     summaries: Sequence[TrialSummary], *, tolerance: float | None, selected: int | None = None
 ) -> go.Figure:
-    """The lowest eod each trial reached (bars), the tolerance (a line) and each trial's noise floor
-    (a tick across its bar)."""
+    """The lowest eod each trial reached (bars), the tolerance (a line) and the noise floor of the pair
+    of groups that set it (a tick across its bar, ``TrialSummary.lowest_eod_floor``)."""
     import plotly.graph_objects as go
 
     layout = _layout(
@@ -482,7 +677,7 @@ def lowest_eod_bars(
     _bands(layout, tolerance=tolerance, floor=None)
     bars = [summary for summary in summaries if summary.lowest_eod is not None]
     if not bars:
-        return _empty(layout, "No validation yet.")
+        return _empty(layout, "No validations yet.", y=[0, 1])
     names = [f"trial {bar.number}" for bar in bars]
     data.append(
         dict(
@@ -491,7 +686,10 @@ def lowest_eod_bars(
             y=[round(float(bar.lowest_eod), DIGITS) for bar in bars],  # type: ignore[arg-type]
             name="lowest eod",
             customdata=[bar.trial_id for bar in bars],
-            hovertext=[f"trial {bar.number}: {bar.lowest_eod:.4f} at step {bar.lowest_eod_step}" for bar in bars],
+            hovertext=[
+                f"trial {bar.number}: {numbers.rate(bar.lowest_eod)} at step {numbers.count(bar.lowest_eod_step)}"
+                for bar in bars
+            ],
             hovertemplate="%{hovertext}<extra></extra>",
             marker={
                 "color": [palette.SERIES[0] if bar.trial_id == selected else SERIES_LIGHT for bar in bars],
@@ -499,24 +697,51 @@ def lowest_eod_bars(
             },
         )
     )
-    floors = [(name, bar) for name, bar in zip(names, bars, strict=True) if bar.noise_floor is not None]
+    floors = [(name, bar) for name, bar in zip(names, bars, strict=True) if bar.lowest_eod_floor is not None]
     if floors:
         data.append(
             dict(
                 type="scatter",
                 x=[name for name, _ in floors],
-                y=[round(float(bar.noise_floor), DIGITS) for _, bar in floors],  # type: ignore[arg-type]
+                y=[round(float(bar.lowest_eod_floor), DIGITS) for _, bar in floors],  # type: ignore[arg-type]
                 mode="markers",
-                name="noise floor",
+                name="noise floor of the pair that set it",
                 customdata=[bar.trial_id for _, bar in floors],
+                text=[plain(bar.lowest_eod_pair or "") for _, bar in floors],
                 marker={"symbol": "line-ew-open", "size": 34, "color": palette.MUTED, "line": {"width": 3}},
-                hovertemplate="%{x}: noise floor %{y:.4f}<extra></extra>",
+                hovertemplate="%{x}: set by %{text}<br>noise floor of that pair %{y:.3g}<extra></extra>",
             )
         )
     return go.Figure(data=data, layout=layout)
 
 
 # --------------------------------------------------------------------------------- helpers
+
+
+def _floor_band(eod_floor: EodFloor) -> dict[str, Any]:
+    """The region [0, floor] under the trial's eod, the floor at each step that of the pair that set
+    the eod there; no region where no pair did. Drawn first, under every line."""
+    if not len(eod_floor.steps) == len(eod_floor.floors) == len(eod_floor.pairs):
+        raise ValueError("an EodFloor has one floor and one pair per step")
+    floors = _floats(eod_floor.floors)
+    return dict(
+        type="scatter",
+        x=np.asarray(eod_floor.steps, dtype=np.int64),
+        y=_shown(floors),
+        # A tick at each step while there are few (one validation has no area to shade).
+        mode="lines+markers" if len(floors) <= 30 else "lines",
+        marker={"symbol": "line-ew-open", "size": 14, "color": palette.MUTED, "line": {"width": 2}},
+        fill="tozeroy",
+        fillcolor=palette.NOISE_FILL,
+        line={"width": 0, "color": palette.MUTED},
+        name=f"noise floor, trial {eod_floor.number}",
+        legendrank=2000,  # after the trials
+        text=[plain(pair) for pair in eod_floor.pairs],
+        hovertemplate=(
+            f"trial {eod_floor.number}, step %{{x:,}}<br>eod set by %{{text}}<br>noise floor of that pair %{{y:.3g}}"
+            "<extra></extra>"
+        ),
+    )
 
 
 def _layout(**overrides: Any) -> dict[str, Any]:
@@ -556,14 +781,26 @@ def _bands(layout: dict[str, Any], *, tolerance: float | None, floor: float | No
         })  # fmt: skip
 
 
-def _empty(layout: dict[str, Any], message: str) -> go.Figure:
-    """The figure with ``message`` in place of data."""
+def _empty(
+    layout: dict[str, Any], message: str, *, x: Sequence[float] | None = None, y: Sequence[float] | None = None
+) -> go.Figure:
+    """The figure with ``message`` in place of data, on fixed axes: ``x`` and ``y`` their ranges (a
+    rate's is [0, 1]); an axis without one keeps its title but no numbers, rather than plotly's
+    empty default of -1 to 4 (impossible for a rate, a step or an accuracy)."""
     import plotly.graph_objects as go
 
     layout.setdefault("annotations", []).append({
         "text": message, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
         "font": {"color": palette.MUTED},
     })  # fmt: skip
+    for name, bounds in (("xaxis", x), ("yaxis", y)):
+        axis = {key: value for key, value in layout.get(name, {}).items() if key not in ("rangemode", "type")}
+        if bounds is None:
+            axis.update(range=[0, 1], showticklabels=False, showgrid=False)
+        else:
+            axis.update(range=list(bounds))
+        layout[name] = {**axis, "autorange": False, "fixedrange": True, "zeroline": False}
+    layout["showlegend"] = False
     return go.Figure(layout=layout)
 
 
@@ -583,7 +820,7 @@ def _gap(high: float | None, low: float | None) -> float | None:
 
 
 def _interval_text(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    return "" if low is None or high is None else numbers.interval(low, high, signed=False)
 
 
 def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
@@ -591,9 +828,24 @@ def _trial_hover(point: TrialSummary, *, on_front: bool) -> str:
     for name in ("accuracy", "eod", "fair_objective"):
         value = getattr(point, name)
         if value is not None:
-            lines.append(f"{name} {value:.4f}")
+            lines.append(f"{name} {numbers.rate(value)}")
     lines.extend(f"{plain(name)}={plain(value)}" for name, value in point.hparams)
     return "<br>".join(lines)
+
+
+def _group_means(matrix: npt.NDArray[np.float64], keys: Sequence[tuple[str, str]]) -> npt.NDArray[np.float64]:
+    """Each row's expected value: at each step, the mean over the rows of its (attribute, group),
+    the workers that reported there (NaN ignored)."""
+    expected = np.full(matrix.shape, np.nan)
+    for key in dict.fromkeys(keys):
+        members = [index for index, other in enumerate(keys) if other == key]
+        block = matrix[members]
+        present = np.isfinite(block)
+        counts = present.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(counts > 0, np.where(present, block, 0.0).sum(axis=0) / np.maximum(counts, 1), np.nan)
+        expected[members] = mean
+    return expected
 
 
 def _bucket_means(

@@ -798,11 +798,21 @@ def _plus_four(successes: Counts, trials: Counts) -> Floats:
 
 def _noise_floor(successes: Counts, trials: Counts, reference: int, alpha: Floats, defined: Bools) -> Floats:
     """Two-sample, at the family's z (``alpha`` is alpha / k): the family interval's half-width at no gap."""
-    z = _z(np.asarray(alpha) / 2)
-    pooled = _plus_four(successes + _at(successes, reference), trials + _at(trials, reference))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        floor = z * np.sqrt(pooled * (1 - pooled) * (1 / trials + 1 / _at(trials, reference)))
+    floor = pair_noise_floor(successes, trials, _at(successes, reference), _at(trials, reference), alpha)
     return cast(Floats, np.where(defined, floor, _NAN))
+
+
+def pair_noise_floor(
+    successes: Counts, trials: Counts, other_successes: Counts, other_trials: Counts, alpha: float | Floats
+) -> Floats:
+    """The two-sample noise floor of two groups' rates at level ``1 - alpha`` (alpha is alpha / k for
+    a comparison in a family of k): ``z sqrt(p(1-p)(1/n + 1/n_other))``, p the pooled plus-four rate.
+    :func:`compare`'s ``noise_floor`` of a group against the reference; NaN where a count is 0."""
+    z = _z(np.asarray(alpha) / 2)
+    pooled = _plus_four(successes + other_successes, trials + other_trials)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = z * np.sqrt(pooled * (1 - pooled) * (1 / trials + 1 / other_trials))
+    return cast(Floats, np.where((trials > 0) & (other_trials > 0), floor, _NAN))
 
 
 def _noise_floor_group(successes: Counts, trials: Counts, alpha: float, defined: Bools) -> Floats:
