@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date, timedelta
+
 import pytest
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
 from auditportal.activity.selectors import chain_verify
 from auditportal.approvals import selectors, services
-from auditportal.approvals.models import RequestState, ReviewRequest, WaiverState
+from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from tests.approvals.conftest import approved, hashes, in_review, keys, vote, waive_all
 from tests.approvals.conftest import days_from_now as approval_days
@@ -56,7 +58,7 @@ def test_an_unfair_trial_needs_a_waiver_of_each_fail_before_an_approving_vote(
     request = in_review(unfair_trial_request, carol)
     fails = keys(request, FAIL)
     assert fails
-    with pytest.raises(services.ApprovalError, match=r"only once every FAIL comparison has an approved waiver"):
+    with pytest.raises(services.ApprovalError, match=r"every FAIL comparison has a waiver \(a proposed one"):
         vote(request, dave)
     waive_all(request, carol, [dave, frank])
     assert set(request.waivers.values_list("state", flat=True)) == {WaiverState.APPROVED}
@@ -64,6 +66,66 @@ def test_an_unfair_trial_needs_a_waiver_of_each_fail_before_an_approving_vote(
     vote(request, frank)
     assert request.state == RequestState.APPROVED
     assert chain_verify().ok
+
+
+def test_approving_votes_may_rest_on_a_proposed_waiver_and_the_request_is_decided_when_it_is_approved(
+    unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
+) -> None:
+    """One visit per member: each votes on the waiver and on the request; the quorum of approving votes
+    waits for the waiver, and the waiver vote that approves it decides the request."""
+    from tests.factories import PASSWORD
+
+    request = in_review(unfair_trial_request, carol)
+    waiver = services.waiver_propose(
+        user=carol,
+        request=request,
+        finding_keys=keys(request, FAIL),
+        reason="the gap is explained by the vendor's data",
+        compensating_measures="manual review of every rejection",
+        expires_on=date.today() + timedelta(days=30),
+    )
+
+    def waiver_vote(member: User, choice: str = VoteChoice.APPROVE) -> None:
+        services.waiver_vote_cast(
+            user=member, waiver=waiver, choice=choice, reason="acceptable", password=PASSWORD,
+            document_sha256=hashes(request),
+        )  # fmt: skip
+
+    waiver_vote(dave)
+    vote(request, dave)
+    vote(request, frank)
+    assert request.state == RequestState.IN_REVIEW, "the waiver is not approved yet"
+    assert not Event.objects.filter(verb=Verb.REVIEW_REQUEST_APPROVED).exists()
+    waiver_vote(frank)
+    request.refresh_from_db()
+    waiver.refresh_from_db()
+    assert (waiver.state, request.state) == (WaiverState.APPROVED, RequestState.APPROVED)
+    decision = Event.objects.get(verb=Verb.REVIEW_REQUEST_APPROVED)
+    assert decision.data["waivers"] == [waiver.pk]
+    assert chain_verify().ok
+
+
+def test_a_rejected_waiver_leaves_the_approving_votes_undecided_and_refuses_new_ones(
+    unfair_trial_request: ReviewRequest, carol: User, dave: User, frank: User
+) -> None:
+    from tests.factories import PASSWORD
+
+    request = in_review(unfair_trial_request, carol)
+    waiver = services.waiver_propose(
+        user=carol, request=request, finding_keys=keys(request, FAIL), reason="explained",
+        compensating_measures="manual review", expires_on=date.today() + timedelta(days=30),
+    )  # fmt: skip
+    vote(request, dave)
+    for member in (dave, frank):
+        services.waiver_vote_cast(
+            user=member, waiver=waiver, choice=VoteChoice.REJECT, reason="not acceptable", password=PASSWORD,
+            document_sha256=hashes(request),
+        )  # fmt: skip
+    waiver.refresh_from_db()
+    request.refresh_from_db()
+    assert (waiver.state, request.state) == (WaiverState.REJECTED, RequestState.IN_REVIEW)
+    with pytest.raises(services.ApprovalError, match="not waived"):
+        vote(request, frank)
 
 
 def test_inconclusive_comparisons_must_be_acknowledged_by_each_approving_vote(

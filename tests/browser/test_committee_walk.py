@@ -85,8 +85,10 @@ def _committee_member(page: Any, base: str, username: str, request: ReviewReques
     member.fill("#vote-form textarea[name=reason]", "Fit for pre-screening with the waivers' compensating review.")
     member.fill("#vote-form input[name=password]", PASSWORD)
     member.click("#cast-vote")
-    page.wait_for_url(f"{base}/approvals/{request.pk}/#votes")
-    assert page.locator("#action-error").count() == 0
+    page.wait_for_load_state()
+    _shot(page, f"vote-{username}")
+    assert page.locator("#vote-form .error, #action-error").count() == 0, page.inner_text("#votes")
+    assert page.url == f"{base}/approvals/{request.pk}/#votes"
     return member.count
 
 

@@ -77,10 +77,14 @@ def _decide(request: ReviewRequest, documents: list[VerdictDocument], findings: 
 
 def _check_approvable(request: ReviewRequest, findings: list[Finding], acknowledged: set[str] | None) -> None:
     """Refuse an approval while anything is missing, saying everything that is at once: every FAIL
-    comparison without an approved, unexpired waiver (by attribute and metric, with counts and groups)
-    and, for a vote (``acknowledged``: the keys it acknowledges), how many INCONCLUSIVE comparisons it
-    leaves unacknowledged. ``acknowledged`` None: the decision's check over the current approving votes."""
-    waived = waived_keys(request)
+    comparison without a waiver (by attribute and metric, with counts and groups) and, for a vote
+    (``acknowledged``: the keys it acknowledges), how many INCONCLUSIVE comparisons it leaves
+    unacknowledged. A vote may rest on a proposed waiver of the current round; ``acknowledged`` None:
+    the decision's check, which needs every FAIL covered by an approved, unexpired waiver and every
+    current approving vote to acknowledge every INCONCLUSIVE comparison."""
+    # A vote may rest on a waiver still being voted on (the member votes on it in the same visit); the
+    # decision needs each of them approved and unexpired, and is reached when the last one is.
+    waived = waived_keys(request, pending=acknowledged is not None)
     unwaived = [finding for finding in findings if finding.verdict == FAIL and finding.key not in waived]
     inconclusive = [finding for finding in findings if finding.verdict == INCONCLUSIVE]
     if acknowledged is None:
@@ -97,11 +101,14 @@ def _check_approvable(request: ReviewRequest, findings: list[Finding], acknowled
     unacknowledged = [finding for finding in inconclusive if finding.key not in acknowledged]
     if unwaived or unacknowledged:
         raise ApprovalError(
-            missing_message(request, unwaived, unacknowledged), field="choice" if unwaived else "acknowledged"
+            missing_message(request, unwaived, unacknowledged, pending_allowed=True),
+            field="choice" if unwaived else "acknowledged",
         )
 
 
-def missing_message(request: ReviewRequest, unwaived: list[Finding], unacknowledged: list[Finding]) -> str:
+def missing_message(
+    request: ReviewRequest, unwaived: list[Finding], unacknowledged: list[Finding], *, pending_allowed: bool = False
+) -> str:
     """Everything an approval still lacks, in one message: "Review request #3 can be approved only once
     every FAIL comparison has an approved waiver (and while it has not expired) and every INCONCLUSIVE
     one is acknowledged. Still missing: gender: tpr — 3 FAIL comparisons not waived (female, nonbinary,
@@ -119,11 +126,14 @@ def missing_message(request: ReviewRequest, unwaived: list[Finding], unacknowled
             f"{count_text(len(unacknowledged), 'INCONCLUSIVE comparison')} not acknowledged (an approving vote "
             "acknowledges them all: tick the acknowledgement)"
         )
+    waiver = (
+        "a waiver (a proposed one is enough for a vote; the decision waits until it is approved)"
+        if pending_allowed
+        else "an approved waiver (and while it has not expired)"
+    )
     return (
-        f"Review request #{request.pk} can be approved only once every FAIL comparison has an approved waiver "
-        "(and while it has not expired) and every INCONCLUSIVE one is acknowledged. Still missing: "
-        + "; ".join(parts)
-        + "."
+        f"Review request #{request.pk} can be approved only once every FAIL comparison has {waiver} "
+        "and every INCONCLUSIVE one is acknowledged. Still missing: " + "; ".join(parts) + "."
     )
 
 
@@ -137,11 +147,15 @@ def count_text(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-def waived_keys(request: ReviewRequest) -> set[str]:
-    """The finding keys of every comparison that an approved, unexpired waiver of the current round covers."""
-    return set(
-        WaivedComparison.objects.filter(waiver__in=_valid_waivers(request)).values_list("finding_key", flat=True)
-    )
+def waived_keys(request: ReviewRequest, *, pending: bool = False) -> set[str]:
+    """The finding keys of every comparison that an approved, unexpired waiver of the current round covers;
+    with ``pending``, also those a proposed (not yet decided, unexpired) waiver of the round covers."""
+    waivers: list[Waiver] = _valid_waivers(request)
+    if pending:
+        waivers += list(
+            request.waivers.filter(round=request.round, state=WaiverState.PROPOSED, expires_at__gt=timezone.now())
+        )
+    return set(WaivedComparison.objects.filter(waiver__in=waivers).values_list("finding_key", flat=True))
 
 
 def _valid_waivers(request: ReviewRequest) -> list[Waiver]:

@@ -23,6 +23,7 @@ from auditportal.approvals.models import (
 )
 from auditportal.approvals.rules import IllegalTransition, check, decide, quorum, tally_votes
 from auditportal.approvals.services.common import ApprovalError, _choice, _findings, _fresh, _locked, _required
+from auditportal.approvals.services.decision import _decide
 from auditportal.approvals.services.votes import VOTER_ROLE, _confirmed_hashes, _reauthenticate
 from auditportal.fairness.documents.findings import FAIL, Finding
 
@@ -238,4 +239,9 @@ def waiver_vote_cast(
                     "expires_at": waiver.expires_at.isoformat(),
                 },
             )
+            if outcome == VoteChoice.APPROVE:
+                # The approving votes may have rested on this waiver while it was proposed: the request
+                # is decided now if they meet the rule (each check made again as it is decided).
+                documents = list(request.documents.order_by("id"))
+                _decide(request, documents, _findings(documents))
     return vote
