@@ -6,13 +6,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from auditportal.accounts.permissions import request_user
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
 from auditportal.lib.downloads import content_disposition
-from auditportal.lib.forms import add_user_error
+from auditportal.lib.forms import add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
@@ -36,6 +37,9 @@ def _detail(request: HttpRequest, report: Report, form: SignForm | None = None) 
     signed_by = {revision.signer.get_username(): revision for revision in revisions if revision.signer is not None}
     signatories = [{"person": person, "revision": signed_by.get(person.key)} for person in context.signatories]
     may_sign = rules.can_sign(user, report) and user.get_username() not in signed_by
+    failed = form_failed_restore(request)
+    if form is None and failed is not None and failed.name == "sign":
+        form = failed.bind(SignForm(failed.data))
     return render(
         request,
         "reports/detail.html",
@@ -47,7 +51,6 @@ def _detail(request: HttpRequest, report: Report, form: SignForm | None = None) 
             "signatories": signatories,
             "sign_form": form or (SignForm() if may_sign else None),
         },
-        status=400 if form is not None and form.errors else 200,
     )
 
 
@@ -83,7 +86,12 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
                 request, f"You signed report #{report.pk}: revision {revision.number}, SHA-256 {revision.sha256}."
             )
             return redirect("reports:detail", report_id=report.pk)
-    return _detail(request, report, form)
+    # Back to the report's page (303), the error shown there and the password not kept: the address bar
+    # never rests on the POST-only signing URL.
+    return form_failed_redirect(
+        request, url=reverse("reports:detail", kwargs={"report_id": report.pk}), name="sign", form=form,
+        anchor="#sign-form",
+    )  # fmt: skip
 
 
 @accepts_uploads(rules.can_verify, who="a member of the portal")

@@ -110,9 +110,12 @@ def test_a_signatory_signs_on_the_page_with_their_password(
         'id="sign-form"' not in client_for(member_fay).get(reverse("reports:detail", args=[report.pk])).content.decode()
     )
     client = client_for(member_dave)
-    wrong = client.post(reverse("reports:sign", args=[report.pk]), {"password": "not it"})
-    assert wrong.status_code == 400
+    detail = reverse("reports:detail", args=[report.pk])
+    wrong = client.post(reverse("reports:sign", args=[report.pk]), {"password": "not it"}, follow=True)
+    # Back on the report's page (303), not on the POST-only signing URL; the password is not kept.
+    assert wrong.redirect_chain == [(detail + "#sign-form", 303)]
     assert "That password is not correct; the report was not signed." in wrong.content.decode()
+    assert "not it" not in wrong.content.decode()
     assert report.revisions.count() == 1
     right = client.post(reverse("reports:sign", args=[report.pk]), {"password": PASSWORD})
     assert right.status_code == 302
@@ -126,8 +129,10 @@ def test_a_non_signatory_posting_the_form_is_told_why(
     audit: PredictionAudit, member_dave: User, member_fay: User
 ) -> None:
     report = services.report_generate(context=decided_context(audit, None, [member_dave]))
-    response = client_for(member_fay).post(reverse("reports:sign", args=[report.pk]), {"password": PASSWORD})
-    assert response.status_code == 400
+    response = client_for(member_fay).post(
+        reverse("reports:sign", args=[report.pk]), {"password": PASSWORD}, follow=True
+    )
+    assert response.redirect_chain[-1][1] == 303
     assert f"fay is not among the signatories of report #{report.pk}." in response.content.decode()
     assert report.revisions.count() == 1
 
