@@ -21,7 +21,7 @@ from auditportal.fairness.figures.audit import audit_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.text import presentation
 from auditportal.lib.csvexport import csv_response
-from auditportal.lib.forms import add_user_error
+from auditportal.lib.forms import add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.uploads import accepts_uploads, received_sha256, report_rejected_uploads
 from auditportal.policies.selectors import policy_active
 
@@ -77,11 +77,19 @@ def prediction_audit_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _detail(
-    request: HttpRequest, audit: PredictionAudit, retire_form: PredictionAuditRetireForm | None = None
-) -> HttpResponse:
+def _detail(request: HttpRequest, audit: PredictionAudit) -> HttpResponse:
     user = request_user(request)
-    if retire_form is None and not audit.is_retired and rules.can_retire(user, audit):
+    retire_form: PredictionAuditRetireForm | None = None
+    failed = form_failed_restore(request)
+    if failed is not None and failed.name == "retire" and not audit.is_retired:
+        # The retire form refused on its POST-only URL, shown again here with its errors.
+        retire_form = failed.bind(PredictionAuditRetireForm(failed.data))
+    elif failed is not None and failed.name == "retire":
+        # Retired meanwhile (the refusal says by whom): no form to show it on.
+        for errors in failed.errors.values():
+            for error in errors:
+                messages.error(request, error)
+    elif not audit.is_retired and rules.can_retire(user, audit):
         retire_form = PredictionAuditRetireForm()
     forest = audit_forest_plot(audit.result)
     return render(
@@ -99,7 +107,6 @@ def _detail(
             "documents": verdict_documents_of_audit(audit=audit),
             "forest_plot": None if forest is None else figure_json(forest),
         },
-        status=400 if retire_form is not None and retire_form.errors else 200,
     )
 
 
@@ -122,7 +129,11 @@ def prediction_audit_retire(request: HttpRequest, audit_id: int) -> HttpResponse
         else:
             messages.success(request, f"Prediction audit #{audit.pk} is retired.")
             return redirect("audits:prediction", audit_id=audit.pk)
-    return _detail(request, audit, form)
+    # Back to the audit's page (303) with the errors: the address bar never rests on the POST-only URL.
+    return form_failed_redirect(
+        request, url=reverse("audits:prediction", kwargs={"audit_id": audit.pk}), name="retire", form=form,
+        anchor="#retire",
+    )  # fmt: skip
 
 
 @login_required

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from auditportal.accounts.models import User
@@ -18,7 +19,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.files import tabular
-from auditportal.lib.forms import add_user_error
+from auditportal.lib.forms import FailedForm, add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.uploads import accepts_uploads, report_rejected_uploads
 
 
@@ -174,6 +175,10 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = selectors.dataset_get(user=user, dataset_id=dataset_id)
     latest = selectors.dataset_version_list(user=user, dataset=dataset).first()
     if latest is None:
+        # A steward change refused while the dataset has no version comes back here (303).
+        failed = form_failed_restore(request)
+        if failed is not None and failed.name == "stewards":
+            _failed_as_messages(request, failed)
         return render(request, "datasets/empty.html", {"dataset": dataset})
     return redirect("datasets:version", version_id=latest.pk)
 
@@ -182,7 +187,25 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 def dataset_version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
     user = request_user(request)
     version = selectors.dataset_version_get(user=user, version_id=version_id)
-    return _version_page(request, version, retire_form=RetireForm())
+    retire_form: RetireForm | None = None
+    steward_form: StewardForm | None = None
+    # A form refused on its POST-only URL (retire, stewards) comes back here (303) with its errors.
+    failed = form_failed_restore(request)
+    if failed is not None and failed.name == "retire":
+        if version.is_retired:  # retired meanwhile (the refusal says by whom): no form to show it on
+            _failed_as_messages(request, failed)
+        else:
+            retire_form = failed.bind(RetireForm(failed.data))
+    elif failed is not None and failed.name == "stewards":
+        steward_form = failed.bind(StewardForm(failed.data))
+    return _version_page(request, version, retire_form=retire_form, steward_form=steward_form)
+
+
+def _failed_as_messages(request: HttpRequest, failed: FailedForm) -> None:
+    """The errors of a form that the page no longer shows, as messages above the page."""
+    for errors in failed.errors.values():
+        for error in errors:
+            messages.error(request, error)
 
 
 def _version_page(
@@ -191,7 +214,6 @@ def _version_page(
     *,
     retire_form: RetireForm | None = None,
     steward_form: StewardForm | None = None,
-    status: int = 200,
 ) -> HttpResponse:
     user = request_user(request)
     return render(
@@ -210,7 +232,6 @@ def _version_page(
             "can_manage_stewards": rules.can_manage_stewards(user),
             "steward_form": steward_form or StewardForm(initial={"action": "add"}),
         },
-        status=status,
     )
 
 
@@ -260,7 +281,11 @@ def dataset_version_retire(request: HttpRequest, version_id: int) -> HttpRespons
         else:
             messages.success(request, f"Retired {version}.")
             return redirect("datasets:version", version_id=version.pk)
-    return _version_page(request, version, retire_form=form, status=400)
+    # Back to the version's page (303) with the errors: the address bar never rests on the POST-only URL.
+    return form_failed_redirect(
+        request, url=reverse("datasets:version", kwargs={"version_id": version.pk}), name="retire", form=form,
+        anchor="#retire",
+    )  # fmt: skip
 
 
 @login_required
@@ -287,7 +312,14 @@ def dataset_stewards(request: HttpRequest, dataset_id: int) -> HttpResponse:
             form.add_error("username", str(exc))
         else:
             return redirect("datasets:detail", dataset_id=dataset.pk)
+    # Back to the dataset's page (303: its latest version's) with the errors: the address bar never rests
+    # on the POST-only URL.
     latest = selectors.dataset_version_list(user=user, dataset=dataset).first()
     if latest is None:
-        return render(request, "datasets/empty.html", {"dataset": dataset, "errors": form.errors}, status=400)
-    return _version_page(request, latest, steward_form=form, status=400)
+        return form_failed_redirect(
+            request, url=reverse("datasets:detail", kwargs={"dataset_id": dataset.pk}), name="stewards", form=form
+        )
+    return form_failed_redirect(
+        request, url=reverse("datasets:version", kwargs={"version_id": latest.pk}), name="stewards", form=form,
+        anchor="#steward-add",
+    )  # fmt: skip

@@ -117,9 +117,30 @@ def test_retiring_on_the_page_shows_a_banner_and_hides_the_form(audit: Predictio
 
 
 def test_the_page_says_why_an_empty_reason_is_refused(audit: PredictionAudit, bob: User) -> None:
-    response = client_for(bob).post(reverse("audits:prediction-retire", args=[audit.pk]), {"reason": " "})
-    assert response.status_code == 400
+    page = reverse("audits:prediction", args=[audit.pk])
+    response = client_for(bob).post(reverse("audits:prediction-retire", args=[audit.pk]), {"reason": " "}, follow=True)
+    # Back on the audit's page (303, then 200), not on the POST-only retire URL.
+    assert response.redirect_chain == [(page + "#retire", 303)]
+    assert response.status_code == 200
     assert b"Say why this audit is retired." in response.content
+    audit.refresh_from_db()
+    assert not audit.is_retired
+
+
+def test_a_refused_retirement_leaves_the_address_bar_on_the_page_and_shows_its_error_once(
+    audit: PredictionAudit, bob: User
+) -> None:
+    client = client_for(bob)
+    page = reverse("audits:prediction", args=[audit.pk])
+    response = client.post(reverse("audits:prediction-retire", args=[audit.pk]), {"reason": ""})
+    assert (response.status_code, response["Location"]) == (303, page + "#retire")
+    shown = client.get(page).content.decode()
+    assert '<details class="card retire" id="retire" open>' in shown
+    assert "Say why this audit is retired." in shown
+    # A reload does not post again, and the error was for that one visit.
+    again = client.get(page)
+    assert again.status_code == 200
+    assert "Say why this audit is retired." not in again.content.decode()
     audit.refresh_from_db()
     assert not audit.is_retired
 

@@ -84,11 +84,46 @@ def test_the_page_shows_the_retirement_and_offers_the_form_to_stewards_only(
 
 
 def test_the_form_shows_a_missing_reason_on_its_field(alice: User, version: DatasetVersion) -> None:
-    response = client_for(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": ""})
-    assert response.status_code == 400
+    page = reverse("datasets:version", args=[version.pk])
+    response = client_for(alice).post(reverse("datasets:retire", args=[version.pk]), {"reason": ""}, follow=True)
+    # Back on the version's page (303, then 200), not on the POST-only retire URL.
+    assert response.redirect_chain == [(page + "#retire", 303)]
+    assert response.status_code == 200
     assert '<p class="error" role="alert">Say why this version is retired.</p>' in response.content.decode()
     version.refresh_from_db()
     assert not version.is_retired
+
+
+def test_a_refused_retirement_leaves_the_address_bar_on_the_page_and_shows_its_error_once(
+    alice: User, version: DatasetVersion
+) -> None:
+    client = client_for(alice)
+    page = reverse("datasets:version", args=[version.pk])
+    response = client.post(reverse("datasets:retire", args=[version.pk]), {"reason": "   "})
+    assert (response.status_code, response["Location"]) == (303, page + "#retire")
+    shown = client.get(page).content.decode()
+    assert '<details class="card retire" id="retire" open>' in shown
+    assert "Say why this version is retired." in shown
+    # A reload does not post again, and the error was for that one visit.
+    again = client.get(page)
+    assert again.status_code == 200
+    assert "Say why this version is retired." not in again.content.decode()
+    version.refresh_from_db()
+    assert not version.is_retired
+
+
+def test_a_version_retired_meanwhile_says_so_above_its_page(alice: User, erin: User, version: DatasetVersion) -> None:
+    client = client_for(alice)
+    page = reverse("datasets:version", args=[version.pk])
+    assert "Retire this version" in client.get(page).content.decode()
+    services.dataset_version_retire(user=erin, version=version, reason="first")
+    response = client.post(reverse("datasets:retire", args=[version.pk]), {"reason": "second"}, follow=True)
+    assert response.redirect_chain == [(page + "#retire", 303)]
+    version.refresh_from_db()
+    assert f"loans v1 was already retired on {version.retired_at:%Y-%m-%d %H:%M} UTC by erin." in (
+        response.content.decode()
+    )
+    assert version.retired_reason == "first"
 
 
 def test_an_engineer_posting_the_form_gets_403(bob: User, version: DatasetVersion) -> None:
