@@ -16,7 +16,7 @@ from auditportal.audits.forms import PredictionAuditForm, PredictionAuditRetireF
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
 from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.figures.audit import audit_forest_plot
+from auditportal.fairness.figures.audit import audit_forest_plot, references
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.text import presentation
 from auditportal.lib.csvexport import csv_response
@@ -96,6 +96,7 @@ def _detail(
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
             "forest_plot": None if forest is None else figure_json(forest),
+            "forest_references": references(audit.result.get("attributes", {})),
         },
         status=400 if retire_form is not None and retire_form.errors else 200,
     )

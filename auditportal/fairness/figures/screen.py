@@ -1,0 +1,86 @@
+"""Figures on screens from a phone's to a desktop's (docs/dashboard.md, "On a phone"): text that fits
+the room it is given, and a second layout for narrow figures.
+
+plotly.js sizes a figure to its box (``static/js/figures.js`` draws with ``responsive: true``), but
+not its texts: a tick label, a title or an annotation keeps its length however narrow the figure, and
+runs into its neighbours or past the figure's edge. So a figure that must read at a phone's width
+carries, in ``layout.meta.narrow``, the layout changes that make it fit (shorter tick labels, wrapped,
+a narrower left margin, shorter titles, the legend in a column) and the values they replace;
+``figures.js`` applies the one or the other with ``Plotly.relayout`` when the figure is drawn and when
+its width crosses ``NARROW_BELOW_PX`` (:func:`narrow_meta`).
+
+Widths of text are estimated from its length (:func:`text_px`): plotly.js measures them only in the
+browser. The estimate is generous (``EM_PER_CHAR`` is about the widest average of the portal's fonts,
+DejaVu Sans's), so what is laid out from it has room to spare; y axes keep plotly.js's automatic
+margin, which only ever grows a margin that turns out too narrow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A figure whose box is narrower than this gets its narrow layout: a phone's (390 px wide less the
+# page's padding) and a tablet's held upright (768 px less the padding) do, a laptop's does not. Wide
+# layouts give long labels a column of up to about 380 px, which leaves the plot at least 360 px here.
+NARROW_BELOW_PX = 760
+# Average advance of a character, in em, generous for the fonts of palette.FONT_FAMILY.
+EM_PER_CHAR = 0.58
+ELLIPSIS = "…"
+
+
+def text_px(characters: int, font_px: float) -> int:
+    """The width, in pixels, of ``characters`` characters of text at ``font_px`` (an estimate on the
+    generous side)."""
+    return round(characters * font_px * EM_PER_CHAR)
+
+
+def wrap(text: str, width: int, lines: int) -> list[str]:
+    """``text`` in at most ``lines`` lines of at most ``width`` characters each, broken at spaces where
+    it can be (a longer word is cut), the last line ending with "…" when something was left out.
+    Work on the text as it is read, before it is escaped for the figure (``text.plain``), so that no
+    entity is cut in half."""
+    if width < 2 or lines < 1:
+        raise ValueError(f"a line holds at least 2 characters and a label 1 line (width={width}, lines={lines})")
+    words = text.split()
+    if not words:
+        return [text.strip()]
+    found: list[str] = []
+    line = ""
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if not line and len(word) > width:  # a word longer than a line: cut it
+            found.append(word[:width])
+            words[at] = word[width:]
+            continue
+        candidate = f"{line} {word}" if line else word
+        if len(candidate) <= width:
+            line = candidate
+            at += 1
+        else:
+            found.append(line)
+            line = ""
+    if line:
+        found.append(line)
+    if len(found) <= lines:
+        return found
+    # Too long: the last line takes as much of the rest as it can, then the ellipsis.
+    rest = " ".join(found[lines - 1 :])
+    return [*found[: lines - 1], rest[: width - 1].rstrip() + ELLIPSIS]
+
+
+def narrow_meta(narrow: dict[str, Any], wide: dict[str, Any]) -> dict[str, Any]:
+    """The ``layout.meta`` that ``figures.js`` reads: below ``NARROW_BELOW_PX`` it relays the figure
+    out with the attributes of ``narrow`` (``Plotly.relayout`` attribute strings, e.g. ``"margin.l"``)
+    that differ from ``wide``'s, at or above it with ``wide``'s values for the same attributes (the
+    values the figure was made with)."""
+    if set(narrow) != set(wide):
+        raise ValueError(f"the narrow and wide layouts change different attributes: {sorted(set(narrow) ^ set(wide))}")
+    changed = [name for name in narrow if narrow[name] != wide[name]]
+    return {
+        "narrow": {
+            "below_px": NARROW_BELOW_PX,
+            "layout": {name: narrow[name] for name in changed},
+            "wide": {name: wide[name] for name in changed},
+        }
+    }
