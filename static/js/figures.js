@@ -14,6 +14,9 @@
     }
     element.classList.add("figure-drawn");
     var layout = figure.layout || {};
+    // plotly.js forgets a figure's height when the window is resized (its responsive handler measures
+    // the box again): the box keeps it, or a tall figure would shrink to the box's minimum height.
+    element.style.height = layout.height ? layout.height + "px" : "";
     var fitted = widthOf(element, layout);
     if (fitted === "narrow") { applyLayout(layout, layout.meta.narrow.layout); }
     return window.Plotly.react(element, figure.data || [], layout, CONFIG).then(function () {

@@ -14,7 +14,10 @@ import pytest
 
 from auditportal.accounts.models import Role
 from auditportal.approvals import services as approval_services
+from auditportal.audits.models import PredictionAudit
+from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
+from auditportal.fairness.figures.screen import NARROW_BELOW_PX
 from auditportal.fairness.statistics.audit import AuditSpec
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import PredictionAuditFactory, make_user
@@ -54,6 +57,7 @@ TEXTS = """figure => {
   }
   return {frame: {left: frame.left, right: frame.right, top: frame.top, bottom: frame.bottom}, texts};
 }"""
+SVG_HEIGHT = "f => f.querySelector('svg.main-svg').getBoundingClientRect().height"
 # Boxes may touch: a text's box includes its font's line gap.
 SLACK_PX = 1.0
 
@@ -95,9 +99,7 @@ def clipped(frame: dict[str, float], texts: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def test_the_forest_plot_reads_without_overlaps_or_clipping_at_390_and_1280_px(
-    page: Any, live_server: Any, dataset_storage: Path
-) -> None:
+def make_audit() -> tuple[PredictionAudit, VerdictDocument]:
     bob = make_user("bob", [Role.ML_ENGINEER])
     make_user("dave", [Role.ETHICS_COMMITTEE])
     audit = PredictionAuditFactory.create(
@@ -105,9 +107,51 @@ def test_the_forest_plot_reads_without_overlaps_or_clipping_at_390_and_1280_px(
         content=predictions_csv(),
         spec=AuditSpec(label="label", prediction="pred", attributes=("gender", "race"), intersect=True),
     )
-    document = verdict_document_of_audit(audit=audit)
+    return audit, verdict_document_of_audit(audit=audit)
+
+
+def watch_console(page: Any) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
+def laid_out(page: Any, width: int, errors: list[str]) -> Any:
+    """Wait until the page's first forest plot is drawn with the layout for ``width`` (static/js/
+    figures.js) across its whole box, and return it."""
+    expected = "narrow" if width < NARROW_BELOW_PX else "wide"
+    try:
+        page.wait_for_function(
+            """expected => [...document.querySelectorAll('.forest-plot')].every(f =>
+                f.dataset.figureWidth === expected
+                && Math.abs(f.querySelector('svg.main-svg').getBoundingClientRect().width - f.clientWidth) < 1)""",
+            arg=expected,
+        )
+    except Exception as timeout:
+        state = page.evaluate(
+            """() => [...document.querySelectorAll('.forest-plot')].map(f => [
+                f.dataset.figureWidth, f.querySelector('svg.main-svg').getBoundingClientRect().width, f.clientWidth])"""
+        )
+        raise AssertionError(f"not laid out {expected} at {width} px: {state}; console: {errors}") from timeout
+    return page.locator(".forest-plot").first
+
+
+def problems_of(plot: Any, label: str) -> list[str]:
+    drawn = plot.evaluate(TEXTS)
+    kinds = {text["kind"] for text in drawn["texts"]}
+    assert {"annotation", "x tick", "y tick", "axis title", "legend"} <= kinds, (label, kinds)
+    return [f"{label}: overlap: {found}" for found in overlaps(drawn["texts"])] + [
+        f"{label}: clipped: {found}" for found in clipped(drawn["frame"], drawn["texts"])
+    ]
+
+
+def test_the_forest_plot_reads_without_overlaps_or_clipping_at_390_and_1280_px(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    audit, document = make_audit()
     request = approval_services.review_request_create(
-        user=bob,
+        user=audit.created_by,
         title="Vendor scoring model",
         intended_use="Ranking applications",
         documents=[document],
@@ -119,9 +163,7 @@ def test_the_forest_plot_reads_without_overlaps_or_clipping_at_390_and_1280_px(
         "review-request": f"/approvals/{request.pk}/",
     }
 
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    errors = watch_console(page)
     log_in(page, live_server.url, "dave")
     SHOTS.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
@@ -129,26 +171,46 @@ def test_the_forest_plot_reads_without_overlaps_or_clipping_at_390_and_1280_px(
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
             page.goto(live_server.url + url)
-            # Drawn, and laid out for its width (static/js/figures.js).
-            try:
-                page.wait_for_function(
-                    "() => [...document.querySelectorAll('.forest-plot')].every(f => f.dataset.figureWidth)"
-                )
-            except Exception as timeout:
-                raise AssertionError(f"{name} at {width} px: not laid out; console: {errors}") from timeout
-            expected = "narrow" if width < 760 else "wide"
-            assert page.locator(".forest-plot").first.get_attribute("data-figure-width") == expected
-            plot = page.locator(".forest-plot").first
+            plot = laid_out(page, width, errors)
             plot.scroll_into_view_if_needed()
             page.locator("section.forest").first.screenshot(path=str(SHOTS / f"{name}-{width}.png"))
             page.screenshot(path=str(SHOTS / f"{name}-{width}-page.png"), full_page=True)
-            drawn = plot.evaluate(TEXTS)
-            kinds = {text["kind"] for text in drawn["texts"]}
-            assert {"annotation", "x tick", "y tick", "axis title", "legend"} <= kinds, (name, width, kinds)
-            label = f"{name} at {width} px"
-            problems += [f"{label}: overlap: {found}" for found in overlaps(drawn["texts"])]
-            problems += [f"{label}: clipped: {found}" for found in clipped(drawn["frame"], drawn["texts"])]
+            problems += problems_of(plot, f"{name} at {width} px")
             if page.evaluate("document.documentElement.scrollWidth") > width:
-                problems.append(f"{label}: the page is wider than the window")
+                problems.append(f"{name} at {width} px: the page is wider than the window")
+    assert not problems, "\n".join(problems)
+    assert errors == []
+
+
+def test_the_forest_plot_changes_layout_when_the_window_crosses_a_phones_width(
+    page: Any, live_server: Any, dataset_storage: Path
+) -> None:
+    audit, _ = make_audit()
+    errors = watch_console(page)
+    log_in(page, live_server.url, "dave")
+    page.goto(f"{live_server.url}/audits/predictions/{audit.pk}/")
+    plot = laid_out(page, 1280, errors)
+    wide_ticks = plot.evaluate("f => f.layout.yaxis.ticktext")
+    height = plot.evaluate(SVG_HEIGHT)
+    assert height > 2000  # 80 comparisons
+
+    page.set_viewport_size({"width": 390, "height": 900})
+    plot = laid_out(page, 390, errors)
+    assert plot.evaluate("f => f.layout.yaxis.ticktext") != wide_ticks
+    assert plot.evaluate(SVG_HEIGHT) == height  # plotly.js's resize keeps the figure's height
+    problems = problems_of(plot, "narrowed to 390 px")
+    # A comparison's hover, on a phone: drawn without a style attribute the policy refuses.
+    point = page.locator(".forest-plot .scatterlayer .point").first
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(".forest-plot .hoverlayer .hovertext")
+    page.screenshot(path=str(SHOTS / "hover-390.png"))
+
+    page.set_viewport_size({"width": 1280, "height": 900})
+    plot = laid_out(page, 1280, errors)
+    assert plot.evaluate("f => f.layout.yaxis.ticktext") == wide_ticks
+    assert plot.evaluate(SVG_HEIGHT) == height
+    problems += problems_of(plot, "widened to 1280 px")
     assert not problems, "\n".join(problems)
     assert errors == []

@@ -46,7 +46,6 @@ MARGIN_RIGHT_PX = 20  # half the widest x tick label ("+0.50"), centred on the p
 TITLE_INSET_PX = 2  # from the figure's left edge to the titles
 LABEL_PAD_PX = 8  # between the tick labels' column and the figure's left edge and the axis
 LEGEND_FONT_PX = 12
-LEGEND_MARK_PX = 46  # a legend entry's mark and the gaps around it
 # Tick labels (font size, characters a line, lines) in a wide figure and in a narrow one (below
 # screen.NARROW_BELOW_PX, about 120 px of labels beside about 170 px of plot on a phone); dense rows
 # (16 px) hold one line.
@@ -135,8 +134,9 @@ def forest_points(attributes: Mapping[str, Any]) -> dict[str, list[ForestPoint]]
 def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure | None:
     """The forest plot of ``attributes`` (an audit document's, or a trial document's), or None when
     nothing was compared. Laid out for a wide box; ``layout.meta`` holds its narrow layout
-    (``screen.narrow_meta``: shorter, wrapped tick labels, short titles, the legend in a column). The
-    reference groups are the page's caption (:func:`references`), where they wrap."""
+    (``screen.narrow_meta``: shorter, wrapped tick labels and so a narrower left margin, short titles
+    and axis title). The reference groups are the page's caption (:func:`references`), where they
+    wrap."""
     from plotly.subplots import make_subplots
 
     panels = forest_points(attributes)
@@ -215,16 +215,21 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
             showarrow=False,
             font={"size": 11, "color": palette.TOLERANCE_LINE},
         )
-    entries = [trace.name for trace in figure.data if trace.showlegend]
-    wide = _screen_layout(panels, plot_px=plot_px, entries=entries, dense=dense, narrow=False)
-    narrow = _screen_layout(panels, plot_px=plot_px, entries=entries, dense=dense, narrow=True)
+    # The legend: one entry a line at the figure's top left, in the band the top margin keeps for it
+    # (a row of entries would wrap at the plot's width, which differs from box to box).
+    entries = sum(1 for trace in figure.data if trace.showlegend)
+    top_px = LEGEND_PAD_PX + LEGEND_LINE_PX * entries + TITLE_BAND_PX + TOLERANCE_BAND_PX
+    wide = _screen_layout(panels, dense=dense, narrow=False)
+    narrow = _screen_layout(panels, dense=dense, narrow=True)
     figure.update_layout(
         palette.base_layout(
-            margin={"l": wide["margin.l"], "r": MARGIN_RIGHT_PX, "t": wide["margin.t"], "b": MARGIN_BOTTOM_PX},
+            height=top_px + plot_px + MARGIN_BOTTOM_PX,
+            margin={"l": wide["margin.l"], "r": MARGIN_RIGHT_PX, "t": top_px, "b": MARGIN_BOTTOM_PX},
             showlegend=True,
-            # In the figure's coordinates: at its top, in the band the top margin keeps for it, not
-            # moving the margins (a legend placed against the plot would).
+            # In the figure's coordinates, not moving the margins (a legend placed against the plot
+            # would).
             legend={
+                "orientation": "v",
                 "xref": "container",
                 "x": 0,
                 "xanchor": "left",
@@ -242,12 +247,10 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
     return figure
 
 
-def _screen_layout(
-    panels: Mapping[str, list[ForestPoint]], *, plot_px: int, entries: list[str], dense: bool, narrow: bool
-) -> dict[str, Any]:
+def _screen_layout(panels: Mapping[str, list[ForestPoint]], *, dense: bool, narrow: bool) -> dict[str, Any]:
     """What differs between a wide forest plot and a narrow one, as ``Plotly.relayout`` attributes:
-    the tick labels (their size, wrapped or cut), the left margin they need, the titles and where they
-    start, the legend's orientation and the top margin it needs, and so the height."""
+    the tick labels (their size, wrapped or cut), the left margin they need, the x tick labels' format,
+    the axis title, and the panels' titles and where they start. The height is the same in both."""
     if narrow:
         font_px, chars, lines = NARROW_DENSE_TICKS if dense else NARROW_TICKS
     else:
@@ -271,40 +274,20 @@ def _screen_layout(
     for index, (metric, points) in enumerate(panels.items()):
         layout[f"annotations[{index}].text"] = _screen_title(metric, len(points), narrow=narrow)
         layout[f"annotations[{index}].xshift"] = TITLE_INSET_PX - margin_left
-    # plotly.js wraps a row of legend entries at the plot's width: in a narrow figure they stand one
-    # a line; in a wide one they take the rows they need in the narrowest wide plot.
-    if narrow:
-        legend_lines = len(entries)
-    else:
-        legend_lines = _legend_rows(entries, screen.NARROW_BELOW_PX - margin_left - MARGIN_RIGHT_PX)
-    top_px = LEGEND_PAD_PX + LEGEND_LINE_PX * legend_lines + TITLE_BAND_PX + TOLERANCE_BAND_PX
-    layout |= {
-        "margin.l": margin_left,
-        "margin.t": top_px,
-        "height": top_px + plot_px + MARGIN_BOTTOM_PX,
-        "legend.orientation": "v" if narrow else "h",
-    }
+    layout["margin.l"] = margin_left
     return layout
 
 
 def _wrapped_label(label: str, chars: int, lines: int) -> list[str]:
-    """A tick label in at most ``lines`` lines of ``chars`` characters: whole where it fits, else the
-    attribute on the first line and the group on the others ("gender & race:" / "female · b")."""
+    """A tick label in at most ``lines`` lines of ``chars`` characters: whole where it fits; the
+    attribute on the first line and the group on the others where the group fits them whole
+    ("gender & race:" / "female · b"); else wrapped at spaces and cut."""
     attribute, colon, group = label.partition(": ")
-    if len(label) <= chars or not colon or lines < 2:
-        return screen.wrap(label, chars, lines)
-    return [*screen.wrap(attribute + ":", chars, 1), *screen.wrap(group, chars, lines - 1)]
-
-
-def _legend_rows(names: list[str], width_px: int) -> int:
-    """How many rows a horizontal legend of ``names`` takes when plotly.js wraps it at ``width_px``."""
-    rows, used = 1, 0
-    for name in names:
-        entry = LEGEND_MARK_PX + screen.text_px(len(name), LEGEND_FONT_PX)
-        if used and used + entry > width_px:
-            rows, used = rows + 1, 0
-        used += entry
-    return rows
+    if colon and len(label) > chars and lines > 1:
+        group_lines = screen.wrap(group, chars, lines - 1)
+        if " ".join(group_lines) == " ".join(group.split()):
+            return [*screen.wrap(attribute + ":", chars, 1), *group_lines]
+    return screen.wrap(label, chars, lines)
 
 
 def _screen_title(metric: str, count: int, *, narrow: bool) -> str:
@@ -623,7 +606,7 @@ def _bound(outer: float | None, inner: float | None) -> float:
 
 def _hover(label: str, reference: str, row: presentation.ComparisonRow) -> str:
     lines = [
-        f"<b>{plain(label)}</b> vs {plain(reference)} (reference)",
+        f"{plain(label)} vs {plain(reference)} (reference)",
         f"{plain(row.metric_title)}: {row.difference}",
         f"interval {row.interval} at {row.level} (familywise)",
         f"verdict {row.verdict}" + ("" if row.judged else " (not judged under the policy)"),

@@ -77,6 +77,10 @@ def narrow_meta(narrow: dict[str, Any], wide: dict[str, Any]) -> dict[str, Any]:
     if set(narrow) != set(wide):
         raise ValueError(f"the narrow and wide layouts change different attributes: {sorted(set(narrow) ^ set(wide))}")
     changed = [name for name in narrow if narrow[name] != wide[name]]
+    # Plotly.relayout of a height or a width fixes the figure's size: it would no longer follow its box.
+    fixed = [name for name in changed if name in {"height", "width", "autosize"}]
+    if fixed:
+        raise ValueError(f"the narrow layout may not change the figure's size ({', '.join(fixed)})")
     return {
         "narrow": {
             "below_px": NARROW_BELOW_PX,
