@@ -2,7 +2,8 @@
 // first). A figure is the JSON a server-side figure function made (auditportal/fairness/figures):
 //   <div class="figure" data-figure-json="ID">  with  <script type="application/json" id="ID">
 //   <div class="figure" data-figure-url="URL">  fetched as JSON ({"data": [...], "layout": {...}})
-// Pages with live figures call window.PortalFigures.draw(element, figure) again with new data.
+// Pages with live figures call window.PortalFigures.draw(element, figure) again with new data. A
+// figure may carry a second layout for narrow boxes (layout.meta.narrow, below: fitWidth).
 (function () {
   "use strict";
   var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };

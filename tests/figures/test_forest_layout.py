@@ -4,6 +4,7 @@ applies (tests/browser/test_forest_plot_widths.py looks at both in Chromium)."""
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -48,8 +49,6 @@ def _at(layout: dict[str, Any], name: str) -> Any:
 
 def _narrowed(layout: dict[str, Any]) -> dict[str, Any]:
     """``layout`` as figures.js draws it in a narrow box."""
-    import copy
-
     narrowed = copy.deepcopy(layout)
     for name, value in layout["meta"]["narrow"]["layout"].items():
         keys = re.sub(r"\[(\d+)\]", r".\1", name).split(".")

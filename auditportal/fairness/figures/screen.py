@@ -5,14 +5,13 @@ plotly.js sizes a figure to its box (``static/js/figures.js`` draws with ``respo
 not its texts: a tick label, a title or an annotation keeps its length however narrow the figure, and
 runs into its neighbours or past the figure's edge. So a figure that must read at a phone's width
 carries, in ``layout.meta.narrow``, the layout changes that make it fit (shorter tick labels, wrapped,
-a narrower left margin, shorter titles, the legend in a column) and the values they replace;
-``figures.js`` applies the one or the other with ``Plotly.relayout`` when the figure is drawn and when
-its width crosses ``NARROW_BELOW_PX`` (:func:`narrow_meta`).
+a narrower left margin, shorter titles) and the values they replace; ``figures.js`` draws it with
+the changes in a box narrower than ``NARROW_BELOW_PX``, and relays it out (``Plotly.relayout``) with
+the one or the other when the window's width takes the box across (:func:`narrow_meta`).
 
 Widths of text are estimated from its length (:func:`text_px`): plotly.js measures them only in the
-browser. The estimate is generous (``EM_PER_CHAR`` is about the widest average of the portal's fonts,
-DejaVu Sans's), so what is laid out from it has room to spare; y axes keep plotly.js's automatic
-margin, which only ever grows a margin that turns out too narrow.
+browser. The estimate is generous (``EM_PER_CHAR`` is about the widest average advance of the
+portal's fonts), so what is laid out from it has room to spare.
 """
 
 from __future__ import annotations
