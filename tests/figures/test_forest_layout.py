@@ -201,7 +201,9 @@ def test_dense_rows_keep_one_line_labels_when_narrow() -> None:
     narrowed = _narrowed(layout)
     assert layout["yaxis"]["tickfont"]["size"] == narrowed["yaxis"]["tickfont"]["size"] == 10
     assert all("<br>" not in label and len(label) <= 22 for label in narrowed["yaxis"]["ticktext"])
-    assert narrowed["yaxis"]["ticktext"][0] == "group: group-with-a-l…"
+    # Cut in the middle, so that names differing at their end stay apart.
+    assert narrowed["yaxis"]["ticktext"][:2] == ["group: group-w…name-00", "group: group-w…name-01"]
+    assert len(set(narrowed["yaxis"]["ticktext"])) == 39
 
 
 @pytest.mark.parametrize(
@@ -220,6 +222,15 @@ def test_wrap_breaks_at_spaces_cuts_long_words_and_ends_what_it_cuts_with_an_ell
     text: str, width: int, lines: int, expected: list[str]
 ) -> None:
     assert screen.wrap(text, width, lines) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [("gender: female", 22, "gender: female"), ("group: group-with-a-long-name-07", 22, "group: group-w…name-07")],
+)
+def test_shorten_middle_keeps_a_names_start_and_end(text: str, limit: int, expected: str) -> None:
+    assert screen.shorten_middle(text, limit) == expected
+    assert len(screen.shorten_middle(text, limit)) <= limit
 
 
 def test_wrap_refuses_a_line_too_short_to_hold_anything() -> None:

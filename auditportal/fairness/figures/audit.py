@@ -48,7 +48,7 @@ LABEL_PAD_PX = 8  # between the tick labels' column and the figure's left edge a
 LEGEND_FONT_PX = 12
 # Tick labels (font size, characters a line, lines) in a wide figure and in a narrow one (below
 # screen.NARROW_BELOW_PX, about 120 px of labels beside about 170 px of plot on a phone); dense rows
-# (16 px) hold one line.
+# (16 px) hold one line, which a narrow figure cuts in the middle ("group: group-w…name-07").
 WIDE_TICKS = (13, LABEL_CHARS, 1)
 NARROW_TICKS = (11, 18, 2)
 DENSE_TICKS = (10, LABEL_CHARS, 1)
@@ -258,7 +258,9 @@ def _screen_layout(panels: Mapping[str, list[ForestPoint]], *, dense: bool, narr
     layout: dict[str, Any] = {}
     widest = 1
     for index, points in enumerate(panels.values(), start=1):
-        if lines == 1:
+        if lines == 1 and narrow:
+            labels = [[screen.shorten_middle(point.label, chars)] for point in points]
+        elif lines == 1:
             labels = [[shorten(point.label, chars)] for point in points]
         else:
             labels = [_wrapped_label(point.label, chars, lines) for point in points]

@@ -68,6 +68,17 @@ def wrap(text: str, width: int, lines: int) -> list[str]:
     return [*found[: lines - 1], rest[: width - 1].rstrip() + ELLIPSIS]
 
 
+def shorten_middle(text: str, limit: int) -> str:
+    """At most ``limit`` characters, the middle left out ("…") when cut: the start and the end of a
+    name stay, where names that differ only at their end (numbered groups) are told apart."""
+    if limit < 3:
+        raise ValueError(f"a shortened name keeps at least 3 characters (limit={limit})")
+    if len(text) <= limit:
+        return text
+    tail = (limit - 1) // 3
+    return text[: limit - 1 - tail] + ELLIPSIS + text[len(text) - tail :]
+
+
 def narrow_meta(narrow: dict[str, Any], wide: dict[str, Any]) -> dict[str, Any]:
     """The ``layout.meta`` that ``figures.js`` reads: below ``NARROW_BELOW_PX`` it relays the figure
     out with the attributes of ``narrow`` (``Plotly.relayout`` attribute strings, e.g. ``"margin.l"``)
