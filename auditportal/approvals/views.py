@@ -36,7 +36,7 @@ from auditportal.approvals.forms import (
     WaiverVoteForm,
 )
 from auditportal.approvals.models import RequestState, ReviewRequest, Waiver, WaiverState
-from auditportal.evidence.selectors import verdict_document_forest
+from auditportal.evidence.selectors import verdict_document_forest, verdict_document_references
 from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE
 from auditportal.fairness.errors import UserError
@@ -214,7 +214,14 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
         # The sections (votes, waivers, recommendations, comments) say inline why their form is missing.
         "any_action": any(actions[name] is None for name in workflow),
         "refused": {name: why for name, why in actions.items() if why is not None and name in workflow},
-        "documents": [(document, verdict_document_forest(document=document)) for document in documents],
+        "documents": [
+            (
+                document,
+                verdict_document_forest(document=document),
+                verdict_document_references(document=document),
+            )
+            for document in documents
+        ],
         "hashes": hashes,
         "fails": fails,
         "inconclusive": inconclusive,

@@ -17,7 +17,7 @@ from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, Qu
 from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness.documents.plain import document_plain_summary
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.figures.audit import audit_forest_plot
+from auditportal.fairness.figures.audit import audit_forest_plot, references
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.text import presentation
 from auditportal.lib.csvexport import csv_response
@@ -106,6 +106,7 @@ def _detail(request: HttpRequest, audit: PredictionAudit) -> HttpResponse:
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
             "forest_plot": None if forest is None else figure_json(forest),
+            "forest_references": references(audit.result.get("attributes", {})),
         },
     )
 

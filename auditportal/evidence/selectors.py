@@ -12,7 +12,8 @@ from django.http import Http404
 from auditportal.accounts.models import User
 from auditportal.evidence import rules
 from auditportal.evidence.models import VerdictDocument
-from auditportal.fairness.figures.audit import verdict_document_forest_plot
+from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.figures.audit import references, verdict_document_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
 
 # The subjects (audits.PredictionAudit, experiments.Trial) are the apps' above this one: the functions
@@ -79,6 +80,11 @@ def verdict_document_of_audit(*, audit: Model) -> VerdictDocument:
 _FOREST_CACHE: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
 _FOREST_CACHE_SIZE = 32
 _FOREST_LOCK = threading.Lock()
+
+
+def verdict_document_references(*, document: VerdictDocument) -> list[str]:
+    """Each judged attribute's reference group, as "gender = male": the forest plot's caption."""
+    return references(document_attributes(document.document))
 
 
 def verdict_document_forest(*, document: VerdictDocument) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ def verdict_document_detail(request: HttpRequest, document_id: int) -> HttpRespo
             "summaries": presentation.attribute_summaries(document, value),
             "pretty": presentation.pretty(value),
             "forest_plot": selectors.verdict_document_forest(document=document),
+            "forest_references": selectors.verdict_document_references(document=document),
         },
     )
 

@@ -2,7 +2,8 @@
 // first). A figure is the JSON a server-side figure function made (auditportal/fairness/figures):
 //   <div class="figure" data-figure-json="ID">  with  <script type="application/json" id="ID">
 //   <div class="figure" data-figure-url="URL">  fetched as JSON ({"data": [...], "layout": {...}})
-// Pages with live figures call window.PortalFigures.draw(element, figure) again with new data.
+// Pages with live figures call window.PortalFigures.draw(element, figure) again with new data. A
+// figure may carry a second layout for narrow boxes (layout.meta.narrow, below: fitWidth).
 (function () {
   "use strict";
   var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -40,8 +41,61 @@
     }
     element.classList.add("figure-drawn");
     var data = figure.data || [];
-    return window.Plotly.react(element, data, fitted(element, data, figure.layout || {}), CONFIG);
+    var layout = fitted(element, data, figure.layout || {});
+    // plotly.js forgets a figure's height when the window is resized (its responsive handler measures
+    // the box again): the box keeps it, or a tall figure would shrink to the box's minimum height.
+    element.style.height = layout.height ? layout.height + "px" : "";
+    var width = widthOf(element, layout);
+    if (width === "narrow") { applyLayout(layout, layout.meta.narrow.layout); }
+    return window.Plotly.react(element, data, layout, CONFIG).then(function () {
+      if (width) { element.setAttribute("data-figure-width", width); } else { element.removeAttribute("data-figure-width"); }
+      return element;
+    });
   }
+
+  // A figure made for a wide box may carry the changes that make it read in a narrow one, in
+  // layout.meta.narrow = {below_px, layout, wide} (auditportal/fairness/figures/screen.py): drawn
+  // narrower than below_px, it is drawn with `layout` applied (Plotly.relayout's attribute strings),
+  // and relaid out with `layout` or `wide` when the window's width takes it across below_px.
+  // data-figure-width says which it is drawn for ("narrow" or "wide"). draw() changes the layout it is
+  // given. Without meta.narrow: null.
+  function widthOf(element, layout) {
+    var narrow = layout.meta && layout.meta.narrow;
+    if (!narrow || !element.clientWidth) { return null; }
+    return element.clientWidth < narrow.below_px ? "narrow" : "wide";
+  }
+
+  function applyLayout(layout, changes) {
+    Object.keys(changes).forEach(function (name) {
+      var keys = name.replace(/\[(\d+)\]/g, ".$1").split(".");
+      var target = layout;
+      keys.slice(0, -1).forEach(function (key) {
+        if (target[key] === undefined || target[key] === null) { target[key] = {}; }
+        target = target[key];
+      });
+      target[keys[keys.length - 1]] = changes[name];
+    });
+  }
+
+  function fitWidth(element) {
+    var wanted = element.layout ? widthOf(element, element.layout) : null;
+    var drawn = element.getAttribute("data-figure-width");
+    if (!wanted || !drawn || wanted === drawn) { return Promise.resolve(element); }
+    var narrow = element.layout.meta.narrow;
+    return window.Plotly.relayout(element, wanted === "narrow" ? narrow.layout : narrow.wide).then(function () {
+      element.setAttribute("data-figure-width", wanted);
+      return element;
+    });
+  }
+
+  var fitting = null;
+  window.addEventListener("resize", function () {
+    if (fitting !== null) { return; }
+    fitting = window.requestAnimationFrame(function () {
+      fitting = null;
+      document.querySelectorAll("[data-figure-width]").forEach(fitWidth);
+    });
+  });
 
   function fetchFigure(url) {
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
@@ -63,7 +117,7 @@
     });
   }
 
-  window.PortalFigures = { draw: draw, fetchFigure: fetchFigure, drawAll: drawAll };
+  window.PortalFigures = { draw: draw, fetchFigure: fetchFigure, drawAll: drawAll, fitWidth: fitWidth };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", function () { drawAll(); });
   } else {

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from auditportal.fairness.figures import palette
-from auditportal.fairness.figures.audit import ROW_PX, audit_forest_plot, forest_plot, verdict_document_forest_plot
+from auditportal.fairness.figures.audit import (
+    ROW_PX,
+    audit_forest_plot,
+    forest_plot,
+    references,
+    verdict_document_forest_plot,
+)
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.files.intersections import join_key
 from auditportal.fairness.statistics import judge
@@ -170,8 +176,14 @@ def test_intersection_groups_are_labelled_by_their_values_and_names_are_not_read
         "gender &amp; race: a&amp;b · c",
         "gender &amp; race: &lt;b&gt;x&lt;/b&gt; · c",
     ]
-    references = [a["text"] for a in figure["layout"]["annotations"] if a["text"].startswith("Against")]
-    assert references == ["Against the reference: gender &amp; race = a · b&amp;c"]
+    # A narrow figure's labels are wrapped with a <br> of the figure's own, the names still as text.
+    assert figure["layout"]["meta"]["narrow"]["layout"]["yaxis.ticktext"] == [
+        "gender &amp; race:<br>a&amp;b · c",
+        "gender &amp; race:<br>&lt;b&gt;x&lt;/b&gt; · c",
+    ]
+    # The reference groups are the page's caption (plain text, which the template escapes).
+    assert references({join_key(("gender", "race")): section}) == ["gender & race = a · b&c"]
+    assert not any("reference" in annotation["text"] for annotation in figure["layout"]["annotations"])
 
 
 def test_nothing_to_compare_gives_no_figure() -> None:

@@ -68,7 +68,11 @@ def strings(value: Any) -> Iterator[str]:
 
 def assert_names_are_text(figure: Any, names: tuple[str, ...] = HOSTILE) -> None:
     assert figure is not None
-    texts = list(strings(figure_json(figure)))
+    drawn = figure_json(figure)
+    texts = list(strings(drawn))
+    # A layout's ``meta.narrow`` is drawn too: the layout static/js/figures.js applies in a narrow box
+    # (fairness/figures/screen.py).
+    texts += strings(drawn["layout"].get("meta", {}).get("narrow", {}))
     tags = {tag for text in texts for tag in re.findall(r"<[^<>]*>", text)}
     assert tags <= OWN_TAGS, f"markup from a name reached the figure: {tags - OWN_TAGS}"
     for name in names:

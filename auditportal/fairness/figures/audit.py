@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from auditportal.fairness.documents.findings import document_attributes
-from auditportal.fairness.figures import palette, printing
+from auditportal.fairness.figures import palette, printing, screen
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics.stats import COMPARED, Verdict
 from auditportal.fairness.text import numbers, presentation
@@ -28,10 +28,37 @@ ROW_PX = 34  # height of one comparison's row, with the verdict's name written a
 # left to the legend and the hover: the marks keep their colour and shape.
 DENSE_ABOVE = 150
 DENSE_ROW_PX = 16
-PANEL_GAP_PX = 64  # between panels: the next panel's title and the x tick labels
-MARGIN_TOP_PX = 64  # the references above the first panel
-MARGIN_BOTTOM_PX = 96  # the x axis title and the legend
 LABEL_CHARS = 48  # longer group labels are cut on the axis (the hover has them whole)
+
+# On screens (``forest_plot``, the pages' figure), from the top: the legend, then above each panel its
+# title and under the title the tolerance label, each in a band of its own; below each panel its x tick
+# labels, and below the last one the axis title. Titles start at the figure's left edge, above the tick
+# labels' column, so that a phone's narrow plot does not cut them.
+LEGEND_PAD_PX = 6  # above the legend
+LEGEND_LINE_PX = 22  # one line of the legend (12 px text)
+TITLE_BAND_PX = 24  # a panel's title (13 px bold)
+TOLERANCE_BAND_PX = 18  # the tolerance label (11 px), right above the panel
+TICKS_BAND_PX = 28  # a panel's x tick labels
+AXIS_TITLE_BAND_PX = 28  # the axis title, below the last panel's tick labels
+PANEL_GAP_PX = TICKS_BAND_PX + TITLE_BAND_PX + TOLERANCE_BAND_PX  # between panels
+MARGIN_BOTTOM_PX = TICKS_BAND_PX + AXIS_TITLE_BAND_PX
+MARGIN_RIGHT_PX = 20  # half the widest x tick label ("+0.50"), centred on the plot's right edge
+TITLE_INSET_PX = 2  # from the figure's left edge to the titles
+LABEL_PAD_PX = 8  # between the tick labels' column and the figure's left edge and the axis
+LEGEND_FONT_PX = 12
+# Tick labels (font size, characters a line, lines) in a wide figure and in a narrow one (below
+# screen.NARROW_BELOW_PX, about 120 px of labels beside about 170 px of plot on a phone); dense rows
+# (16 px) hold one line, which a narrow figure cuts in the middle ("group: group-w…name-07").
+WIDE_TICKS = (13, LABEL_CHARS, 1)
+NARROW_TICKS = (11, 18, 2)
+DENSE_TICKS = (10, LABEL_CHARS, 1)
+NARROW_DENSE_TICKS = (10, 22, 1)
+NARROW_METRIC_CHARS = 24  # a metric's short name in a narrow figure's titles (a metric we do not know)
+AXIS_TITLE = "difference, group − reference"
+NARROW_AXIS_TITLE = "group − reference"
+WIDE_TICK_FORMAT = "+.2f"
+NARROW_TICK_FORMAT = "+.2~f"  # trailing zeros dropped
+
 # Worst first: the legend reads FAIL, INCONCLUSIVE, PASS.
 VERDICT_ORDER = (Verdict.FAIL.value, Verdict.INCONCLUSIVE.value, Verdict.PASS.value)
 
@@ -106,7 +133,10 @@ def forest_points(attributes: Mapping[str, Any]) -> dict[str, list[ForestPoint]]
 
 def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure | None:
     """The forest plot of ``attributes`` (an audit document's, or a trial document's), or None when
-    nothing was compared."""
+    nothing was compared. Laid out for a wide box; ``layout.meta`` holds its narrow layout
+    (``screen.narrow_meta``: shorter, wrapped tick labels and so a narrower left margin, short titles
+    and axis title). The reference groups are the page's caption (:func:`references`), where they
+    wrap."""
     from plotly.subplots import make_subplots
 
     panels = forest_points(attributes)
@@ -122,11 +152,6 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
         shared_xaxes=True,
         vertical_spacing=PANEL_GAP_PX / plot_px if len(metrics) > 1 else 0.0,
         row_heights=[count / sum(rows) for count in rows],
-        subplot_titles=[
-            f"{plain(presentation.METRIC_LABELS.get(metric, metric))}: "
-            f"{numbers.plural(len(panels[metric]), 'comparison')}"
-            for metric in metrics
-        ],
     )
     span = _span(panels, tolerance)
     legend_shown: set[tuple[str, bool]] = set()
@@ -137,10 +162,8 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
         figure.update_yaxes(
             tickmode="array",
             tickvals=list(range(len(points))),
-            ticktext=[plain(shorten(point.label, LABEL_CHARS)) for point in points],
             range=[len(points) - 0.5, -0.75],  # reversed: the first comparison on top
-            tickfont={"size": 10 if dense else 13},
-            automargin=True,
+            automargin=False,  # the left margin is laid out from the labels (_screen_layout)
             showgrid=False,
             zeroline=False,
             fixedrange=True,
@@ -152,48 +175,131 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
             showticklabels=True,
             gridcolor=palette.GRID,
             zeroline=False,
-            tickformat="+.2f",
+            tickformat=WIDE_TICK_FORMAT,
             row=index,
             col=1,
         )
-    figure.update_xaxes(title_text="difference, group − reference (familywise interval)", row=len(metrics), col=1)
-    height = plot_px + MARGIN_TOP_PX + MARGIN_BOTTOM_PX
+    figure.update_xaxes(
+        title={"text": AXIS_TITLE, "standoff": 6, "font": {"size": 12}}, automargin=False, row=len(metrics), col=1
+    )
+    for index in range(1, len(metrics) + 1):
+        # The panel's title (annotations 0 to n - 1), its text and left edge set by the layout below.
+        suffix = "" if index == 1 else str(index)
+        figure.add_annotation(
+            text="",
+            x=0,
+            y=1,
+            xref="paper",
+            yref=f"y{suffix} domain",
+            xanchor="left",
+            yanchor="bottom",
+            yshift=TOLERANCE_BAND_PX,
+            showarrow=False,
+            # Bold by the font's weight: a <b> would be drawn with a style attribute, which the pages'
+            # Content-Security-Policy refuses.
+            font={"size": 13, "color": palette.INK, "weight": "bold"},
+        )
+    for index in range(1, len(metrics) + 1):
+        # The tolerance label (annotations n to 2n - 1): over the band's middle, in its own band
+        # between the panel's title and the plot.
+        suffix = "" if index == 1 else str(index)
+        figure.add_annotation(
+            text=f"tolerance ±{tolerance:g}",
+            x=0,
+            y=1,
+            xref=f"x{suffix}",
+            yref=f"y{suffix} domain",
+            xanchor="center",
+            yanchor="bottom",
+            yshift=2,
+            showarrow=False,
+            font={"size": 11, "color": palette.TOLERANCE_LINE},
+        )
+    # The legend: one entry a line at the figure's top left, in the band the top margin keeps for it
+    # (a row of entries would wrap at the plot's width, which differs from box to box).
+    entries = sum(1 for trace in figure.data if trace.showlegend)
+    top_px = LEGEND_PAD_PX + LEGEND_LINE_PX * entries + TITLE_BAND_PX + TOLERANCE_BAND_PX
+    wide = _screen_layout(panels, dense=dense, narrow=False)
+    narrow = _screen_layout(panels, dense=dense, narrow=True)
     figure.update_layout(
         palette.base_layout(
-            height=height,
-            margin={"l": 60, "r": 30, "t": MARGIN_TOP_PX, "b": MARGIN_BOTTOM_PX},
+            height=top_px + plot_px + MARGIN_BOTTOM_PX,
+            margin={"l": wide["margin.l"], "r": MARGIN_RIGHT_PX, "t": top_px, "b": MARGIN_BOTTOM_PX},
             showlegend=True,
-            legend={"orientation": "h", "x": 0, "y": -(MARGIN_BOTTOM_PX - 20) / plot_px, "yanchor": "top"},
+            # In the figure's coordinates, not moving the margins (a legend placed against the plot
+            # would).
+            legend={
+                "orientation": "v",
+                "xref": "container",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "container",
+                "y": 1,
+                "yanchor": "top",
+                "tracegroupgap": 0,
+                "font": {"size": LEGEND_FONT_PX},
+            },
             hoverlabel={"align": "left"},
+            meta=screen.narrow_meta(narrow, wide),
         )
     )
-    # The subplot titles (annotations) sit left, in the ink colour.
-    for annotation in figure.layout.annotations:
-        annotation.update(x=0, xanchor="left", font={"size": 13, "color": palette.INK})
-    figure.add_annotation(
-        text="Against the reference: " + plain("; ".join(references(attributes))),
-        x=0,
-        y=1,
-        xref="paper",
-        yref="paper",
-        yshift=MARGIN_TOP_PX - 24,
-        xanchor="left",
-        yanchor="bottom",
-        showarrow=False,
-        font={"size": 12, "color": palette.MUTED},
-    )
-    figure.add_annotation(
-        text=f"tolerance ±{tolerance:g}",
-        x=tolerance,
-        y=1,
-        xref="x",
-        yref="y domain",
-        xanchor="left",
-        yanchor="bottom",
-        showarrow=False,
-        font={"size": 11, "color": palette.TOLERANCE_LINE},
-    )
+    figure.plotly_relayout(wide)
     return figure
+
+
+def _screen_layout(panels: Mapping[str, list[ForestPoint]], *, dense: bool, narrow: bool) -> dict[str, Any]:
+    """What differs between a wide forest plot and a narrow one, as ``Plotly.relayout`` attributes:
+    the tick labels (their size, wrapped or cut), the left margin they need, the x tick labels' format,
+    the axis title, and the panels' titles and where they start. The height is the same in both."""
+    if narrow:
+        font_px, chars, lines = NARROW_DENSE_TICKS if dense else NARROW_TICKS
+    else:
+        font_px, chars, lines = DENSE_TICKS if dense else WIDE_TICKS
+    layout: dict[str, Any] = {}
+    widest = 1
+    for index, points in enumerate(panels.values(), start=1):
+        if lines == 1 and narrow:
+            labels = [[screen.shorten_middle(point.label, chars)] for point in points]
+        elif lines == 1:
+            labels = [[shorten(point.label, chars)] for point in points]
+        else:
+            labels = [_wrapped_label(point.label, chars, lines) for point in points]
+        widest = max(widest, *(len(line) for label in labels for line in label))
+        suffix = "" if index == 1 else str(index)
+        layout[f"yaxis{suffix}.ticktext"] = ["<br>".join(plain(line) for line in label) for label in labels]
+        layout[f"yaxis{suffix}.tickfont.size"] = font_px
+        # Narrow: "+0.5" rather than "+0.50", so that a phone's plot has room for three x tick labels.
+        layout[f"xaxis{suffix}.tickformat"] = NARROW_TICK_FORMAT if narrow else WIDE_TICK_FORMAT
+    last = "" if len(panels) == 1 else str(len(panels))
+    layout[f"xaxis{last}.title.text"] = NARROW_AXIS_TITLE if narrow else AXIS_TITLE
+    margin_left = screen.text_px(widest, font_px) + 2 * LABEL_PAD_PX
+    for index, (metric, points) in enumerate(panels.items()):
+        layout[f"annotations[{index}].text"] = _screen_title(metric, len(points), narrow=narrow)
+        layout[f"annotations[{index}].xshift"] = TITLE_INSET_PX - margin_left
+    layout["margin.l"] = margin_left
+    return layout
+
+
+def _wrapped_label(label: str, chars: int, lines: int) -> list[str]:
+    """A tick label in at most ``lines`` lines of ``chars`` characters: whole where it fits; the
+    attribute on the first line and the group on the others where the group fits them whole
+    ("gender & race:" / "female · b"); else wrapped at spaces and cut."""
+    attribute, colon, group = label.partition(": ")
+    if colon and len(label) > chars and lines > 1:
+        group_lines = screen.wrap(group, chars, lines - 1)
+        if " ".join(group_lines) == " ".join(group.split()):
+            return [*screen.wrap(attribute + ":", chars, 1), *group_lines]
+    return screen.wrap(label, chars, lines)
+
+
+def _screen_title(metric: str, count: int, *, narrow: bool) -> str:
+    """A panel's title: "TPR (equal opportunity): 16 comparisons", and in a narrow figure
+    "TPR: 16 comparisons" (the page's caption says what the short names are)."""
+    if narrow:
+        name = shorten(presentation.SHORT_LABELS.get(metric, metric), NARROW_METRIC_CHARS)
+    else:
+        name = presentation.METRIC_LABELS.get(metric, metric)
+    return f"{plain(name)}: {count} comparison{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -502,7 +608,7 @@ def _bound(outer: float | None, inner: float | None) -> float:
 
 def _hover(label: str, reference: str, row: presentation.ComparisonRow) -> str:
     lines = [
-        f"<b>{plain(label)}</b> vs {plain(reference)} (reference)",
+        f"{plain(label)} vs {plain(reference)} (reference)",
         f"{plain(row.metric_title)}: {row.difference}",
         f"interval {row.interval} at {row.level} (familywise)",
         f"verdict {row.verdict}" + ("" if row.judged else " (not judged under the policy)"),
