@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 _LINK = re.compile(r'<a\b[^>]*\bhref="(?P<url>[^"]+)"', re.IGNORECASE)
 _FETCHED = re.compile(r'\bdata-[a-z-]*url="(?P<url>[^"]+)"', re.IGNORECASE)
-_NAV = re.compile(r"<nav>(?P<nav>.*?)</nav>", re.S)
+_NAV = re.compile(r"<nav\b[^>]*>(?P<nav>.*?)</nav>", re.S)
 DEPTH = 2  # the navigation's pages, then the pages they link to
 MAX_PAGES = 120  # per user: enough for every kind of page the portal has
 # Not pages of the portal's own: the admin site (its own links, its own tests), the static files

@@ -18,7 +18,7 @@ from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.figures import palette, printing, screen
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics.stats import COMPARED, Verdict
-from auditportal.fairness.text import numbers, presentation
+from auditportal.fairness.text import presentation
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
