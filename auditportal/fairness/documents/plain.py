@@ -131,8 +131,12 @@ def verdict_counts(document: Mapping[str, Any]) -> dict[str, int]:
 def document_plain_summary(document: Mapping[str, Any]) -> PlainSummary:
     """The plain-language paragraph of a judged document: a prediction audit's result document
     (docs/audit-json.md) or a frozen verdict document of either kind (docs/verdict-documents.md)."""
-    attributes = document_attributes(document)
-    findings = document_findings(document, sha256="")
+    # In the attributes' names' order, not the stored mapping's: PostgreSQL's jsonb keeps an object's
+    # keys in its own order (shortest first), SQLite as written, and the paragraph must read the same.
+    attributes = dict(sorted(document_attributes(document).items(), key=_attribute_order))
+    findings = sorted(
+        document_findings(document, sha256=""), key=lambda item: (item.attribute, item.metric, item.group)
+    )
     counts = verdict_counts(document)
     verdict = document.get("verdict")
     return PlainSummary(
@@ -179,6 +183,12 @@ def _subject(document: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:
     what = "This audit" if kind is None else "This document"
     rows_text = "" if rows is None else f"{numbers.plural(int(rows), 'row')} of "
     return f"{what} judged {rows_text}{quoted(name)}"
+
+
+def _attribute_order(item: tuple[str, Mapping[str, Any]]) -> tuple[int, str]:
+    """Single attributes first, then intersections (by how many columns), each by name."""
+    key, section = item
+    return len(tuple(section.get("columns") or split_key(key))), key
 
 
 def _attribute_words(key: str, section: Mapping[str, Any]) -> str:
