@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from auditportal.experiments.backends import runner
+
 REPO = Path(__file__).resolve().parents[2]
 UNKNOWN_TOKENS = ["", "nan", "-1", "unknown"]
 
@@ -189,15 +191,9 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free a moment ago (all held open together while chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``count`` distinct ports that were free a moment ago, as the local backend's runner chooses them
+    for a trial (below the ephemeral range, so no outgoing connection takes one meanwhile)."""
+    return runner.free_ports(count)
 
 
 @contextlib.contextmanager

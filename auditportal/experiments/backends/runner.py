@@ -76,14 +76,36 @@ def _die_with_runner() -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
+# Ports for a trial's processes are drawn from below Linux's ephemeral range (32768-60999 by default,
+# /proc/sys/net/ipv4/ip_local_port_range), where the kernel never hands one out as a connection's
+# source port: a port chosen with bind(("", 0)) comes from that range, and between its check and the
+# trainer's own bind any outgoing connection on the machine (a database client, ZMQ's own sockets) may
+# take it ("Address already in use"), as a parallel test run showed.
+PORT_RANGE = (20000, 32767)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports, each free a moment ago on every interface (held open together while
+    they are chosen), drawn at random from PORT_RANGE."""
+    import random
+
+    chosen: list[socket.socket] = []
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
+        for _ in range(count * 200):
+            if len(chosen) == count:
+                break
+            sock = socket.socket()
+            try:
+                sock.bind(("", random.randint(*PORT_RANGE)))  # noqa: S311 (a port, not a secret)
+            except OSError:
+                sock.close()
+                continue
+            chosen.append(sock)
+        if len(chosen) < count:
+            raise OSError(f"no {count} free ports in {PORT_RANGE[0]}-{PORT_RANGE[1]}")
+        return [int(sock.getsockname()[1]) for sock in chosen]
     finally:
-        for sock in sockets:
+        for sock in chosen:
             sock.close()
 
 
@@ -159,7 +181,7 @@ def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] =
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     env = dict(os.environ)
-    env.update(zip(free_port_env, (str(port) for port in _free_ports(len(free_port_env))), strict=True))
+    env.update(zip(free_port_env, (str(port) for port in free_ports(len(free_port_env))), strict=True))
     request = _read_json(run_dir / "stop")
     code: int | None = None
     if request is None:
