@@ -197,7 +197,7 @@ def _is_html(page: Any, url: str) -> bool:
     content_type = str(response.headers.get("content-type", ""))
     if response.status != 200 or not content_type.startswith("text/html"):
         return False
-    return response.text().lstrip()[:15].lower() == "<!doctype html>"
+    return str(response.text()).lstrip()[:15].lower() == "<!doctype html>"
 
 
 def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console_error(
