@@ -42,6 +42,7 @@ from auditportal.fairness.documents.report_context import (
     TrialOverview,
     Vote,
     Waiver,
+    checkpoint_label,
 )
 from auditportal.fairness.documents.verdict_documents import config_digest
 from auditportal.fairness.figures.downsample import MIN_POINTS, downsample_indices
@@ -277,7 +278,9 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
         trial = request.trial
         assert trial is not None
         kind, label = "trial", f"Experiment {trial.experiment_id}, trial {trial.number}"
-        details.append(("Checkpoint", request.checkpoint or "(none recorded)"))
+        # A local checkpoint is a folder on the server: printed by its name, never its path.
+        checkpoint = checkpoint_label(request.checkpoint) if request.checkpoint else "(none recorded)"
+        details.append(("Checkpoint", checkpoint))
         experiment = experiment_provenance(trial)
         dataset = dataset_provenance(trial.experiment.dataset_version)
         trials = experiment_trials(
@@ -294,7 +297,8 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
             ("File SHA-256", audit.sha256),
         ]
     return ReportContext(
-        title=f"Fairness audit report: {request.model_identifier}",
+        # Titled by the request, not by the model identifier (for a trial, its checkpoint's UUID).
+        title=request.title,
         organisation=settings.REPORT_ORGANISATION,
         subject=Subject(kind=kind, label=label, model=request.model_identifier, details=tuple(details)),
         policy=policy_provenance(request.policy),

@@ -21,8 +21,7 @@ from auditportal.accounts.models import User
 from auditportal.accounts.services import user_reauthenticate
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.approvals.models import ReviewRequest
-from auditportal.fairness.documents.report_context import ReportContext, for_review_request
+from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
 from auditportal.reports import figures, rendering, rules, signing
 from auditportal.reports.models import (
@@ -298,8 +297,8 @@ def report_generate(
 
     ``review_request_id``: the review request whose decision (``context.decision.outcome``: approved,
     rejected or revoked) the report records; one report per request and outcome, so a retried task
-    returns the stored one even though its figures' SVG would differ. Such a report is titled by the
-    request and prints its checkpoint without the server's folder (``report_context.for_review_request``).
+    returns the stored one even though its figures' SVG would differ (the context, built by the decision,
+    titles it by the request and prints its checkpoint without the server's folder).
     ``with_figures``: add the figures of the context's documents first (``figures.context_with_figures``:
     a Chromium export, which only the worker has warm).
 
@@ -315,8 +314,6 @@ def report_generate(
         existing = Report.objects.filter(review_request_id=review_request_id, request_outcome=outcome).first()
         if existing is not None:
             return existing
-        request = ReviewRequest.objects.get(pk=review_request_id)
-        context = for_review_request(context, title=request.title, checkpoint=request.checkpoint)
     if with_figures:
         context = figures.context_with_figures(context)
     context_sha256 = context.sha256

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
@@ -28,7 +27,6 @@ from auditportal.fairness.documents.report_context import (
     Waiver,
     checkpoint_label,
     display_time,
-    for_review_request,
     group_table_csv,
 )
 from tests.reports.helpers import decided_context
@@ -206,22 +204,3 @@ def test_times_print_in_utc() -> None:
 )
 def test_a_checkpoint_prints_without_the_servers_folders(checkpoint: str, printed: str) -> None:
     assert checkpoint_label(checkpoint) == printed
-
-
-def test_a_review_requests_report_is_titled_by_the_request_and_prints_its_checkpoints_name(
-    audit: PredictionAudit, member_dave: object
-) -> None:
-    folder = "/work/main/var/runs/exp-3/trial-1/xdg/determined/ckpt-12"
-    context = decided_context(audit, None, [member_dave])  # type: ignore[list-item]
-    context = dataclasses.replace(
-        context, subject=dataclasses.replace(context.subject, details=(("Checkpoint", folder), ("Intended use", "x")))
-    )
-    titled = for_review_request(context, title="Credit model v5", checkpoint=folder)
-    assert titled.title == "Credit model v5"
-    assert titled.subject.details == (("Checkpoint", "local checkpoint ckpt-12"), ("Intended use", "x"))
-    assert (titled.documents, titled.decision, titled.subject.label) == (
-        context.documents,
-        context.decision,
-        context.subject.label,
-    )
-    assert for_review_request(context, title="T", checkpoint="").subject.details == context.subject.details

@@ -471,16 +471,6 @@ def checkpoint_label(checkpoint: str) -> str:
     return f"local checkpoint {name}"
 
 
-def for_review_request(context: ReportContext, *, title: str, checkpoint: str) -> ReportContext:
-    """``context`` as the report of a review request: titled by the request, and its checkpoint
-    (shown among the subject's details) written by ``checkpoint_label``."""
-    details = tuple(
-        (label, checkpoint_label(value) if checkpoint and value == checkpoint else value)
-        for label, value in context.subject.details
-    )
-    return dataclasses.replace(context, title=title, subject=dataclasses.replace(context.subject, details=details))
-
-
 def display_time(value: str) -> str:
     """An ISO 8601 time as the report prints it, ``2026-11-30 14:05 UTC``; unparseable text as it is."""
     try:
