@@ -31,6 +31,7 @@ from auditportal.approvals.services.common import (
 )
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE, Finding
+from auditportal.fairness.text import numbers
 from auditportal.outbox.services import task_enqueue
 
 # The registered name of reports.tasks.report_generate_task: the reports app sits above approvals, so
@@ -120,10 +121,10 @@ def missing_message(
     for (attribute, metric), items in sorted(families.items(), key=lambda item: (-len(item[1]), item[0])):
         groups = [finding.group for finding in items]
         shown = ", ".join(groups[:GROUPS_NAMED]) + (", ..." if len(groups) > GROUPS_NAMED else "")
-        parts.append(f"{attribute}: {metric} — {count_text(len(items), 'FAIL comparison')} not waived ({shown})")
+        parts.append(f"{attribute}: {metric} — {numbers.plural(len(items), 'FAIL comparison')} not waived ({shown})")
     if unacknowledged:
         parts.append(
-            f"{count_text(len(unacknowledged), 'INCONCLUSIVE comparison')} not acknowledged (an approving vote "
+            f"{numbers.plural(len(unacknowledged), 'INCONCLUSIVE comparison')} not acknowledged (an approving vote "
             "acknowledges them all: tick the acknowledgement)"
         )
     waiver = (
@@ -139,12 +140,6 @@ def missing_message(
 
 # How many groups a family's line in the refusal names before "...".
 GROUPS_NAMED = 5
-
-
-def count_text(count: int, noun: str) -> str:
-    """``1 FAIL comparison``, ``1,234 FAIL comparisons``: thousands separated, the noun in the plural
-    when the count is not one."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def waived_keys(request: ReviewRequest, *, pending: bool = False) -> set[str]:

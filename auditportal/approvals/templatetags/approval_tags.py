@@ -1,12 +1,14 @@
-"""Counts on the approval pages, written for people: ``{{ n|thousands }}`` is 1,234 (what
-django.contrib.humanize's intcomma does, which the portal does not install), and
-``{{ n|counted:"FAIL comparison" }}`` is "1 FAIL comparison" or "1,234 FAIL comparisons"."""
+"""Counts on the approval pages, written for people by the one number formatter
+(fairness/text/numbers.py): ``{{ n|thousands }}`` is 1,234, and ``{{ n|counted:"FAIL comparison" }}`` is
+"1 FAIL comparison" or "1,234 FAIL comparisons"."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import template
+
+from auditportal.fairness.text import numbers
 
 register = template.Library()
 
@@ -18,11 +20,11 @@ def thousands(value: Any) -> str:
         number = int(value)
     except (TypeError, ValueError):
         return "" if value is None else str(value)
-    return f"{number:,}"
+    return numbers.count(number)
 
 
 @register.filter
 def counted(value: Any, noun: str) -> str:
     """``value`` (a number, or a sized collection) and ``noun``, plural unless the count is one."""
     count = len(value) if hasattr(value, "__len__") else int(value or 0)
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+    return numbers.plural(count, noun)
