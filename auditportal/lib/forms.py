@@ -8,6 +8,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 
 from auditportal.fairness.errors import UserError
+from auditportal.lib.http import see_other
 
 
 def add_user_error(form: forms.Form, error: UserError) -> None:
@@ -80,9 +81,7 @@ def form_failed_redirect(
     kept = dict(request.session.get(_SESSION_KEY) or {})
     kept[url] = {"name": name, "data": data, "errors": errors, "error": error}
     request.session[_SESSION_KEY] = kept
-    response = HttpResponseRedirect(url + anchor)
-    response.status_code = 303
-    return response
+    return see_other(url + anchor)
 
 
 def form_failed_restore(request: HttpRequest) -> FailedForm | None:
