@@ -30,6 +30,7 @@ from auditportal.approvals.models import (
 from auditportal.approvals.rules import ACTIONS
 from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
+from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_ref
 from auditportal.experiments.selectors import run_internals_visible
 from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import SessionAuthentication
@@ -63,9 +64,7 @@ def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = Fals
     if not detail:
         return body
     documents = selectors.review_request_documents(request=request)
-    body["documents"] = [
-        {"id": d.pk, "sha256": d.sha256, "kind": d.kind, "verdict": d.document.get("verdict")} for d in documents
-    ]
+    body["documents"] = [{**document_ref(d), "kind": d.kind, "verdict": d.document.get("verdict")} for d in documents]
     body["document_sha256"] = sorted(d.sha256 for d in documents)
     body["paused"] = selectors.review_request_pause(request=request)
     suspension = selectors.review_request_suspension(request=request)
@@ -197,9 +196,9 @@ class _ReviewRequestSerializer(serializers.Serializer[Any]):
     url = serializers.CharField(help_text="the request's page")
 
 
-class _DocumentRefSerializer(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    sha256 = serializers.CharField()
+class _DocumentRefSerializer(VerdictDocumentRefSerializer):
+    """A review request's verdict document: its ref (evidence.refs), kind and verdict."""
+
     kind = serializers.ChoiceField(choices=DocumentKind.choices)
     verdict = serializers.ChoiceField(choices=Verdict.choices(), allow_null=True)
 

@@ -5,16 +5,19 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import rules, selectors, services
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
+from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_refs
+from auditportal.evidence.selectors import verdict_document_search, verdict_documents_by_audit
 from auditportal.fairness.statistics import stats
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.stats import Verdict
@@ -136,6 +139,9 @@ class _AuditAttributeSerializer(serializers.Serializer[Any]):
     verdicts = serializers.DictField(child=serializers.IntegerField(), help_text="judged comparisons per verdict")
 
 
+_DOCUMENTS_HELP = "the audit's verdict documents, newest first: the one frozen when it was made"
+
+
 class _RetirementSerializer(serializers.Serializer[Any]):
     at = serializers.DateTimeField()
     by = serializers.CharField(allow_null=True)
@@ -145,11 +151,12 @@ class _RetirementSerializer(serializers.Serializer[Any]):
 @open_component
 class _AuditDocumentSerializer(serializers.Serializer[Any]):
     """A stored prediction audit: the document it was judged as (docs/audit-json.md), with its id, when
-    it was stored and whether it was retired since."""
+    it was stored, whether it was retired since and the verdict document frozen with it."""
 
     id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     retired = _RetirementSerializer(allow_null=True)
+    documents = VerdictDocumentRefSerializer(many=True, help_text=_DOCUMENTS_HELP)
     schema_version = serializers.IntegerField()
     file = _AuditFileSerializer()
     rows = serializers.IntegerField()
@@ -177,9 +184,17 @@ def _retirement(audit: PredictionAudit) -> dict[str, Any] | None:
     }
 
 
-def _document(audit: PredictionAudit) -> dict[str, Any]:
-    # The stored document is what was judged; whether it was retired later is said beside it.
-    return {"id": audit.pk, "created_at": audit.created_at.isoformat(), "retired": _retirement(audit), **audit.result}
+def _document(audit: PredictionAudit, *, user: User) -> dict[str, Any]:
+    # The stored document is what was judged; whether it was retired later, and the verdict document
+    # frozen from it, are said beside it.
+    documents = document_refs(verdict_document_search(user=user, audit=audit.pk))
+    return {
+        "id": audit.pk,
+        "created_at": audit.created_at.isoformat(),
+        "retired": _retirement(audit),
+        "documents": documents,
+        **audit.result,
+    }
 
 
 class QueuedAuditOutputSerializer(serializers.Serializer[Any]):
@@ -198,9 +213,12 @@ class QueuedAuditOutputSerializer(serializers.Serializer[Any]):
     )
     status_url = serializers.CharField(help_text="poll this until the status is done or failed")
     audit_url = serializers.CharField(allow_null=True, help_text="the stored audit (its document) once done")
+    documents = VerdictDocumentRefSerializer(
+        many=True, help_text="the stored audit's verdict documents once done; empty before"
+    )
 
 
-def _queued(queued: QueuedPredictionAudit) -> dict[str, Any]:
+def _queued(queued: QueuedPredictionAudit, *, user: User) -> dict[str, Any]:
     values = {
         field: getattr(queued, field)
         for field in ("id", "status", "original_name", "size_bytes", "created_at", "started_at", "finished_at", "error")
@@ -208,6 +226,9 @@ def _queued(queued: QueuedPredictionAudit) -> dict[str, Any]:
     values["audit_id"] = queued.audit_id
     values["status_url"] = reverse("api-prediction-audit-queued", args=[queued.pk])
     values["audit_url"] = reverse("api-prediction-audit", args=[queued.audit_id]) if queued.audit_id else None
+    values["documents"] = (
+        document_refs(verdict_document_search(user=user, audit=queued.audit_id)) if queued.audit_id else []
+    )
     data: dict[str, Any] = QueuedAuditOutputSerializer(values).data
     return data
 
@@ -247,14 +268,21 @@ class PredictionAuditListCreateApi(APIView):
         created_by = serializers.CharField(source="created_by.username")
         created_at = serializers.DateTimeField()
         retired_at = serializers.DateTimeField(allow_null=True)
+        documents = serializers.SerializerMethodField(help_text=_DOCUMENTS_HELP)
+
+        @extend_schema_field(VerdictDocumentRefSerializer(many=True))
+        def get_documents(self, audit: PredictionAudit) -> list[dict[str, Any]]:
+            # Read for the whole page at once (the view's context), not once per audit.
+            return document_refs(self.context["documents"][audit.pk])
 
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request: Request) -> Response:
+        user = request_user(request)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(
-            selectors.prediction_audit_list(user=request_user(request)), request, view=self
-        )
-        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+        page = paginator.paginate_queryset(selectors.prediction_audit_list(user=user), request, view=self) or []
+        documents = verdict_documents_by_audit(user=user, audit_ids=[audit.pk for audit in page])
+        rows = self.OutputSerializer(page, many=True, context={"documents": documents}).data
+        return paginator.get_paginated_response(rows)
 
     @extend_schema(
         request={"multipart/form-data": InputSerializer},
@@ -307,9 +335,9 @@ class PredictionAuditListCreateApi(APIView):
             sha256=received_sha256(uploaded),
         )
         if isinstance(outcome, QueuedPredictionAudit):
-            body = _queued(outcome)
+            body = _queued(outcome, user=user)
             return Response(body, status=202, headers={"Location": body["status_url"]})
-        return Response(_document(outcome), status=201)
+        return Response(_document(outcome, user=user), status=201)
 
 
 class QueuedPredictionAuditApi(APIView):
@@ -318,14 +346,15 @@ class QueuedPredictionAuditApi(APIView):
     @extend_schema(responses=QueuedAuditOutputSerializer)
     def get(self, request: Request, queued_id: str) -> Response:
         queued = selectors.queued_prediction_audit_get(user=request_user(request), queued_id=str(queued_id))
-        return Response(_queued(queued))
+        return Response(_queued(queued, user=request_user(request)))
 
 
 class PredictionAuditDetailApi(APIView):
     @extend_schema(responses=_AuditDocumentSerializer)
     def get(self, request: Request, audit_id: int) -> Response:
-        audit = selectors.prediction_audit_get(user=request_user(request), audit_id=audit_id)
-        return Response(_document(audit))
+        user = request_user(request)
+        audit = selectors.prediction_audit_get(user=user, audit_id=audit_id)
+        return Response(_document(audit, user=user))
 
 
 class PredictionAuditRetireApi(APIView):
@@ -340,4 +369,4 @@ class PredictionAuditRetireApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         audit = services.prediction_audit_retire(user=user, audit=audit, reason=serializer.validated_data["reason"])
-        return Response(_document(audit))
+        return Response(_document(audit, user=user))

@@ -29,6 +29,50 @@ def verdict_document_list(*, user: User) -> QuerySet[VerdictDocument]:
     ).order_by("-frozen_at", "-id")
 
 
+def verdict_document_search(
+    *,
+    user: User,
+    audit: int | None = None,
+    audit_ids: Sequence[int] | None = None,
+    trial: int | None = None,
+    experiment: int | None = None,
+    sha256: str | None = None,
+    policy_version: int | None = None,
+    kind: str | None = None,
+) -> QuerySet[VerdictDocument]:
+    """The documents of verdict_document_list that match every filter given (an id that names nothing
+    matches nothing), newest first, without their content (``canonical`` is read on first use): what
+    the API's list and the answers that name documents show of each."""
+    # Neither the content nor the audit's row (its result is the size of the content) is read.
+    documents = verdict_document_list(user=user).select_related(None).select_related("trial", "policy", "frozen_by")
+    documents = documents.defer("canonical")
+    if audit is not None:
+        documents = documents.filter(prediction_audit_id=audit)
+    if audit_ids is not None:
+        documents = documents.filter(prediction_audit_id__in=audit_ids)
+    if trial is not None:
+        documents = documents.filter(trial_id=trial)
+    if experiment is not None:
+        documents = documents.filter(trial__experiment_id=experiment)
+    if sha256 is not None:
+        documents = documents.filter(sha256=sha256.lower())
+    if policy_version is not None:
+        documents = documents.filter(policy__version=policy_version)
+    if kind is not None:
+        documents = documents.filter(kind=kind)
+    return documents
+
+
+def verdict_documents_by_audit(*, user: User, audit_ids: Sequence[int]) -> dict[int, list[VerdictDocument]]:
+    """Per prediction audit id, the documents of it that ``user`` may read, newest first (one query
+    for a page of audits)."""
+    found: dict[int, list[VerdictDocument]] = {pk: [] for pk in audit_ids}
+    for document in verdict_document_search(user=user, audit_ids=list(audit_ids)):
+        assert document.prediction_audit_id is not None
+        found[document.prediction_audit_id].append(document)
+    return found
+
+
 def verdict_document_get(*, user: User, document_id: int) -> VerdictDocument:
     try:
         return verdict_document_list(user=user).get(pk=document_id)

@@ -145,6 +145,12 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     for document in ids["document_id"]:
         call("pat", "GET", "/api/v1/documents/{document_id}/", 200, path_parameters={"document_id": document})
         call("pat", "GET", "/api/v1/documents/{document_id}/canonical", 200, path_parameters={"document_id": document})
+    documents = call("pat", "GET", "/api/v1/documents/", 200, query={"page_size": 2})
+    assert documents["count"] == len(ids["document_id"])
+    of_audit = call(
+        "pat", "GET", "/api/v1/documents/", 200, query={"audit": ids["audit_id"][0], "kind": "prediction_audit"}
+    )
+    assert [d["id"] for d in of_audit["results"]] == [verdict_document_of_audit(audit=pat_audit(ids["audit_id"][0])).pk]
     call("pat", "GET", "/api/v1/policy/", 200)
     call("pat", "GET", "/api/v1/review-requests/", 200, query={"state": "in_review"})
     for request in ids["request_id"]:
@@ -184,6 +190,7 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         media_type="multipart/form-data",
     )
     assert set(audit["attributes"]) == {"gender", "age_group", "gender&age_group"}
+    assert [d["id"] for d in audit["documents"]] == [verdict_document_of_audit(audit=pat_audit(audit["id"])).pk]
     # A file over AUDIT_INLINE_MAX_SIZE: 202, and its status until a worker audits it.
     settings.AUDIT_INLINE_MAX_BYTES = 100
     queued = call(

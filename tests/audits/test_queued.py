@@ -133,16 +133,22 @@ def test_the_api_answers_202_with_a_status_url_then_the_audit(bob: User, large: 
     queued = QueuedPredictionAudit.objects.get()
     assert body["status_url"] == f"/api/v1/audits/predictions/queued/{queued.pk}/"
     assert response["Location"] == body["status_url"]
-    assert (body["status"], body["audit"], body["audit_url"]) == ("queued", None, None)
+    assert (body["status"], body["audit"], body["audit_url"], body["documents"]) == ("queued", None, None, [])
     with inline_worker():
         prediction_audit_run_queued_task.delay(str(queued.pk))
     status = client.get(body["status_url"]).json()
     audit = PredictionAudit.objects.get()
     assert (status["status"], status["audit"], status["error"]) == ("done", audit.pk, "")
     assert status["audit_url"] == f"/api/v1/audits/predictions/{audit.pk}/"
+    # Once done the status names the verdict document frozen with the audit, as the audit does.
+    frozen = VerdictDocument.objects.get(prediction_audit=audit)
+    ref = {"id": frozen.pk, "sha256": frozen.sha256, "url": f"/api/v1/documents/{frozen.pk}/"}
+    assert status["documents"] == [ref]
+    assert ref["sha256"] == hashlib.sha256(frozen.canonical_bytes).hexdigest()
     document = client.get(status["audit_url"]).json()
     assert document["file"]["sha256"] == audit.sha256
     assert document["rows"] == 12
+    assert document["documents"] == [ref]
 
 
 def test_only_the_account_that_queued_an_audit_sees_its_status(bob: User, carol: User, large: Path) -> None:

@@ -66,6 +66,11 @@ QUERY_PARAMETERS = (
     "trial",
     "document",
     "dataset_version",
+    # the documents' list filters (besides audit and trial)
+    "experiment",
+    "sha256",
+    "policy_version",
+    "kind",
 )
 
 

@@ -209,6 +209,8 @@ api-policy-proposal-confirm        GET  -         401    405    405    405    40
 api-policy-proposal-confirm        POST -         401    403    403    403    403    403    403    403    200    403
 api-policy-proposal-withdraw       GET  -         401    405    405    405    405    405    405    405    405    405
 api-policy-proposal-withdraw       POST -         401    403    403    403    403    403    403    403    200    403
+# The documents' list: an account without a role (and the superuser) gets an empty list, as for audits.
+api-verdict-document-list          GET  -         401    200    200    200    200    200    200    200    200    200
 api-verdict-document               GET  -         401    404    200    200    200    200    200    200    200    404
 api-verdict-document-canonical     GET  -         401    404    200    200    200    200    200    200    200    404
 # The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_only); a
