@@ -25,12 +25,19 @@ CHROMIUM_FLAGS = [
 ]
 
 
+# Chromiums at a time under xdist (`make test`): the browser tests' modules are dealt in turn to this
+# many groups, each run by one worker (--dist loadgroup). More would share the two cores with the rest
+# of the suite and a page's 15-second wait could run out; one alone made the browser tests the
+# suite's longest line (eight minutes of a ten-minute run).
+BROWSER_GROUPS = 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Under xdist (`make test`) the browser tests run on one worker, one Chromium at a time: two
-    # would share the cores with the rest of the suite and a page's 15-second wait could run out.
-    for item in items:
-        if item.get_closest_marker("browser") is not None:
-            item.add_marker(pytest.mark.xdist_group("browser"))
+    browser_items = [item for item in items if item.get_closest_marker("browser") is not None]
+    modules = sorted({item.nodeid.split("::")[0] for item in browser_items})
+    for item in browser_items:
+        group = modules.index(item.nodeid.split("::")[0]) % BROWSER_GROUPS + 1
+        item.add_marker(pytest.mark.xdist_group(f"browser-{group}"))
 
 
 def chromium_path() -> str | None:

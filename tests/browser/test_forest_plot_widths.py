@@ -25,7 +25,6 @@ from tests.factories import PredictionAuditFactory, make_user
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
-    pytest.mark.xdist_group("browser"),
     pytest.mark.django_db(transaction=True),
 ]
 

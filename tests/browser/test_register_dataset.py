@@ -39,7 +39,7 @@ def test_a_steward_uploads_a_csv_and_the_worker_reads_and_registers_it_while_the
     # No worker yet: the page says the upload waits for one, and keeps asking.
     page.wait_for_selector('#staged[data-status="profiling"]')
     assert page.inner_text('[data-field="progress"]') == "Waiting for a worker to start"
-    page.wait_for_function("document.querySelector('[data-field=\"elapsed\"]').textContent.startsWith('for ')")
+    page.wait_for_function("() => document.querySelector('[data-field=\"elapsed\"]').textContent.startsWith('for ')")
     page.screenshot(path=str(ARTIFACTS / "register-dataset-waiting.png"), full_page=True)
     assert StagedUpload.objects.get().status == StagedStatus.PROFILING
 
