@@ -114,7 +114,7 @@ echo "gate: approved (review request $(jq -r .request <<<"$gate"), policy versio
 signed() {
     local current
     current=$(api GET "/api/v1/review-requests/$id/") || exit 1
-    jq -er '[.reports[] | select(.decision == "approved" and .state == "signed")] | last | .url' <<<"$current"
+    jq -er '[.reports[] | select(.decision == "approved" and .state == "signed")] | last | .url // empty' <<<"$current"
 }
 report=$(api GET "$(until_done "the signed report" signed)")
 report_id=$(jq -r .id <<<"$report") revision=$(jq -r .latest_revision <<<"$report")
