@@ -32,6 +32,7 @@ from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_ref
 from auditportal.experiments.selectors import run_internals_visible
+from auditportal.fairness.documents.report_context import REPORT_STATES
 from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import SessionAuthentication
 
@@ -95,6 +96,7 @@ def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = Fals
         }
         for e in selectors.review_request_timeline(request=request)
     ]
+    body["reports"] = [ref.as_json() for ref in selectors.review_request_report_refs(request=request)]
     return body
 
 
@@ -325,6 +327,17 @@ class _SuspensionSerializer(serializers.Serializer[Any]):
     next = serializers.CharField(help_text="how the model is approved again: a new review request")
 
 
+class _ReportRefSerializer(serializers.Serializer[Any]):
+    """A signed report of the request's decisions: GET its url for the signatures, revisions and PDF."""
+
+    id = serializers.IntegerField()
+    decision = serializers.ChoiceField(
+        choices=[RequestState.APPROVED.value, RequestState.REJECTED.value, RequestState.REVOKED.value], allow_null=True
+    )
+    state = serializers.ChoiceField(choices=REPORT_STATES)
+    url = serializers.CharField(help_text="the report in the API")
+
+
 class _ReviewRequestRecordSerializer(_ReviewRequestSerializer):
     """A review request with its documents, findings, votes, waivers and history."""
 
@@ -342,6 +355,10 @@ class _ReviewRequestRecordSerializer(_ReviewRequestSerializer):
     recommendations = _RecommendationSerializer(many=True)
     comments = _CommentSerializer(many=True)
     timeline = _TimelineEventSerializer(many=True)
+    reports = _ReportRefSerializer(
+        many=True,
+        help_text="the signed reports of its decisions, oldest first; empty until the worker stored the first",
+    )
 
 
 def _documents(request: Request, ids: list[int]) -> list[VerdictDocument]:

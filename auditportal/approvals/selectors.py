@@ -7,6 +7,7 @@ see what is asked about it); an account without a role sees none (404).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,6 +42,7 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments import selectors as experiment_selectors
 from auditportal.experiments.models import Trial
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE, Finding, document_attributes, document_findings
+from auditportal.fairness.documents.report_context import signing_state
 from auditportal.fairness.statistics.stats import Verdict
 
 PASS = Verdict.PASS
@@ -255,13 +257,18 @@ class ReportLink:
         return {"id": self.id, "url": self.url, "title": self.title, "outcome": self.outcome}
 
 
+def _report_created_events(request: ReviewRequest) -> QuerySet[Event]:
+    return Event.objects.filter(
+        verb=Verb.REPORT_CREATED, target_type="reports.report", data__review_request=request.pk
+    ).order_by("seq")
+
+
 def review_request_report_links(*, request: ReviewRequest) -> list[ReportLink]:
     """The signed reports of the request's decisions that exist so far, oldest first, read from their
     ``report.created`` events (the reports app sits above approvals: its models are not read here).
     Empty while the worker is still generating the first."""
-    events = Event.objects.filter(verb=Verb.REPORT_CREATED, target_type="reports.report").order_by("seq")
     links = []
-    for event in events.filter(data__review_request=request.pk):
+    for event in _report_created_events(request):
         data = event.data if isinstance(event.data, dict) else {}
         links.append(
             ReportLink(
@@ -272,6 +279,42 @@ def review_request_report_links(*, request: ReviewRequest) -> list[ReportLink]:
             )
         )
     return links
+
+
+@dataclass(frozen=True)
+class ReportRef:
+    """A report of the request's decisions as the API names it (its ``url`` there tells the rest)."""
+
+    id: int
+    decision: str
+    state: str
+
+    def as_json(self) -> dict[str, Any]:
+        url = reverse("api-report", args=[self.id])
+        return {"id": self.id, "decision": self.decision or None, "state": self.state, "url": url}
+
+
+def review_request_report_refs(*, request: ReviewRequest) -> list[ReportRef]:
+    """The request's reports that exist so far, oldest first, with their signing state: from the events
+    their service records with them (``report.created`` names the signatories, each ``report.signed`` is
+    one of their signatures), as the reports API tells it from the reports' rows. Two queries."""
+    created = [
+        (int(event.target_id), event.data) for event in _report_created_events(request).only("target_id", "data")
+    ]
+    if not created:
+        return []
+    signed = Counter(
+        Event.objects.filter(
+            verb=Verb.REPORT_SIGNED, target_type="reports.report", target_id__in=[str(pk) for pk, _ in created]
+        ).values_list("target_id", flat=True)
+    )
+    refs = []
+    for pk, data in created:
+        data = data if isinstance(data, dict) else {}
+        signatories = len(data.get("signatories") or [])
+        state = signing_state(signatories=signatories, signed=signed[str(pk)])
+        refs.append(ReportRef(id=pk, decision=str(data.get("outcome") or ""), state=state))
+    return refs
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The DRF pieces the apps' API classes build on: the page size of lists, the session authentication
-that answers 401, and the mark of an open schema component.
+that answers 401, the content negotiation of a file download, and the mark of an open schema component.
 
 They sit here, below the apps, because api/ wires the apps together (its URLs, the schema's
 hooks) and so imports them: an app that imported api/ would go up the dependency rule
@@ -8,10 +8,13 @@ hooks) and so imports them: an app that imported api/ would go up the dependency
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rest_framework import authentication
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 
 
@@ -32,6 +35,18 @@ class SessionAuthentication(authentication.SessionAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Session realm="api", login="/login/"'
+
+
+class FileContentNegotiation(DefaultContentNegotiation):
+    """For an operation that answers a file (a report's PDF): its errors are JSON whatever the client
+    accepts, so that ``Accept: application/pdf`` (or ``?format=``) gets the file, or an error it can read,
+    never a 406 or a 404 for the format."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        first = next(iter(renderers))
+        return first, first.media_type
 
 
 # Schemas of objects that may gain keys within their schema version (the frozen documents): the

@@ -103,6 +103,9 @@ class Report(models.Model):
     context_json = models.TextField()
     context_sha256 = models.CharField(max_length=64, unique=True)
     pages = models.PositiveIntegerField()
+    # How many people the context names to sign (its signatories), beside it as the title is, so that
+    # the API filters reports by their signing state without reading every context.
+    signatory_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"

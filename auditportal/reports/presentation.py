@@ -1,15 +1,73 @@
 """A verification result as the API returns it (JSON) and as the command prints it (lines); the verify
-page renders the JSON. One wording for all three. And the name a report's PDF downloads under."""
+page renders the JSON. One wording for all three. The name a report's PDF downloads under, and a
+report as the API answers it."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+from django.urls import reverse
+
 from auditportal.lib.downloads import name_part
-from auditportal.reports.models import Report
-from auditportal.reports.selectors import ReportVerification
+from auditportal.reports.models import Report, ReportRevision
+from auditportal.reports.selectors import ReportVerification, report_state
 from auditportal.reports.verification import SignatureCheck
+
+
+def report_as_json(report: Report, *, detail: bool = False) -> dict[str, Any]:
+    """``report`` as the API answers it (its revisions prefetched: selectors.report_list); ``detail`` adds
+    who must sign and who has, and every revision with its SHA-256."""
+    revisions = sorted(report.revisions.all(), key=lambda revision: revision.number)
+    latest = revisions[-1]
+    request = report.review_request
+    pdf_url = reverse("api-report-pdf", args=[report.pk])
+    body: dict[str, Any] = {
+        "id": report.pk,
+        "title": report.title,
+        "subject": report.subject_label,
+        "model": (request.model_identifier or None) if request is not None else None,
+        "review_request": report.review_request_id,
+        "decision": report.request_outcome or None,
+        "state": report_state(report=report),
+        "created_at": report.created_at.isoformat(),
+        "latest_revision": latest.number,
+        "sha256": latest.sha256,
+        "url": reverse("api-report", args=[report.pk]),
+        "pdf_url": pdf_url,
+        "page_url": reverse("reports:detail", args=[report.pk]),
+    }
+    if not detail:
+        return body
+    signed = {revision.signer.get_username(): revision for revision in revisions if revision.signer is not None}
+    body["pages"] = report.pages
+    body["signatories"] = [
+        _signatory(person, signed.get(str(person.get("key")))) for person in report.context.get("signatories") or []
+    ]
+    body["revisions"] = [
+        {
+            "number": revision.number,
+            "kind": revision.kind,
+            "signer": revision.signer.get_username() if revision.signer is not None else None,
+            "sha256": revision.sha256,
+            "size_bytes": revision.size_bytes,
+            "created_at": revision.created_at.isoformat(),
+            "pdf_url": f"{pdf_url}?revision={revision.number}",
+        }
+        for revision in revisions
+    ]
+    return body
+
+
+def _signatory(person: dict[str, Any], revision: ReportRevision | None) -> dict[str, Any]:
+    return {
+        "username": str(person.get("key") or ""),
+        "name": str(person.get("name") or ""),
+        "role": str(person.get("role") or ""),
+        "signed": revision is not None,
+        "signed_at": revision.created_at.isoformat() if revision is not None else None,
+        "revision": revision.number if revision is not None else None,
+    }
 
 
 def revision_file_names(report: Report, number: int) -> tuple[str, str]:

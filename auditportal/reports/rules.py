@@ -13,6 +13,12 @@ from auditportal.reports.models import Report
 
 # The page's refusal; the API answers the first sentence only.
 VERIFY_REFUSED = "Only members of the portal can verify reports here"
+# A signature is a person's decision on the record, made with their password in their own session: a
+# token (a machine account's, or anyone's) is refused before the report or the password is looked at.
+SIGN_NEEDS_SESSION = (
+    "A token cannot sign for a person: a committee member signs a report with their own password, logged in "
+    "with their own session (/login/), on the report's page or through this API."
+)
 
 
 def can_view(user: User) -> bool:

@@ -4,23 +4,53 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 
 from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
+from auditportal.fairness.documents.report_context import REPORT_STATES, SIGNED, signing_state
+from auditportal.fairness.errors import UserError
 from auditportal.reports import rules, signing
-from auditportal.reports.models import CertificateAuthority, Report, ReportRevision
+from auditportal.reports.models import CertificateAuthority, Report, ReportRevision, RevisionKind
 from auditportal.reports.verification import Bounds, PdfVerification, verify_pdf_bounded
 
 if TYPE_CHECKING:
     from cryptography import x509
 
 
-def report_list(*, user: User) -> QuerySet[Report]:
+def report_list(
+    *, user: User, review_request_id: int | None = None, model: str | None = None, state: str | None = None
+) -> QuerySet[Report]:
+    """The reports ``user`` may read, newest first; of one review request, of the requests naming one
+    model identifier, or in one signing state (report_context.REPORT_STATES) when given. A state or
+    model that cannot be one is a UserError naming the field."""
+    if state is not None and state not in REPORT_STATES:
+        raise UserError(f"The state is one of {', '.join(REPORT_STATES)}, not {state[:40]!r}.", field="state")
+    if model is not None and (not model.strip() or "\x00" in model):
+        # PostgreSQL cannot even compare text holding a NUL.
+        raise UserError("Name the model by its identifier, as its review request does.", field="model")
     if not rules.can_view(user):
         return Report.objects.none()
-    return Report.objects.prefetch_related("revisions__signer").order_by("-created_at", "-id")
+    reports = Report.objects.select_related("review_request").prefetch_related("revisions__signer")
+    if review_request_id is not None:
+        reports = reports.filter(review_request_id=review_request_id)
+    if model is not None:
+        reports = reports.filter(review_request__model_identifier=model)
+    if state is not None:
+        signed = Count("revisions", filter=Q(revisions__kind=RevisionKind.MEMBER_SIGNED))
+        reports = reports.annotate(signed=signed)
+        # signing_state: signed once as many members signed as the report names.
+        complete = Q(signed__gte=F("signatory_count"))
+        reports = reports.filter(complete if state == SIGNED else ~complete)
+    return reports.order_by("-created_at", "-id")
+
+
+def report_state(*, report: Report) -> str:
+    """``report``'s signing state (report_context.signing_state), from its revisions (prefetched by
+    report_list)."""
+    signed = sum(1 for revision in report.revisions.all() if revision.kind == RevisionKind.MEMBER_SIGNED)
+    return signing_state(signatories=report.signatory_count, signed=signed)
 
 
 def review_request_reports(*, request: ReviewRequest) -> QuerySet[Report]:

@@ -340,6 +340,7 @@ def report_generate(
                 context_json=context.canonical.decode(),
                 context_sha256=context_sha256,
                 pages=rendered.pages,
+                signatory_count=len(context.signatories),
                 created_by=actor,
                 review_request_id=review_request_id,
                 request_outcome=outcome,

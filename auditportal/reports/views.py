@@ -17,7 +17,7 @@ from auditportal.lib.forms import add_user_error, form_failed_redirect, form_fai
 from auditportal.lib.uploads import accepts_uploads
 from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import SignForm, VerifyForm
-from auditportal.reports.models import Report
+from auditportal.reports.models import Report, ReportRevision
 from auditportal.reports.presentation import revision_file_names, verification_json
 from auditportal.reports.throttling import verify_wait
 
@@ -62,6 +62,12 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
 @login_required
 def report_revision_download(request: HttpRequest, report_id: int, number: int) -> FileResponse:
     revision = selectors.report_revision_get(user=request_user(request), report_id=report_id, number=number)
+    return revision_response(revision)
+
+
+def revision_response(revision: ReportRevision) -> FileResponse:
+    """The stored bytes of ``revision`` (checked against their SHA-256, also in X-Content-SHA256), as an
+    attachment named after its report (the page's download and the API's)."""
     data = services.report_file(revision=revision)
     response = FileResponse(iter([data]), content_type="application/pdf")
     name, fallback = revision_file_names(revision.report, revision.number)

@@ -291,6 +291,7 @@ SPECTACULAR_SETTINGS = {
         "WaiverStateEnum": "auditportal.approvals.models.WaiverState",
         "TrialStateEnum": "auditportal.experiments.models.TrialState",
         "ExperimentStatusEnum": "auditportal.experiments.models.ExperimentStatus",
+        "ReportStateEnum": "auditportal.fairness.documents.report_context.REPORT_STATES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

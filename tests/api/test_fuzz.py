@@ -18,6 +18,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoDbBlocker
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -26,8 +27,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from auditportal.approvals.services import REPORT_GENERATE_TASK
+from auditportal.fairness.documents.report_context import ReportContext
+from auditportal.outbox.models import OutboxMessage
+from auditportal.reports import signing
+from auditportal.reports.services import report_generate
 from tests.api.conftest import Portal, session_of
 from tests.api.schemas import strict_schema
+from tests.keys import KeyPool
 
 EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "20"))
 SEED = os.environ.get("API_FUZZ_SEED")
@@ -60,8 +67,23 @@ def flatmap_query(context: Any, query: dict[str, Any] | None) -> Any:
     return st.one_of(st.just(query), st.sampled_from(KNOWN["model"]).map(lambda model: {**query, "model": model}))
 
 
+@pytest.fixture(scope="module")
+def module_report(module_portal: Portal, django_db_blocker: DjangoDbBlocker, key_pool: KeyPool) -> int:
+    """The approved request's report, rendered once for the module as the worker would (without
+    figures), so that the fuzzer reaches a report's reads; the portal's member is not its signatory, and
+    no generated password is theirs: signing it is refused (400)."""
+    decided = module_portal.ids["request_id"][0]
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signing, "KEY_SIZE", 2048)
+        patch.setattr(signing, "new_private_key", key_pool.make)  # its own keys, as report_world's
+        [message] = [m for m in OutboxMessage.objects.filter(name=REPORT_GENERATE_TASK) if m.args[2] == decided]
+        report = report_generate(context=ReportContext.from_json(message.args[0]), review_request_id=decided)
+    module_portal.ids["report_id"] = [report.pk]
+    return report.pk
+
+
 @pytest.fixture
-def portal(module_portal: Portal, db: None) -> Portal:
+def portal(module_portal: Portal, module_report: int, db: None) -> Portal:
     """The portal, built once for the module (each operation's examples run in a transaction of their own)."""
     return module_portal
 

@@ -4,10 +4,12 @@ documented (closed) schema; and the Swagger UI page, served from static files wi
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterator
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +33,13 @@ from auditportal.accounts.models import Role, User
 from auditportal.accounts.services import role_grant
 from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.approvals.rules import open_pauses
+from auditportal.approvals.services import REPORT_GENERATE_TASK
 from auditportal.audits.models import PredictionAudit
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Template
+from auditportal.fairness.documents.report_context import ReportContext
+from auditportal.outbox.models import OutboxMessage
+from auditportal.reports.services import report_generate
 from tests.api.conftest import Portal, session_of
 from tests.api.schemas import portal_schema, strict_schema
 from tests.audits.conftest import PREDICTIONS_CSV
@@ -104,6 +110,8 @@ class Caller:
         case.validate_response(response, checks=CHECKS)
         if 200 <= status < 300:
             self.answered.add((method.lower(), path))
+        if not response.headers.get("content-type", [""])[0].startswith("application/json"):
+            return response.content  # a file: a report's PDF
         return response.json()
 
 
@@ -121,7 +129,7 @@ def call(portal: Portal) -> Iterator[Caller]:
 
 @pytest.mark.slow
 def test_every_operation_answers_valid_input_as_its_schema_says(
-    portal: Portal, call: Caller, settings: SettingsWrapper
+    portal: Portal, call: Caller, settings: SettingsWrapper, tmp_path: Path
 ) -> None:
     ids = portal.ids
     # Reads.
@@ -235,6 +243,45 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         media_type="multipart/form-data",
     )
     assert verified["ok"] is False
+    # The approved request's report, rendered here as the worker would (without figures); an approving
+    # member signs it with their password in their session.
+    settings.REPORT_STORAGE_DIR = tmp_path / "reports"
+    decided = ids["request_id"][0]
+    [message] = [m for m in OutboxMessage.objects.filter(name=REPORT_GENERATE_TASK) if m.args[2] == decided]
+    report = report_generate(context=ReportContext.from_json(message.args[0]), review_request_id=decided)
+    request_record = call(
+        "pat", "GET", "/api/v1/review-requests/{request_id}/", 200, path_parameters={"request_id": decided}
+    )
+    assert request_record["reports"] == [
+        {
+            "id": report.pk,
+            "decision": "approved",
+            "state": "awaiting_signatures",
+            "url": f"/api/v1/reports/{report.pk}/",
+        }
+    ]
+    listed = call(
+        "pat",
+        "GET",
+        "/api/v1/reports/",
+        200,
+        query={"request": decided, "model": portal.model, "state": "awaiting_signatures"},
+    )
+    assert [item["id"] for item in listed["results"]] == [report.pk]
+    one = {"report_id": report.pk}
+    assert call("pat", "GET", "/api/v1/reports/{report_id}/", 200, path_parameters=one)["latest_revision"] == 1
+    pdf = call("pat", "GET", "/api/v1/reports/{report_id}/pdf", 200, path_parameters=one, query={"revision": 1})
+    assert hashlib.sha256(pdf).hexdigest() == report.revisions.get().sha256
+    signed = call(
+        "dave",
+        "POST",
+        "/api/v1/reports/{report_id}/sign/",
+        200,
+        path_parameters=one,
+        body={"password": PASSWORD},
+        media_type="application/json",
+    )
+    assert (signed["latest_revision"], signed["signatories"][0]["signed"]) == (2, True)
 
     # A review request from draft to a decision, and the other transitions.
     audit_document = verdict_document_of_audit(audit=pat_audit(audit["id"]))

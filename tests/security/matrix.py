@@ -245,6 +245,14 @@ api-waiver-vote                    GET  -         401    405    405    405    40
 api-waiver-vote                    POST wvote     401    404    403    403    403    403    403    201    403    404
 api-report-verify                  GET  -         401    405    405    405    405    405    405    405    405    405
 api-report-verify                  POST -         401    403    415    415    415    415    415    415    415    403
+# Reports, as their pages: every member reads every report (an account without roles gets an empty
+# list and 404 on one). The committee member is a signatory of the world's report and signs it with
+# the password in the body; anyone else is refused (a token too: test_reports_api.py).
+api-report-list                    GET  -         401    200    200    200    200    200    200    200    200    200
+api-report                         GET  -         401    404    200    200    200    200    200    200    200    404
+api-report-pdf                     GET  -         401    404    200    200    200    200    200    200    200    404
+api-report-sign                    GET  -         401    405    405    405    405    405    405    405    405    405
+api-report-sign                    POST password  401    404    403    403    403    403    403    200    403    404
 # The admin site (its models' routes: ADMIN_MODELS below): staff only, and the only staff account
 # here is the superuser. A logged-in non-staff user sees the admin's login form; its logout sends
 # anyone who is not staff to the admin's index (hence its login).

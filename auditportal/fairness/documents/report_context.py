@@ -45,6 +45,21 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 OUTCOMES = ("approved", "rejected", "revoked", "pending")
 VOTES = ("approve", "reject", "abstain")
 
+# A stored report's signing state, one vocabulary for the reports API and the review request's answer
+# (which counts the reports' events, as approvals sits below reports): awaiting its signatories'
+# signatures, or signed by every one of them (at once when none is named: a revocation by an
+# administrator outside the committee is signed by the organisation's certification alone).
+AWAITING_SIGNATURES = "awaiting_signatures"
+SIGNED = "signed"
+REPORT_STATES = (AWAITING_SIGNATURES, SIGNED)
+
+
+def signing_state(*, signatories: int, signed: int) -> str:
+    """The state of a report naming ``signatories`` people, ``signed`` of whom have signed it (each
+    signatory signs once, and only they sign)."""
+    return SIGNED if signed >= signatories else AWAITING_SIGNATURES
+
+
 RATES = presentation.RATE_COLUMNS
 
 
