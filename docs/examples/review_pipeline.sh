@@ -118,7 +118,7 @@ signed() {
 }
 report=$(api GET "$(until_done "the signed report" signed)")
 report_id=$(jq -r .id <<<"$report") revision=$(jq -r .latest_revision <<<"$report")
-pdf="${PORTAL_REPORT_DIR:-.}/report-$report_id-r$revision.pdf"
+pdf="${PORTAL_REPORT_DIR:+$PORTAL_REPORT_DIR/}report-$report_id-r$revision.pdf"
 api GET "$(jq -r .pdf_url <<<"$report")" >"$pdf"
 sha256=$(sha256sum "$pdf" | cut -d' ' -f1)
 header=$(tr -d '\r' <"$work/headers" | sed -n 's/^[Xx]-[Cc]ontent-[Ss][Hh][Aa]256: *//p')
