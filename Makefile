@@ -44,7 +44,7 @@ imports: install
 	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install
-	$(VENV)/bin/mypy auditportal trainer tests bench
+	$(VENV)/bin/mypy auditportal trainer tests bench docs/examples
 
 migrations-check: install
 	$(PY) manage.py makemigrations --check --dry-run --settings=auditportal.settings.test
