@@ -7,6 +7,7 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import Role, User
+from auditportal.celery import app as celery_app
 from auditportal.reports import signing
 from tests.database import flush_past_the_truncate_trigger
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
@@ -31,6 +32,19 @@ def key_pool() -> Iterator[KeyPool]:
 @pytest.fixture(autouse=True)
 def keys_from_the_pool(key_pool: KeyPool) -> None:
     key_pool.restart()
+
+
+@pytest.fixture(autouse=True)
+def tasks_left_purged(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test whose rows commit (a transactional test, the live server's), the tasks it queued that
+    no worker ran (a decision's report and mails, an upload's registration) are removed from this test
+    process's queue: a later test's real worker would otherwise run them against that test's rows. An
+    autouse fixture is torn down last, after the test's workers have stopped."""
+    yield
+    if not {"transactional_db", "live_server"} & set(request.fixturenames):
+        return
+    with celery_app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(celery_app.conf.task_default_queue)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ import requests
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, TokenScope
 from auditportal.approvals.models import ReviewRequest
-from auditportal.celery import app as celery_app
 from auditportal.policies.selectors import policy_active
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.browser.conftest import require_system_tool
@@ -121,17 +120,7 @@ class Portal:
 
 
 @pytest.fixture
-def tasks_left_purged() -> Iterator[None]:
-    """Removes from this process's queue, once the test and its worker are done, the tasks its decisions
-    queued that no worker ran (a rejection's report, the mails): a later test's worker would run them
-    against that test's rows. Listed before start_worker, so that it runs after the worker stopped."""
-    yield
-    with celery_app.connection_for_write() as connection:
-        connection.default_channel.queue_purge(celery_app.conf.task_default_queue)
-
-
-@pytest.fixture
-def portal(live_server: Any, tmp_path: Path, tasks_left_purged: None) -> Portal:
+def portal(live_server: Any, tmp_path: Path) -> Portal:
     erin = make_user("erin", [Role.ADMIN])
     quorum = policy_active().approval_quorum
     committee = [make_user(f"member{n}", [Role.ETHICS_COMMITTEE]).username for n in range(1, quorum + 1)]
