@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,27 +43,31 @@ class Command(PortalCommand):
                 self.stdout.write(f"{existing} already exists")
                 self.stdout.write(str(existing.pk))
                 return
-        out = Path(settings.VAR_DIR) / "demo" / f"credit-demo-{options['rows']}-seed{options['seed']}.csv"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        demo.write_demo_csv(out, rows=options["rows"], seed=options["seed"])
-        spec = DatasetSpec(
-            label=demo.LABEL,
-            positive="1",
-            attributes=("gender", "age_group"),
-            unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
-            max_groups=settings.DATASET_MAX_GROUPS,
-        )
-        # The demo's dataset belongs to the demo's steward (they can add versions and retire it on the
-        # pages), not to the system account, whenever seed_demo made one.
-        user = (None if options["user"] is not None else demo_steward()) or cli_user(
-            options["user"], role=rules.STEWARD_ROLE
-        )
-        try:
-            version = services.dataset_version_register(
-                user=user, source=out, original_name=out.name, name=options["name"], spec=spec
+        # Written in a directory of its own and registered from there (the store keeps its copy): two
+        # runs at once (two terminals, the suite's parallel workers) never read each other's half-file.
+        scratch = Path(settings.VAR_DIR) / "demo"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch) as directory:
+            out = Path(directory) / f"credit-demo-{options['rows']}-seed{options['seed']}.csv"
+            demo.write_demo_csv(out, rows=options["rows"], seed=options["seed"])
+            spec = DatasetSpec(
+                label=demo.LABEL,
+                positive="1",
+                attributes=("gender", "age_group"),
+                unknown_tokens=DEFAULT_UNKNOWN_TOKENS,
+                max_groups=settings.DATASET_MAX_GROUPS,
             )
-        except UserError as exc:
-            raise CommandError(str(exc)) from exc
+            # The demo's dataset belongs to the demo's steward (they can add versions and retire it on
+            # the pages), not to the system account, whenever seed_demo made one.
+            user = (None if options["user"] is not None else demo_steward()) or cli_user(
+                options["user"], role=rules.STEWARD_ROLE
+            )
+            try:
+                version = services.dataset_version_register(
+                    user=user, source=out, original_name=out.name, name=options["name"], spec=spec
+                )
+            except UserError as exc:
+                raise CommandError(str(exc)) from exc
         self.stdout.write(
             f"Registered {version}: {numbers.plural(version.num_rows, 'row')}, "
             f"{numbers.count(version.positives)} positive"
