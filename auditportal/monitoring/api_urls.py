@@ -14,12 +14,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_D + "-/promote/", apis.DeploymentPromoteApi.as_view(), name="api-deployment-promote"),
     path(_D + "-/policy/", apis.MonitorPolicyApi.as_view(), name="api-deployment-policy"),
     path(
-        _D + "-/policy/proposals/<int:proposal_id>/confirm/",
+        _D + "-/policy/proposals/<int:monitor_proposal_id>/confirm/",
         apis.MonitorPolicyProposalConfirmApi.as_view(),
         name="api-deployment-policy-proposal-confirm",
     ),
     path(
-        _D + "-/policy/proposals/<int:proposal_id>/withdraw/",
+        _D + "-/policy/proposals/<int:monitor_proposal_id>/withdraw/",
         apis.MonitorPolicyProposalWithdrawApi.as_view(),
         name="api-deployment-policy-proposal-withdraw",
     ),

@@ -326,9 +326,9 @@ class MonitorPolicyProposalConfirmApi(APIView):
     """Confirm a pending proposal: an administrator other than its proposer; its version becomes active."""
 
     @extend_schema(request=None, responses={200: _MonitorPolicyVersionSerializer})
-    def post(self, request: Request, name: str, proposal_id: int) -> Response:
+    def post(self, request: Request, name: str, monitor_proposal_id: int) -> Response:
         user = request_user(request)
-        proposal = _proposal(user, name, proposal_id)
+        proposal = _proposal(user, name, monitor_proposal_id)
         rules.check_change_policy(user)
         policy = services.monitor_policy_proposal_confirm(user=user, proposal=proposal)
         return Response(policy_as_json(policy, active=policy))
@@ -338,9 +338,9 @@ class MonitorPolicyProposalWithdrawApi(APIView):
     """Withdraw a pending or stale proposal (any administrator)."""
 
     @extend_schema(request=None, responses={200: _MonitorPolicyProposalSerializer})
-    def post(self, request: Request, name: str, proposal_id: int) -> Response:
+    def post(self, request: Request, name: str, monitor_proposal_id: int) -> Response:
         user = request_user(request)
-        proposal = _proposal(user, name, proposal_id)
+        proposal = _proposal(user, name, monitor_proposal_id)
         rules.check_change_policy(user)
         services.monitor_policy_proposal_withdraw(user=user, proposal=proposal)
         proposal = selectors.monitor_policy_proposal_get(deployment=proposal.deployment, proposal_id=proposal.pk)

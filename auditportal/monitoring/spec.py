@@ -29,11 +29,7 @@ SPEC_SCHEMA: Final = 1
 # The rates a monitor watches per group, as the statistics name them. fnr is the false-rejection rate
 # when the positive label is the favourable outcome (a qualified applicant refused).
 METRICS: Final = ("fnr", "fpr", "selection_rate")
-METRIC_LABELS: Final = {
-    "fnr": "false-negative rate (FNR: qualified cases refused)",
-    "fpr": "false-positive rate (FPR)",
-    "selection_rate": "selection rate",
-}
+METRIC_LABELS: Final = {"fnr": "False-negative rate", "fpr": "False-positive rate", "selection_rate": "Selection rate"}
 BOUNDS: Final = ("upper", "lower", "gap")
 # The reference group of each attribute that gaps are measured against: the group with the most rows
 # judged (as the fairness policy's rule).
@@ -283,4 +279,8 @@ def _words(field: str) -> str:
 
 
 def _kind(value: object) -> str:
-    return "null" if value is None else {list: "a list", str: "text"}.get(type(value), type(value).__name__)
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "a list"
+    return "text" if isinstance(value, str) else type(value).__name__

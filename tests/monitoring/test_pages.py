@@ -48,7 +48,7 @@ def test_the_deployment_page_shows_what_serves_its_policy_and_its_history_escape
     assert 'id="gate-now">approves it' in text
     assert text.count('data-kind="promoted"') == 2
     assert text.count('data-kind="rolled_back"') == 1
-    assert '<td>false-negative rate (FNR: qualified cases refused)</td><td class="num">0.05</td>' in text
+    assert '<td>False-negative rate</td><td class="num">0.05</td>' in text
     assert "the system" in text  # the rollback's actor
 
 
@@ -67,3 +67,13 @@ def test_without_a_session_the_pages_send_to_the_login() -> None:
 
 def test_an_unknown_deployment_is_a_404(carol: User) -> None:
     assert client_for(carol).get("/monitoring/fraud/prod/").status_code == 404
+
+
+def test_the_activity_log_links_a_promotion_to_its_deployment(
+    deployment: Deployment, approve: Approve, bob: User, carol: User
+) -> None:
+    approve("credit:4")
+    services.deployment_promote(deployment=deployment, model_identifier="credit:4", by=bob)
+    text = client_for(carol).get("/activity/").content.decode()
+    assert "model promoted into a deployment" in text
+    assert 'href="/monitoring/credit-scoring/prod/"' in text

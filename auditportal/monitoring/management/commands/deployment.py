@@ -76,7 +76,7 @@ class Command(PortalCommand):
                 )
                 self.stdout.write(f"{deployment.model_identifier} serves in {deployment.name} from now on.")
         except UserError as exc:
-            flag = FLAGS.get(exc.field or "", "")
+            flag = "--model" if action == "create" and exc.field == "model" else FLAGS.get(exc.field or "", "")
             raise CommandError(f"{flag}: {exc}" if flag else str(exc)) from exc
         except PermissionDenied as exc:
             raise CommandError(str(exc)) from exc
