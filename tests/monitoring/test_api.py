@@ -229,3 +229,13 @@ def test_names_with_any_number_of_segments_route_to_the_deployment(bob: User, na
     assert client.get(f"{API}{name}/").json()["name"] == name
     assert client.get(f"{API}{name}/-/policy/").json()["deployment"] == name
     assert client.get(f"/monitoring/{name}/").status_code == 200
+
+
+def test_a_monitoring_tokens_account_holds_no_role(erin: User) -> None:
+    make_user("scorer", [Role.ML_ENGINEER]).set_unusable_password()
+    User.objects.filter(username="scorer").update(password="!")
+    with pytest.raises(account_services.TokenError, match="a monitoring token's account must hold none") as refused:
+        account_services.api_token_create(
+            user=erin, account="scorer", name="batches", days=1, scope=TokenScope.MONITORING
+        )
+    assert refused.value.field == "account"

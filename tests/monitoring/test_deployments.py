@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
 
-from auditportal.accounts.models import User
+from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
 from auditportal.approvals import selectors as approval_selectors
 from auditportal.approvals import services as approval_services
@@ -32,7 +33,7 @@ from auditportal.monitoring.services import DeploymentError
 from auditportal.monitoring.spec import MonitorSpec
 from tests.approvals.conftest import approved, in_review, trial_document
 from tests.evidence.helpers import UNFAIR
-from tests.factories import PredictionAuditFactory
+from tests.factories import PredictionAuditFactory, make_user
 from tests.monitoring.conftest import Approve, suspend
 
 pytestmark = pytest.mark.django_db
@@ -499,3 +500,20 @@ def test_a_model_suspended_by_a_retirement_turns_the_gate_and_the_status_false_a
         True,
         first.pk,
     )
+
+
+def test_beat_runs_the_reconciliation_every_minute_as_a_registered_task(
+    deployment: Deployment, approve: Approve, bob: User, settings: SettingsWrapper
+) -> None:
+    from auditportal.celery import app
+    from auditportal.monitoring.tasks import deployments_reconcile_task
+
+    assert deployments_reconcile_task.name in app.tasks
+    entry = settings.CELERY_BEAT_SCHEDULE["monitoring-reconcile-deployments"]
+    assert (entry["task"], entry["schedule"]) == ("monitoring.reconcile_deployments", timedelta(seconds=60))
+    request = approve("credit:4")
+    _promote(deployment, bob, "credit:4")
+    approval_services.review_request_revoke(user=make_user("iris", [Role.ADMIN]), request=request, reason="Leak")
+    assert app.tasks["monitoring.reconcile_deployments"].apply().get() == 1
+    assert _refresh(deployment).state == DeploymentState.SUSPENDED
+    assert app.tasks["monitoring.reconcile_deployments"].apply().get() == 0
