@@ -239,3 +239,25 @@ def test_a_monitoring_tokens_account_holds_no_role(erin: User) -> None:
             user=erin, account="scorer", name="batches", days=1, scope=TokenScope.MONITORING
         )
     assert refused.value.field == "account"
+
+
+def test_after_a_breach_the_gate_and_the_deployment_answer_alike_to_the_same_gate_token(
+    deployment: Deployment, approve: Approve, bob: User, erin: User
+) -> None:
+    approve("credit:3")
+    second = approve("credit:4")
+    services.deployment_promote(deployment=deployment, model_identifier="credit:3", by=bob)
+    services.deployment_promote(deployment=deployment, model_identifier="credit:4", by=bob)
+    suspend(second, "the FNR of women rose to 0.08 against a limit of 0.05")
+    services.deployment_rollback(deployment=deployment, reason="credit:4 breached its monitor", from_model="credit:4")
+    rollouts = _token(erin, TokenScope.GATE, "argo-rollouts")
+    gate = rollouts.get("/api/v1/gate/", {"model": "credit:4"}).json()
+    assert (gate["approved"], gate["state"]) == (False, "suspended")
+    assert gate["suspension"]["reason"] == "the FNR of women rose to 0.08 against a limit of 0.05"
+    status = rollouts.get(STATUS).json()
+    assert (status["state"], status["model"], status["reason"]) == (
+        "rolled_back",
+        "credit:3",
+        "credit:4 breached its monitor",
+    )
+    assert rollouts.get("/api/v1/gate/", {"model": status["model"]}).json()["approved"] is True
