@@ -26,6 +26,7 @@ urlpatterns = [
         name="trial-validation-freeze",
     ),
     path("approvals/", include("auditportal.approvals.urls")),
+    path("monitoring/", include("auditportal.monitoring.urls")),
     path("reports/", include("auditportal.reports.urls")),
     path("api/v1/", include("auditportal.api.urls")),
     path("admin/", admin.site.urls),

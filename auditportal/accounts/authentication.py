@@ -2,9 +2,12 @@
 <token>``, the token's SHA-512 compared in constant time) over accounts.ApiToken, refusing revoked and
 expired tokens (knox would delete an expired one; the portal keeps it) and tokens of another scope.
 
-Two scopes, one class each: the gate API lists GateTokenAuthentication (beside the session), the rest
-of the API ApiTokenAuthentication (REST_FRAMEWORK's defaults, beside the session), so a gate token
-opens nothing but the gate, and an API token acts with its account's roles everywhere but there.
+One class per scope: the gate API lists GateTokenAuthentication (beside the session), the rest of the
+API ApiTokenAuthentication (REST_FRAMEWORK's defaults, beside the session), so a gate token opens
+nothing but the gate, and an API token acts with its account's roles everywhere but there; the
+monitoring endpoints that take production batches list MonitoringTokenAuthentication. An endpoint that
+every scope may read (a deployment's status, which rollout controllers poll with the token they ask the
+gate with) lists AnyTokenAuthentication and decides by ``request.auth.scope`` itself.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from auditportal.accounts.models import ApiToken, TokenScope, User
 
 
 class ScopedTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
-    scope: TokenScope
+    scopes: tuple[TokenScope, ...]
 
     def authenticate_credentials(self, token: bytes) -> tuple[User, ApiToken]:
         text = token.decode("utf-8", errors="replace")
@@ -38,10 +41,11 @@ class ScopedTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
                 raise exceptions.AuthenticationFailed("This token was revoked.")
             if candidate.expiry <= timezone.now():
                 raise exceptions.AuthenticationFailed(f"This token expired at {candidate.expiry:%Y-%m-%d %H:%M} UTC.")
-            if candidate.scope != self.scope:
+            if candidate.scope not in self.scopes:
+                wanted = " or ".join(repr(scope.value) for scope in self.scopes)
                 raise exceptions.AuthenticationFailed(
                     f"This token's scope is {candidate.scope!r} ({TokenScope(candidate.scope).label.lower()}), "
-                    f"not {self.scope.value!r}: ask an administrator for a token of scope {self.scope.value!r}."
+                    f"not {wanted}: ask an administrator for a token of scope {wanted}."
                 )
             if not candidate.user.is_active:
                 raise exceptions.AuthenticationFailed("This token's account is inactive.")
@@ -53,8 +57,19 @@ class ScopedTokenAuthentication(TokenAuthentication):  # type: ignore[misc]
 
 
 class GateTokenAuthentication(ScopedTokenAuthentication):
-    scope = TokenScope.GATE
+    scopes = (TokenScope.GATE,)
 
 
 class ApiTokenAuthentication(ScopedTokenAuthentication):
-    scope = TokenScope.API
+    scopes = (TokenScope.API,)
+
+
+class MonitoringTokenAuthentication(ScopedTokenAuthentication):
+    scopes = (TokenScope.MONITORING,)
+
+
+class AnyTokenAuthentication(ScopedTokenAuthentication):
+    """A token of any scope: the view reads ``request.auth.scope`` (an API token's account still needs
+    its roles; a gate or monitoring token's account holds none)."""
+
+    scopes = tuple(TokenScope)

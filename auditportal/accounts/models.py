@@ -131,10 +131,13 @@ class RoleGrantProposalClosure(models.Model):
 
 
 class TokenScope(models.TextChoices):
-    GATE = "gate", "Read the approval gate"
+    GATE = "gate", "Read the approval gate and deployments' status"
     # The rest of /api/v1/ as the token's account, with that account's roles (a CI pipeline that
     # audits predictions or launches experiments): the browser logs in, a machine sends a token.
     API = "api", "Use the API as its account"
+    # A serving pipeline's: post prediction batches to deployments and read their status (the
+    # monitoring app; docs/monitoring.md). Like a gate token's, its account holds no role.
+    MONITORING = "monitoring", "Post production batches and read deployments"
 
 
 class ApiToken(models.Model):

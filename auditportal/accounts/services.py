@@ -504,6 +504,10 @@ def role_revoke(*, user: User, role: Role, revoked_by: User | None) -> bool:
     return bool(deleted)
 
 
+# Tokens whose account holds no role: the scope alone says what the token opens.
+ROLELESS_SCOPES = frozenset({TokenScope.GATE, TokenScope.MONITORING})
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     token: ApiToken
@@ -517,7 +521,9 @@ def api_token_create(
     """A token of ``scope`` for the machine account ``account`` (made if it does not exist, with no
     password, so it cannot log in), valid for ``days`` days. Administrators only.
 
-    A gate token's account holds no role, so the token opens the gate and nothing else. An API token
+    A gate token's account holds no role, so the token opens the gate and nothing else (and the
+    deployments' status, the gate's answer over time); a monitoring token's neither, so it opens the
+    monitoring endpoints (production batches, the deployments' status). An API token
     acts on /api/v1/ with its account's roles, which an administrator grants (``manage.py grant_role``)
     like a person's; the account still has no password, so it never has a browser session.
     """
@@ -544,10 +550,11 @@ def api_token_create(
                 "machine accounts. Choose another name.",
                 field="account",
             )
-        elif scope == TokenScope.GATE and machine.is_member:
+        elif scope in ROLELESS_SCOPES and machine.is_member:
+            opens = "the gate" if scope == TokenScope.GATE else "the monitoring endpoints"
             raise TokenError(
-                f"{account!r} holds a role: a gate token's account must hold none, so that the token opens "
-                "the gate and nothing else. Choose another name, or make an API token (scope 'api').",
+                f"{account!r} holds a role: a {scope.value} token's account must hold none, so that the token "
+                f"opens {opens} and nothing else. Choose another name, or make an API token (scope 'api').",
                 field="account",
             )
         digest, secret = get_digest_token()

@@ -69,6 +69,17 @@ class Verb(models.TextChoices):
     WAIVER_VOTE_CAST = "waiver_vote.cast", "committee vote on a waiver cast"
     WAIVER_APPROVED = "waiver.approved", "waiver approved"
     WAIVER_REJECTED = "waiver.rejected", "waiver rejected"
+    DEPLOYMENT_CREATED = "deployment.created", "deployment created"
+    DEPLOYMENT_PROMOTED = "deployment.promoted", "model promoted into a deployment"
+    DEPLOYMENT_ROLLED_BACK = "deployment.rolled_back", "deployment rolled back to an earlier approved model"
+    DEPLOYMENT_SUSPENDED = "deployment.suspended", "deployment suspended: no approved model to fall back to"
+    MONITOR_POLICY_CREATED = "monitor_policy.created", "monitor policy version created"
+    MONITOR_POLICY_PROPOSED = "monitor_policy.proposed", "monitor policy loosening proposed"
+    MONITOR_POLICY_PROPOSAL_CONFIRMED = (
+        "monitor_policy.proposal_confirmed",
+        "monitor policy loosening confirmed by a second administrator",
+    )
+    MONITOR_POLICY_PROPOSAL_WITHDRAWN = "monitor_policy.proposal_withdrawn", "monitor policy proposal withdrawn"
     API_TOKEN_CREATED = "api_token.created", "API token created"
     API_TOKEN_REVOKED = "api_token.revoked", "API token revoked"
     CERTIFICATE_AUTHORITY_CREATED = "certificate_authority.created", "report certificate authority created"

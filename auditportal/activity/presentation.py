@@ -32,6 +32,8 @@ _PAGES: dict[str, tuple[str, str | None]] = {
     "policies.fairnesspolicy": ("policies:page", None),
     "policies.policyproposal": ("policies:page", None),
 }
+# Pages named by a deployment's name, which the events of these targets carry in ``data["deployment"]``.
+_DEPLOYMENT_PAGES = frozenset({"monitoring.deployment", "monitoring.monitorpolicy", "monitoring.monitorpolicyproposal"})
 # Accounts' pages are the administrators' (accounts.views, the members pages).
 _ACCOUNT_PAGES: dict[str, tuple[str, str]] = {
     "accounts.user": ("accounts:member", "target"),
@@ -44,6 +46,8 @@ _FIRST = (
     "user",
     "title",
     "dataset",
+    "deployment",
+    "model",
     "number",
     "file",
     "from",
@@ -103,6 +107,8 @@ def _target_url(event: Event, data: dict[str, Any], *, viewer: User) -> str | No
         value = event.target_id if key == "target" else data.get(key)
     elif not name and event.target_type == "experiments.trial" and isinstance(data.get("experiment"), int):
         name, kwarg, value = "experiments:detail", "experiment_id", data["experiment"]
+    elif not name and event.target_type in _DEPLOYMENT_PAGES and isinstance(data.get("deployment"), str):
+        name, kwarg, value = "monitoring:deployment", "name", data["deployment"]
     if not name:
         return None
     if event.target_type == "audits.queuedpredictionaudit" and event.actor_id != viewer.pk:

@@ -77,7 +77,7 @@ class GateTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untype
     priority = 1
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
-        return _token_scheme("A gate token (manage.py api_token create --scope gate): `Authorization: Token <token>`.")
+        return _token_scheme(_GATE_SCHEME)
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
@@ -88,9 +88,43 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped
     priority = 1
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return _token_scheme(_API_SCHEME)
+
+
+_GATE_SCHEME = "A gate token (manage.py api_token create --scope gate): `Authorization: Token <token>`."
+_MONITORING_SCHEME = (
+    "A monitoring token (manage.py api_token create --scope monitoring), for a serving pipeline: "
+    "`Authorization: Token <token>`."
+)
+_API_SCHEME = (
+    "A machine account's API token (manage.py api_token create --scope api), acting with the account's roles: "
+    "`Authorization: Token <token>`."
+)
+
+
+class MonitoringTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """accounts.authentication.MonitoringTokenAuthentication: ``Authorization: Token <token>``."""
+
+    target_class = "auditportal.accounts.authentication.MonitoringTokenAuthentication"
+    name = "monitoringToken"
+    priority = 1
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return _token_scheme(_MONITORING_SCHEME)
+
+
+class AnyTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """accounts.authentication.AnyTokenAuthentication: a token of any scope (the operation says what each
+    scope may do)."""
+
+    target_class = "auditportal.accounts.authentication.AnyTokenAuthentication"
+    name = "anyToken"
+    priority = 1
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
         return _token_scheme(
-            "A machine account's API token (manage.py api_token create --scope api), acting with the account's "
-            "roles: `Authorization: Token <token>`."
+            "A gate, monitoring or API token (manage.py api_token create --scope gate|monitoring|api); an API "
+            "token acts with its account's roles: `Authorization: Token <token>`."
         )
 
 

@@ -19,5 +19,6 @@ urlpatterns = [
     path("", include("auditportal.policies.api_urls")),
     path("", include("auditportal.evidence.api_urls")),
     path("", include("auditportal.approvals.api_urls")),
+    path("", include("auditportal.monitoring.api_urls")),
     path("", include("auditportal.reports.api_urls")),
 ]

@@ -65,7 +65,7 @@ class _PolicyVersionSerializer(serializers.Serializer[Any]):
 class _PolicyProposalSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     state = serializers.ChoiceField(
-        choices=["pending", "stale", "confirmed", "withdrawn"],
+        choices=list(selectors.PROPOSAL_STATES),
         help_text="stale: made against an older version than the active one; it can only be withdrawn",
     )
     base_version = serializers.IntegerField(help_text="the active version when it was proposed")

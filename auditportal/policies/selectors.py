@@ -5,6 +5,9 @@ from django.http import Http404
 
 from auditportal.policies.models import FairnessPolicy, PolicyProposal
 
+# What policy_proposal_state answers (the monitor policies' proposals have the same states).
+PROPOSAL_STATES = ("pending", "stale", "confirmed", "withdrawn")
+
 
 class NoPolicy(RuntimeError):
     def __init__(self) -> None:

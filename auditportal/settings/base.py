@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "auditportal.policies",
     "auditportal.evidence",
     "auditportal.approvals",
+    "auditportal.monitoring",
     "auditportal.reports",
 ]
 
@@ -276,9 +277,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Bias audit portal API",
     "DESCRIPTION": (
         "Datasets, experiments and their trials' metrics and verdicts, prediction audits, verdict documents, "
-        "the fairness policy, review requests and the approval gate, and report verification. Browsers use "
-        "their session (unsafe methods also need the X-CSRFToken header); deployment pipelines ask the gate "
-        "with a gate token (Authorization: Token <token>)."
+        "the fairness policy, review requests and the approval gate, deployments and their monitor policies, "
+        "and report verification. Browsers use their session (unsafe methods also need the X-CSRFToken "
+        "header); deployment pipelines ask the gate, and read a deployment's status, with a gate token "
+        "(Authorization: Token <token>)."
     ),
     "VERSION": "1",
     "SCHEMA_PATH_PREFIX": "/api/v1/",
@@ -292,6 +294,14 @@ SPECTACULAR_SETTINGS = {
         "TrialStateEnum": "auditportal.experiments.models.TrialState",
         "ExperimentStatusEnum": "auditportal.experiments.models.ExperimentStatus",
         "ReportStateEnum": "auditportal.fairness.documents.report_context.REPORT_STATES",
+        "DeploymentStateEnum": "auditportal.monitoring.models.DeploymentState",
+        "DeploymentChangeKindEnum": "auditportal.monitoring.models.ChangeKind",
+        # The fairness policy's proposals and the monitor policies' share their states.
+        "PolicyProposalStateEnum": "auditportal.policies.selectors.PROPOSAL_STATES",
+    },
+    # ``<deployment:name>`` (monitoring/names.py): a deployment's name, slashes and all.
+    "PATH_CONVERTER_OVERRIDES": {
+        "deployment": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$", "maxLength": 100}
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -353,6 +363,14 @@ CELERY_BEAT_SCHEDULE["datasets-expire-staged-uploads"] = {  # noqa: F405
     "task": "datasets.expire_staged_uploads",
     "schedule": timedelta(hours=1),
     "options": {"expires": 3000},
+}
+
+# A deployment whose serving model the gate no longer approves (suspended, revoked, a waiver expired)
+# falls back to an earlier approved model (monitoring.services.deployments_reconcile).
+CELERY_BEAT_SCHEDULE["monitoring-reconcile-deployments"] = {  # noqa: F405
+    "task": "monitoring.reconcile_deployments",
+    "schedule": timedelta(seconds=60),
+    "options": {"expires": 55},
 }
 
 # Tasks the broker did not take when their transaction committed (auditportal/outbox): delivered by

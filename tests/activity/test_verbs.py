@@ -32,6 +32,8 @@ from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.monitoring import services as monitoring_services
+from auditportal.monitoring.models import Deployment, MonitorPolicyProposal
 from auditportal.policies import services as policy_services
 from auditportal.policies.models import PolicyProposal
 from auditportal.reports import heads as report_heads
@@ -396,6 +398,47 @@ def _suspended(request: pytest.FixtureRequest) -> Callable[[], object]:
     )
 
 
+def _deployment(request: pytest.FixtureRequest, *, serving: int = 0) -> Deployment:
+    """bob's deployment with ``serving`` approved models promoted into it, the last one serving."""
+    bob = _user(request, "bob")
+    deployment = monitoring_services.deployment_create(user=bob, name="credit/prod")
+    for _ in range(serving):
+        made = _review_request(request, state="approved")
+        deployment = monitoring_services.deployment_promote(
+            deployment=deployment, model_identifier=made.model_identifier, by=bob
+        )
+    return deployment
+
+
+def _promoted(request: pytest.FixtureRequest) -> Callable[[], object]:
+    deployment = _deployment(request)
+    made = _review_request(request, state="approved")
+    return lambda: monitoring_services.deployment_promote(
+        deployment=deployment, model_identifier=made.model_identifier, by=_user(request, "bob")
+    )
+
+
+def _rolled_back(request: pytest.FixtureRequest, *, serving: int) -> Callable[[], object]:
+    deployment = _deployment(request, serving=serving)
+    return lambda: monitoring_services.deployment_rollback(deployment=deployment, reason="breach", cause={"kind": "t"})
+
+
+def _monitor_proposal(request: pytest.FixtureRequest) -> MonitorPolicyProposal:
+    made = monitoring_services.monitor_policy_create(
+        user=_user(request, "erin"), deployment=_deployment(request), changes={"alpha": 0.01}, reason="fewer alarms"
+    )
+    assert isinstance(made, MonitorPolicyProposal)
+    return made
+
+
+def _monitor_proposal_closed(request: pytest.FixtureRequest, *, confirm: bool) -> Callable[[], object]:
+    proposal = _monitor_proposal(request)
+    if confirm:
+        iris = make_user("iris", [Role.ADMIN])
+        return lambda: monitoring_services.monitor_policy_proposal_confirm(user=iris, proposal=proposal)
+    return lambda: monitoring_services.monitor_policy_proposal_withdraw(user=_user(request, "erin"), proposal=proposal)
+
+
 def _approved_by_second_vote(choice: str) -> Scenario:
     def scenario(request: pytest.FixtureRequest) -> Callable[[], object]:
         made = _review_request(request, state="in_review")
@@ -568,6 +611,20 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.WAIVER_VOTE_CAST: lambda request: lambda: _waiver_vote(_proposed_waiver(request)[1], "dave", "approve"),
     Verb.WAIVER_APPROVED: _waiver_decided("approve"),
     Verb.WAIVER_REJECTED: _waiver_decided("reject"),
+    Verb.DEPLOYMENT_CREATED: lambda request: (
+        lambda: monitoring_services.deployment_create(user=_user(request, "bob"), name="credit/prod")
+    ),
+    Verb.DEPLOYMENT_PROMOTED: _promoted,
+    Verb.DEPLOYMENT_ROLLED_BACK: lambda request: _rolled_back(request, serving=2),
+    Verb.DEPLOYMENT_SUSPENDED: lambda request: _rolled_back(request, serving=1),
+    Verb.MONITOR_POLICY_CREATED: lambda request: (
+        lambda: monitoring_services.monitor_policy_create(
+            user=_user(request, "erin"), deployment=_deployment(request), changes={"alpha": 0.1}, reason="more"
+        )
+    ),
+    Verb.MONITOR_POLICY_PROPOSED: lambda request: lambda: _monitor_proposal(request),
+    Verb.MONITOR_POLICY_PROPOSAL_CONFIRMED: lambda request: _monitor_proposal_closed(request, confirm=True),
+    Verb.MONITOR_POLICY_PROPOSAL_WITHDRAWN: lambda request: _monitor_proposal_closed(request, confirm=False),
     Verb.API_TOKEN_CREATED: lambda request: (
         lambda: account_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
     ),

@@ -20,6 +20,8 @@ from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
+from auditportal.monitoring import services as monitoring_services
+from auditportal.monitoring.models import MonitorPolicyProposal
 from tests.approvals.conftest import approved, in_review, trial_document, vote, waive_all
 from tests.database import rows_shared_by_tests
 from tests.evidence.helpers import FAIR, UNFAIR
@@ -37,6 +39,7 @@ class Portal:
     token: str  # a gate token
     model: str  # a model identifier a review request names
     ids: dict[str, list[int]] = field(default_factory=dict)  # path parameter -> ids that exist
+    names: dict[str, list[str]] = field(default_factory=dict)  # path parameter -> names that exist (deployments)
 
 
 @pytest.fixture
@@ -96,6 +99,14 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
         user=bob, title="Credit model v3", intended_use="Pre-screening", documents=[fair]
     )
     token = account_services.api_token_create(user=erin, account="deploy-bot", name="pipeline", days=30).secret
+    # A deployment serving the approved model, and another administrator's proposal to loosen its monitor.
+    deployment = monitoring_services.deployment_create(
+        user=bob, name="credit-scoring/prod", description="Loan pre-screening", model_identifier=MODEL
+    )
+    proposal = monitoring_services.monitor_policy_create(
+        user=erin, deployment=deployment, changes={"alpha": 0.01}, reason="Fewer false alarms"
+    )
+    assert isinstance(proposal, MonitorPolicyProposal)
 
     requests = [audit_request, unfair_request, unwaived, fair_request]
     return Portal(
@@ -109,7 +120,9 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
             "document_id": list(VerdictDocument.objects.values_list("pk", flat=True)),
             "request_id": [r.pk for r in requests],
             "waiver_id": list(unfair_request.waivers.values_list("pk", flat=True)),
+            "monitor_proposal_id": [proposal.pk],
         },
+        names={"name": [deployment.name]},
     )
 
 

@@ -92,7 +92,7 @@ def portal(module_portal: Portal, module_report: int, db: None) -> Portal:
 def credentials(portal: Portal) -> Iterator[dict[str, dict[str, Any]]]:
     """Per operation path, the cookies and headers to send; the WSGI application called in-process."""
     KNOWN.clear()
-    KNOWN.update(portal.ids, model=[portal.model])
+    KNOWN.update(portal.ids, **portal.names, model=[portal.model])
     cookies = session_of(portal.member)
     # Django closes the database connection at the end of each request, which would end the test's
     # transaction: its test client disconnects the same handlers around each request.

@@ -448,6 +448,69 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         media_type="application/json",
     )
 
+    # Deployments: the status with a session and with the gate token, creation, promotion, the monitor
+    # policy (another administrator's loosening confirmed; a tightening; a loosening withdrawn).
+    prod = {"name": portal.names["name"][0]}
+    listed = call("pat", "GET", "/api/v1/deployments/", 200)
+    assert [d["name"] for d in listed["results"]] == [prod["name"]]
+    status = call("pat", "GET", "/api/v1/deployments/{name}/", 200, path_parameters=prod)
+    assert (status["state"], status["model"], status["approved"]) == ("serving", portal.model, True)
+    assert call("token", "GET", "/api/v1/deployments/{name}/", 200, path_parameters=prod) == status
+    staging = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/",
+        201,
+        body={"name": "credit-scoring/staging", "description": "Shadow traffic"},
+        media_type="application/json",
+    )
+    assert staging["state"] == "empty"
+    promoted = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/promote/",
+        200,
+        path_parameters={"name": staging["name"]},
+        body={"model": portal.model, "reason": "Shadow the production model"},
+        media_type="application/json",
+    )
+    assert (promoted["state"], promoted["model"]) == ("serving", portal.model)
+    policy = call("pat", "GET", "/api/v1/deployments/{name}/-/policy/", 200, path_parameters=prod)
+    [pending] = policy["proposals"]
+    confirmed = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/policy/proposals/{monitor_proposal_id}/confirm/",
+        200,
+        path_parameters={**prod, "monitor_proposal_id": pending["id"]},
+    )
+    assert confirmed["version"] == 2
+    call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/policy/",
+        201,
+        path_parameters=prod,
+        body={"spec": {"limits": {"fnr": {"upper": 0.04}}}, "reason": "Tighter"},
+        media_type="application/json",
+    )
+    looser = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/policy/",
+        202,
+        path_parameters=prod,
+        body={"spec": {"share_shift": None}, "reason": "No drift limit"},
+        media_type="application/json",
+    )
+    call(
+        "erin",
+        "POST",
+        "/api/v1/deployments/{name}/-/policy/proposals/{monitor_proposal_id}/withdraw/",
+        200,
+        path_parameters={**prod, "monitor_proposal_id": looser["id"]},
+    )
+
     operations = {(method, path) for path, item in SCHEMA.raw_schema["paths"].items() for method in item}
     assert operations - call.answered == set(), "operations this test never saw succeed"
 

@@ -406,4 +406,48 @@ CORPUS: list[BadInput] = [
         "Null characters are not allowed",
         json={"body": "a\x00b"},
     ),
+    # Deployments: a name that is no safe slug, text PostgreSQL refuses, a first model that is not approved
+    # (no deployment is left half made), a name no deployment has.
+    BadInput(
+        "deployment-api name with spaces and capitals",
+        "/api/v1/deployments/",
+        400,
+        "A deployment's name is 1 to 100 characters",
+        json={"name": "Credit Prod"},
+    ),
+    BadInput(
+        "deployment-api over-long name",
+        "/api/v1/deployments/",
+        400,
+        "this one is 101 characters long",
+        json={"name": "x" * 101},
+    ),
+    BadInput(
+        "deployment-api NUL in description",
+        "/api/v1/deployments/",
+        400,
+        "Null characters are not allowed",
+        json={"name": "credit/prod", "description": "a\x00b"},
+    ),
+    BadInput(
+        "deployment-api first model not approved",
+        "/api/v1/deployments/",
+        400,
+        "'vendor-score:2.1' cannot be promoted: it is not approved: its review request #",
+        json={"name": "credit/prod", "model": "vendor-score:2.1"},
+    ),
+    BadInput(
+        "promote-api unknown deployment",
+        "/api/v1/deployments/no/such/-/promote/",
+        404,
+        "No deployment is named 'no/such'.",
+        json={"model": "vendor-score:2.1"},
+    ),
+    BadInput(
+        "monitor-policy-api unknown deployment",
+        "/api/v1/deployments/no/such/-/policy/",
+        404,
+        "No deployment is named 'no/such'.",
+        json={"spec": {"alpha": 0.1}, "reason": "x"},
+    ),
 ]

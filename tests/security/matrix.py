@@ -27,8 +27,8 @@ Besides its status, every 200 is read for what must not be in it: an account wit
 superuser, outside the admin site) sees no object's name; nobody sees another user's staged upload;
 only ML engineers and administrators see a trial's log tail, checkpoint path and full config.
 
-Not in the table, in test_authorization_matrix.py: the gate token opens the gate and no other route;
-a steward cannot add a version to another steward's dataset.
+Not in the table, in test_authorization_matrix.py: the gate token opens the gate and a deployment's status, and
+no other route; a steward cannot add a version to another steward's dataset.
 """
 
 from __future__ import annotations
@@ -174,6 +174,9 @@ approvals:waiver-vote              POST wvote     login  404    403    403    40
 # Resuming a round paused by a role change: the world's request is not paused (400 to who may resume).
 approvals:resume                   GET  -         login  405    405    405    405    405    405    405    405    405
 approvals:resume                   POST resume    login  404    403    403    403    403    403    303    303    404
+# Deployments (monitoring): every member reads them (an account without a role: 403 on the list, 404 on one).
+monitoring:list                    GET  -         login  403    200    200    200    200    200    200    200    403
+monitoring:deployment              GET  -         login  404    200    200    200    200    200    200    200    404
 # Reports are signed by the committee members named in them.
 reports:list                       GET  -         login  200    200    200    200    200    200    200    200    200
 reports:detail                     GET  -         login  404    200    200    200    200    200    200    200    404
@@ -213,8 +216,8 @@ api-policy-proposal-withdraw       POST -         401    403    403    403    40
 api-verdict-document-list          GET  -         401    200    200    200    200    200    200    200    200    200
 api-verdict-document               GET  -         401    404    200    200    200    200    200    200    200    404
 api-verdict-document-canonical     GET  -         401    404    200    200    200    200    200    200    200    404
-# The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_only); a
-# member's session without ?model= is a 400.
+# The gate answers pipelines holding a gate token (test_the_gate_token_opens_the_gate_and_the_deployments_status_only);
+# a member's session without ?model= is a 400.
 api-gate                           GET  -         401    403    400    400    400    400    400    400    400    403
 api-review-requests                GET  -         401    403    200    200    200    200    200    200    200    403
 api-review-requests                POST request   401    404    403    403    400    400    400    403    403    404
@@ -243,6 +246,21 @@ api-review-request-waiver          GET  -         401    405    405    405    40
 api-review-request-waiver          POST waiver    401    404    403    403    400    403    400    400    403    404
 api-waiver-vote                    GET  -         401    405    405    405    405    405    405    405    405    405
 api-waiver-vote                    POST wvote     401    404    403    403    403    403    403    201    403    404
+# Deployments: ML engineers and administrators create them and promote (the world's review request's
+# model is not approved: 400 with the reason); administrators change a monitor policy, and confirm or
+# withdraw another administrator's loosening. A gate or monitoring token reads a deployment's status
+# (test_the_gate_token_opens_the_gate_and_the_deployments_status_only).
+api-deployments                    GET  -         401    403    200    200    200    200    200    200    200    403
+api-deployments                    POST deployment 401   403    403    403    201    201    403    403    201    403
+api-deployment                     GET  -         401    404    200    200    200    200    200    200    200    404
+api-deployment-promote             GET  -         401    405    405    405    405    405    405    405    405    405
+api-deployment-promote             POST model     401    404    403    403    400    400    403    403    400    404
+api-deployment-policy              GET  -         401    404    200    200    200    200    200    200    200    404
+api-deployment-policy              POST spec      401    404    403    403    403    403    403    403    201    404
+api-deployment-policy-proposal-confirm GET -      401    405    405    405    405    405    405    405    405    405
+api-deployment-policy-proposal-confirm POST -     401    404    403    403    403    403    403    403    200    404
+api-deployment-policy-proposal-withdraw GET -     401    405    405    405    405    405    405    405    405    405
+api-deployment-policy-proposal-withdraw POST -    401    404    403    403    403    403    403    403    200    404
 api-report-verify                  GET  -         401    405    405    405    405    405    405    405    405    405
 api-report-verify                  POST -         401    403    415    415    415    415    415    415    415    403
 # Reports, as their pages: every member reads every report (an account without roles gets an empty
@@ -295,6 +313,11 @@ audits.predictionaudit           view-only
 evidence.verdictdocument         view-only
 experiments.experiment           view-only
 experiments.trial                view-only
+monitoring.deployment            view-only
+monitoring.deploymentchange      view-only
+monitoring.incident              view-only
+monitoring.monitorpolicy         view-only
+monitoring.monitorpolicyproposal view-only
 outbox.outboxmessage             view-only
 policies.fairnesspolicy          view-only
 reports.certificateauthority     view-only

@@ -24,7 +24,7 @@ from tests.datasets.conftest import SMALL_CSV
 from tests.factories import PASSWORD
 from tests.security import matrix
 from tests.security.routes import EXCLUDED, Route, all_routes, fill, url_routes
-from tests.security.world import MODEL, NAMES, USER_CLASSES, World, build_world
+from tests.security.world import DEPLOYED, MODEL, NAMES, USER_CLASSES, World, build_world
 
 # The database is set up for a module whose tests are marked; the world fixture (module scope) makes
 # the objects once, and each test's own transaction nests inside its.
@@ -76,6 +76,9 @@ BODIES: dict[str, Callable[[World, bool], dict[str, Any]]] = {
     "password": lambda w, api: {"password": PASSWORD},
     "experiment": lambda w, api: {"dataset_version": w.version.pk, "template": "single", "batches": 10},
     "request": lambda w, api: {"title": _REASON, "intended_use": _REASON, "documents": [w.other_document.pk]},
+    "deployment": lambda w, api: {"name": "matrix-fraud/prod"},
+    "model": lambda w, api: {"model": MODEL},
+    "spec": lambda w, api: {"spec": {"alpha": 0.1}, "reason": _REASON},
 }
 
 
@@ -287,15 +290,22 @@ def test_the_world_stays_the_same_for_every_request(world: World, clients: dict[
     assert world.experiment.status != "cancelled"
 
 
-def test_the_gate_token_opens_the_gate_and_nothing_else(world: World) -> None:
-    """A pipeline's gate token (accounts.authentication) answers the gate's question and is refused
-    by every other route of the API, and is no session for the pages."""
+# What a gate token opens: the gate, and a deployment's status (the gate's answer over time, which a
+# rollout controller polls with the token it asks the gate with; docs/monitoring.md).
+GATE_TOKEN_OPENS = {"api-gate", "api-deployment"}
+
+
+def test_the_gate_token_opens_the_gate_and_the_deployments_status_only(world: World) -> None:
+    """A pipeline's gate token (accounts.authentication) answers the gate's question and a deployment's
+    status, and is refused by every other route of the API, and is no session for the pages."""
     token = Client(HTTP_AUTHORIZATION=f"Token {world.gate_token}")
     gate = token.get("/api/v1/gate/", {"model": MODEL})
     assert gate.status_code == 200, gate.content
+    status = token.get(f"/api/v1/deployments/{world.deployment.name}/")
+    assert (status.status_code, status.json()["model"]) == (200, DEPLOYED)
     opened = []
     for route in ROUTES:
-        if route.key == "api-gate" or route.is_admin:
+        if route.key in GATE_TOKEN_OPENS or route.is_admin:
             continue
         url = fill(route, _values(world, route))
         response = _request(token, "GET", url, {}, route.is_api)

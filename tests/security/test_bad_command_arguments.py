@@ -58,6 +58,13 @@ BAD_ARGUMENTS: list[tuple[str, list[str], str]] = [
     ("verify_report", ["{missing}"], "missing.csv"),
     ("make_demo_dataset", ["--rows", "5"], "--rows must be at least 100"),
     ("verify_audit_log", ["--expect-head", "not-a-hash"], "the expected head not-a-hash"),
+    ("deployment", ["create", "x" * 300, "--user", "erin"], "NAME: A deployment's name is 1 to 100 characters"),
+    ("deployment", ["create", "credit/prod", "--description", "a\x00b", "--user", "erin"],
+     "--description: The description cannot contain NUL characters."),
+    ("deployment", ["create", "credit/prod", "--model", "m" * 300, "--user", "erin"],
+     "--model: A model identifier is at most 255 characters"),
+    ("deployment", ["status", "x" * 300], "NAME: No deployment is named"),
+    ("deployment", ["promote", "credit/prod", "m:1", "--user", "x" * 300], "--user 'xxxxxxxxxx"),
 ]  # fmt: skip
 
 

@@ -142,6 +142,7 @@ def sweep(portal: Portal, settings: SettingsWrapper, tmp_path: Path) -> Sweep:
 
 def _ids(portal: Portal) -> dict[str, list[str]]:
     ids = {name: [str(values[0])] for name, values in portal.ids.items() if values}
+    ids.update({name: [values[0]] for name, values in portal.names.items() if values})
     for name, model in (
         ("dataset_id", Dataset),
         ("trial_id", Trial),

@@ -2,7 +2,8 @@
 and a second engineer (the "other owners"), an account without roles, a superuser without portal
 roles, and one object of every kind a URL names (dataset and version, staged uploads, experiment and
 trial, prediction audit, verdict documents, review request with comment, recommendation, vote and
-waiver, report and its authority, gate token)."""
+waiver, report and its authority, gate token, a deployment serving an approved model with its history,
+an incident and a proposal to loosen its monitor policy)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.documents.findings import FAIL
+from auditportal.monitoring import services as monitoring_services
+from auditportal.monitoring.models import Deployment, Incident
 from auditportal.outbox.models import OutboxMessage
 from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
-from tests.approvals.conftest import in_review, keys, trial_document, vote
+from tests.approvals.conftest import approved, in_review, keys, trial_document, vote
 from tests.datasets.conftest import SMALL_CSV
 from tests.evidence.helpers import UNFAIR
 from tests.factories import PASSWORD, DatasetVersionFactory, PredictionAuditFactory, make_user
@@ -80,10 +83,12 @@ NAMES = {
     "experiment": "matrix-experiment",
     "audit": "matrix-scores.csv",
     "request": "matrix credit model v4",
+    "deployment": "matrix-credit/prod",
 }
 # What a trial shows only to ML engineers and administrators (issue 18); the checkpoint path and the
 # config are added once the world is built.
 MODEL = "matrix-vendor-score:2.1"  # the model the audit's review request names (the gate's question)
+DEPLOYED = "matrix-credit:1"  # an approved model, serving in the world's deployment
 CONFIG_ONLY = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"  # a line only the full config has
 ENGINEER_ONLY = {"log tail": "Traceback (most recent call last): /srv/matrix-secret/train.py line 1"}
 
@@ -104,6 +109,7 @@ class World:
     request: ReviewRequest
     waiver: Waiver
     report: Report
+    deployment: Deployment  # serving DEPLOYED, with a proposal to loosen its monitor (another administrator's)
     gate_token: str
     fail_key: str  # a FAIL comparison of the request's document (what a waiver names)
     # What the pages show only to ML engineers and administrators: label -> text in the page.
@@ -204,6 +210,28 @@ def build_world(runs: Path, scratch: Path) -> World:
     proposal = policy_services.policy_create(
         user=make_user("iris", [Role.ADMIN]), approval_quorum=1, reason="faster approvals"
     )
+    # A deployment serving an approved model (the engineer's audit, approved by the committee), an
+    # incident, and a second administrator's proposal to loosen its monitor.
+    deployed_request = approval_services.review_request_create(
+        user=users["eng"],
+        title="Matrix credit model",
+        intended_use="Pre-screening",
+        documents=[verdict_document_of_audit(audit=PredictionAuditFactory.create(created_by=users["eng"]))],
+        model_identifier=DEPLOYED,
+    )
+    approved(deployed_request, users["reviewer"], [users["committee"], frank])
+    deployment = monitoring_services.deployment_create(
+        user=users["eng"], name=NAMES["deployment"], description="Loans", model_identifier=DEPLOYED
+    )
+    Incident.objects.create(
+        deployment=deployment, model_identifier=DEPLOYED, reason="matrix breach", cause={"kind": "matrix"}
+    )
+    monitor_proposal = monitoring_services.monitor_policy_create(
+        user=User.objects.get(username="iris"),
+        deployment=deployment,
+        changes={"alpha": 0.01},
+        reason="fewer alarms",
+    )
     gate_token = account_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret
@@ -222,6 +250,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         request=request,
         waiver=waiver,
         report=report,
+        deployment=deployment,
         gate_token=gate_token,
         fail_key=keys(request, FAIL)[0],
     )
@@ -245,5 +274,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         "queued_id": queued.pk,
         "user_id": users["eng2"].pk,  # the members pages' member
         "role_proposal_id": role_proposal.pk,
+        "name": deployment.name,
+        "monitor_proposal_id": monitor_proposal.pk,
     }
     return world

@@ -27,7 +27,10 @@ class Command(PortalCommand):
             "--scope",
             choices=TokenScope.values,
             default=TokenScope.GATE.value,
-            help="gate: read the approval gate only (default); api: the rest of /api/v1/ with the account's roles",
+            help=(
+                "gate: read the approval gate and deployments' status (default); monitoring: post production "
+                "batches and read deployments' status; api: the rest of /api/v1/ with the account's roles"
+            ),
         )
         create.add_argument("--user", help="the administrator acting (required)")
         revoke = actions.add_parser("revoke", help="refuse a token from now on")

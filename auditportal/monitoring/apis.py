@@ -1,0 +1,369 @@
+"""The deployments' API (docs/monitoring.md): the list, a deployment's status (what a rollout
+controller polls), promotions, and its monitor policy with the proposals that loosen it.
+
+A deployment's name keeps its slashes in the URL; what acts on it follows ``/-/`` (names.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from auditportal.accounts.authentication import AnyTokenAuthentication
+from auditportal.accounts.models import ApiToken, User
+from auditportal.accounts.permissions import request_user
+from auditportal.lib.rest import DefaultPagination, SessionAuthentication
+from auditportal.monitoring import rules, selectors, services
+from auditportal.monitoring.models import (
+    ChangeKind,
+    Deployment,
+    DeploymentState,
+    MonitorPolicy,
+    MonitorPolicyProposal,
+)
+from auditportal.monitoring.spec import BOUNDS, METRICS, REFERENCE_RULES
+from auditportal.policies.selectors import PROPOSAL_STATES
+
+
+def deployment_as_json(deployment: Deployment) -> dict[str, Any]:
+    """A deployment as the list shows it (its status without the gate's answer and the history)."""
+    return {
+        "name": deployment.name,
+        "url": _url(deployment.name),
+        "description": deployment.description,
+        "model": deployment.model_identifier or None,
+        "state": deployment.state,
+        "since": deployment.since.isoformat() if deployment.since is not None else None,
+        "reason": deployment.reason,
+        "review_request": deployment.review_request_id,
+    }
+
+
+def policy_as_json(policy: MonitorPolicy, *, active: MonitorPolicy) -> dict[str, Any]:
+    return {
+        "version": policy.version,
+        "spec": policy.spec,
+        "reason": policy.reason,
+        "created_by": policy.created_by.username,
+        "confirmed_by": policy.confirmed_by.username if policy.confirmed_by else None,
+        "proposal": policy.proposal_id,
+        "created_at": policy.created_at.isoformat(),
+        "active": policy.pk == active.pk,
+    }
+
+
+def proposal_as_json(proposal: MonitorPolicyProposal, *, active: MonitorPolicy) -> dict[str, Any]:
+    closure = getattr(proposal, "closure", None)
+    policy = getattr(proposal, "policy", None)
+    return {
+        "id": proposal.pk,
+        "state": selectors.monitor_policy_proposal_state(proposal, active=active),
+        "base_version": proposal.base.version,
+        "spec": proposal.spec,
+        "loosens": list(proposal.loosens),
+        "reason": proposal.reason,
+        "proposed_by": proposal.proposed_by.username,
+        "proposed_at": proposal.proposed_at.isoformat(),
+        "closed_by": closure.closed_by.username if closure is not None else None,
+        "closed_at": closure.closed_at.isoformat() if closure is not None else None,
+        "version": policy.version if policy is not None else None,
+    }
+
+
+class _DeploymentSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    url = serializers.CharField(help_text="this deployment's status: GET it")
+    description = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(
+        allow_null=True, help_text="the model identifier that should serve now; null: none may (empty, suspended)"
+    )
+    state = serializers.ChoiceField(
+        choices=DeploymentState.choices,
+        help_text=(
+            "serving: the model promoted last; rolled_back: an earlier approved model, after the last one lost "
+            "its approval or breached its monitor; suspended: no model may serve; empty: nothing promoted yet"
+        ),
+    )
+    since = serializers.DateTimeField(allow_null=True, help_text="when this state began")
+    reason = serializers.CharField(
+        allow_blank=True, help_text="why: the promotion's note, the breach, the lost approval"
+    )
+    review_request = serializers.IntegerField(allow_null=True, help_text="the approved request the model rests on")
+
+
+class _PreviousSerializer(serializers.Serializer[Any]):
+    change = serializers.ChoiceField(choices=ChangeKind.choices)
+    model = serializers.CharField(allow_null=True, help_text="what served after this change; null: nothing")
+    at = serializers.DateTimeField()
+    reason = serializers.CharField()
+    review_request = serializers.IntegerField(allow_null=True)
+    incident = serializers.IntegerField(allow_null=True)
+
+
+class _DeploymentStatusSerializer(_DeploymentSerializer):
+    approved = serializers.BooleanField(
+        allow_null=True,
+        help_text="the gate's answer about model now (null without a model); false until the reconciliation "
+        "rolls the deployment back",
+    )
+    monitor_policy_version = serializers.IntegerField()
+    previous = _PreviousSerializer(
+        many=True, help_text=f"the changes before the current one, newest first (at most {selectors.PREVIOUS_SHOWN})"
+    )
+
+
+class _MetricLimitsSerializer(serializers.Serializer[Any]):
+    upper = serializers.FloatField(allow_null=True)
+    lower = serializers.FloatField(allow_null=True)
+    gap = serializers.FloatField(allow_null=True, help_text="against the reference group")
+
+
+class _LimitsSerializer(serializers.Serializer[Any]):
+    fnr = _MetricLimitsSerializer()
+    fpr = _MetricLimitsSerializer()
+    selection_rate = _MetricLimitsSerializer()
+
+
+class _MonitorSpecSerializer(serializers.Serializer[Any]):
+    schema = serializers.IntegerField()
+    limits = _LimitsSerializer(help_text="per metric, for every group: null is no limit")
+    reference = serializers.ChoiceField(choices=list(REFERENCE_RULES))
+    share_shift = serializers.FloatField(
+        allow_null=True, help_text="the largest change of a group's share against the training data"
+    )
+    min_group_rows = serializers.IntegerField()
+    min_batch_rows = serializers.IntegerField()
+    alpha = serializers.FloatField(help_text="the false-alarm rate over the horizon")
+    horizon = serializers.IntegerField(help_text="looks (judged batches) the alpha is spent over")
+
+
+class _MonitorPolicyVersionSerializer(serializers.Serializer[Any]):
+    version = serializers.IntegerField()
+    spec = _MonitorSpecSerializer()
+    reason = serializers.CharField()
+    created_by = serializers.CharField(help_text="for a confirmed loosening: its proposer")
+    confirmed_by = serializers.CharField(
+        allow_null=True, help_text="the second administrator who confirmed a loosening; null: it loosened nothing"
+    )
+    proposal = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    active = serializers.BooleanField()
+
+
+class _MonitorPolicyProposalSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    state = serializers.ChoiceField(
+        choices=list(PROPOSAL_STATES),
+        help_text="stale: made against an older version than the active one; it can only be withdrawn",
+    )
+    base_version = serializers.IntegerField()
+    spec = _MonitorSpecSerializer()
+    loosens = serializers.ListField(
+        child=serializers.CharField(), help_text="the values it loosens, e.g. limits.fnr.upper, alpha"
+    )
+    reason = serializers.CharField()
+    proposed_by = serializers.CharField()
+    proposed_at = serializers.DateTimeField()
+    closed_by = serializers.CharField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True, help_text="the version its confirmation made")
+
+
+class DeploymentListApi(APIView):
+    """GET: every deployment (members). POST: a new one (ML engineers, administrators), empty or with a
+    first approved model."""
+
+    pagination_class = DefaultPagination
+
+    class InputSerializer(serializers.Serializer[Any]):
+        name = serializers.CharField(help_text="e.g. credit-scoring/prod: lowercase segments joined by '/'")
+        description = serializers.CharField(required=False, allow_blank=True, default="")
+        model = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="an approved model to promote at once"
+        )
+
+    @extend_schema(responses=_DeploymentSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_view(user)
+        paginator = DefaultPagination()
+        page = paginator.paginate_queryset(selectors.deployment_list(user=user), request, view=self)
+        return paginator.get_paginated_response([deployment_as_json(deployment) for deployment in page or []])
+
+    @extend_schema(request=InputSerializer, responses={201: _DeploymentStatusSerializer})
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_create(user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        deployment = services.deployment_create(
+            user=user, name=data["name"], description=data["description"], model_identifier=data["model"]
+        )
+        return Response(selectors.deployment_status_of(deployment=deployment).as_json(), status=201)
+
+
+class DeploymentDetailApi(APIView):
+    """What should serve in a deployment now, since when and why, and what served before: what a rollout
+    controller polls. Members, API tokens with a role, and gate or monitoring tokens read it."""
+
+    authentication_classes = [SessionAuthentication, AnyTokenAuthentication]
+    permission_classes = [AllowAny]  # checked below: a member, or a token rules.reads_status_by_token allows
+
+    @extend_schema(responses={200: _DeploymentStatusSerializer})
+    def get(self, request: Request, name: str) -> Response:
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        if token is not None and rules.reads_status_by_token(token):
+            try:
+                deployment = selectors.deployment_find(name=name)
+            except Http404 as exc:
+                raise exceptions.NotFound(str(exc)) from None
+        elif not request.user.is_authenticated:
+            raise exceptions.NotAuthenticated("Log in, or send a token: Authorization: Token <token>.")
+        else:
+            # A person, or an API token acting with its account's roles.
+            deployment = _deployment(request_user(request), name)
+        return Response(selectors.deployment_status_of(deployment=deployment).as_json())
+
+
+class DeploymentPromoteApi(APIView):
+    """Promote an approved model into the deployment (ML engineers, administrators): it serves from now
+    on. Refused (400, field ``model``) with the gate's reason when the model is not approved now."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        model = serializers.CharField(help_text="the model identifier its review request names")
+        reason = serializers.CharField(required=False, allow_blank=True, default="", help_text="a note for the history")
+
+    @extend_schema(request=InputSerializer, responses={200: _DeploymentStatusSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        deployment = _deployment(user, name)
+        rules.check_promote(user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        deployment = services.deployment_promote(
+            deployment=deployment,
+            model_identifier=serializer.validated_data["model"],
+            by=user,
+            reason=serializer.validated_data["reason"],
+        )
+        return Response(selectors.deployment_status_of(deployment=deployment).as_json())
+
+
+class MonitorPolicyApi(APIView):
+    """GET: the deployment's active monitor policy, its history and its proposals (members). POST: the
+    next version (administrators): a change that loosens anything is answered 202 with a proposal that a
+    different administrator confirms."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        spec = serializers.DictField(
+            help_text=(
+                "the values to change, as the active version's spec names them; the rest carry over (inside "
+                f"limits, a metric's bounds given replace that metric's; metrics {', '.join(METRICS)}, bounds "
+                f"{', '.join(BOUNDS)}; null clears a limit)"
+            )
+        )
+        reason = serializers.CharField()
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        deployment = serializers.CharField()
+        active = _MonitorPolicyVersionSerializer()
+        history = _MonitorPolicyVersionSerializer(many=True)
+        proposals = _MonitorPolicyProposalSerializer(many=True)
+
+    @extend_schema(responses={200: OutputSerializer})
+    def get(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        deployment = _deployment(user, name)
+        active = selectors.monitor_policy_active(deployment=deployment)
+        return Response(
+            {
+                "deployment": deployment.name,
+                "active": policy_as_json(active, active=active),
+                "history": [
+                    policy_as_json(policy, active=active)
+                    for policy in selectors.monitor_policy_history(deployment=deployment)
+                ],
+                "proposals": [
+                    proposal_as_json(proposal, active=active)
+                    for proposal in selectors.monitor_policy_proposals(deployment=deployment)
+                ],
+            }
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: _MonitorPolicyVersionSerializer, 202: _MonitorPolicyProposalSerializer},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        deployment = _deployment(user, name)
+        rules.check_change_policy(user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        made = services.monitor_policy_create(
+            user=user,
+            deployment=deployment,
+            changes=serializer.validated_data["spec"],
+            reason=serializer.validated_data["reason"],
+        )
+        active = selectors.monitor_policy_active(deployment=deployment)
+        if isinstance(made, MonitorPolicyProposal):
+            proposal = selectors.monitor_policy_proposal_get(deployment=deployment, proposal_id=made.pk)
+            return Response(proposal_as_json(proposal, active=active), status=202)
+        return Response(policy_as_json(made, active=active), status=201)
+
+
+class MonitorPolicyProposalConfirmApi(APIView):
+    """Confirm a pending proposal: an administrator other than its proposer; its version becomes active."""
+
+    @extend_schema(request=None, responses={200: _MonitorPolicyVersionSerializer})
+    def post(self, request: Request, name: str, monitor_proposal_id: int) -> Response:
+        user = request_user(request)
+        proposal = _proposal(user, name, monitor_proposal_id)
+        rules.check_change_policy(user)
+        policy = services.monitor_policy_proposal_confirm(user=user, proposal=proposal)
+        return Response(policy_as_json(policy, active=policy))
+
+
+class MonitorPolicyProposalWithdrawApi(APIView):
+    """Withdraw a pending or stale proposal (any administrator)."""
+
+    @extend_schema(request=None, responses={200: _MonitorPolicyProposalSerializer})
+    def post(self, request: Request, name: str, monitor_proposal_id: int) -> Response:
+        user = request_user(request)
+        proposal = _proposal(user, name, monitor_proposal_id)
+        rules.check_change_policy(user)
+        services.monitor_policy_proposal_withdraw(user=user, proposal=proposal)
+        proposal = selectors.monitor_policy_proposal_get(deployment=proposal.deployment, proposal_id=proposal.pk)
+        active = selectors.monitor_policy_active(deployment=proposal.deployment)
+        return Response(proposal_as_json(proposal, active=active))
+
+
+def _deployment(user: User, name: str) -> Deployment:
+    """The deployment the URL names, as ``user`` may see it: 404 for a name no deployment has, and for
+    an account without a role (it must not learn which deployments exist)."""
+    try:
+        return selectors.deployment_get(user=user, name=name)
+    except Http404 as exc:
+        raise exceptions.NotFound(str(exc)) from None
+
+
+def _proposal(user: User, name: str, proposal_id: int) -> MonitorPolicyProposal:
+    deployment = _deployment(user, name)
+    try:
+        return selectors.monitor_policy_proposal_get(deployment=deployment, proposal_id=proposal_id)
+    except Http404 as exc:
+        raise exceptions.NotFound(str(exc)) from None
+
+
+def _url(name: str) -> str:
+    return reverse("api-deployment", kwargs={"name": name})

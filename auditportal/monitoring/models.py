@@ -1,0 +1,246 @@
+"""Deployments, their history, their monitor policies, and incidents (docs/monitoring.md).
+
+Evidence here is append-only: DeploymentChange, Incident, MonitorPolicy, MonitorPolicyProposal and its
+closure are written once by monitoring.services and never updated or deleted (the admin shows them
+read-only). A deployment's current state is cached on its row for reading; services change it only
+under the row's lock, with a DeploymentChange and an event in the same transaction, which is where
+its history lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from auditportal.approvals.models import ReviewRequest
+from auditportal.monitoring.names import MAX_NAME
+from auditportal.monitoring.spec import MonitorSpec
+from auditportal.policies.models import ProposalOutcome
+
+__all__ = [
+    "ChangeKind",
+    "Deployment",
+    "DeploymentChange",
+    "DeploymentState",
+    "Incident",
+    "MonitorPolicy",
+    "MonitorPolicyProposal",
+    "MonitorPolicyProposalClosure",
+    "ProposalOutcome",
+]
+
+
+class DeploymentState(models.TextChoices):
+    # Nothing promoted yet.
+    EMPTY = "empty", "Empty"
+    # The model promoted last serves.
+    SERVING = "serving", "Serving"
+    # An earlier approved model serves: the one promoted last lost its approval or breached.
+    ROLLED_BACK = "rolled_back", "Rolled back"
+    # No model may serve: none in the history is still approved.
+    SUSPENDED = "suspended", "Suspended"
+
+
+class Deployment(models.Model):
+    """A named slot a pipeline deploys to (``credit-scoring/prod``) and what should serve in it now.
+
+    ``state``, ``model_identifier``, ``review_request``, ``since`` and ``reason`` are the latest
+    DeploymentChange's, cached (services.deployments writes both under the row's lock).
+    """
+
+    name = models.CharField(max_length=MAX_NAME, unique=True)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=DeploymentState.choices, default=DeploymentState.EMPTY)
+    # What should serve now; blank when nothing may (empty, suspended).
+    model_identifier = models.CharField(max_length=255, blank=True)
+    # The approved request the serving model rests on (the gate's answer when it was promoted or fallen
+    # back to); null when nothing serves.
+    review_request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    since = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=DeploymentState.values), name="monitoring_deployment_state_valid"
+            ),
+            # A model serves exactly when the state says one does.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(state__in=[DeploymentState.SERVING, DeploymentState.ROLLED_BACK])
+                    & ~models.Q(model_identifier="")
+                    & models.Q(review_request__isnull=False)
+                )
+                | (
+                    models.Q(state__in=[DeploymentState.EMPTY, DeploymentState.SUSPENDED])
+                    & models.Q(model_identifier="")
+                    & models.Q(review_request__isnull=True)
+                ),
+                name="monitoring_deployment_model_iff_serving",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Deployment {self.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("monitoring:deployment", kwargs={"name": self.name})
+
+    @property
+    def serves(self) -> bool:
+        return self.state in (DeploymentState.SERVING, DeploymentState.ROLLED_BACK)
+
+
+class ChangeKind(models.TextChoices):
+    PROMOTED = "promoted", "Promoted"
+    ROLLED_BACK = "rolled_back", "Rolled back"
+    SUSPENDED = "suspended", "Suspended"
+
+
+class Incident(models.Model):
+    """A confirmed breach of a deployment's monitor: which model, why, and the evidence.
+
+    Minimal here (deployments roll back naming one); the judgement that opens incidents fills its
+    evidence as a frozen document, once, when it writes the row: ``document`` (canonical JSON of the
+    batches, counts, intervals and the boundary used) and its ``document_sha256``.
+    """
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="incidents")
+    model_identifier = models.CharField(max_length=255)
+    review_request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    reason = models.TextField()
+    # What happened, as data: ``kind`` and the ids involved.
+    cause = models.JSONField(default=dict)
+    document = models.JSONField(null=True, blank=True)
+    document_sha256 = models.CharField(max_length=64, blank=True)
+    opened_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+        constraints = [models.CheckConstraint(condition=~models.Q(reason=""), name="monitoring_incident_has_reason")]
+
+    def __str__(self) -> str:
+        return f"Incident #{self.pk} of {self.model_identifier} in {self.deployment_id}"
+
+
+class DeploymentChange(models.Model):
+    """One change of what serves in a deployment: a promotion, a rollback or a suspension. Written once,
+    with the deployment's cached state, by monitoring.services."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="changes")
+    # 1, 2, 3, ... per deployment: the history's order without ties on the clock.
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=ChangeKind.choices)
+    # What serves after the change (blank: nothing, a suspension) and what served before (blank: nothing).
+    model_identifier = models.CharField(max_length=255, blank=True)
+    from_model = models.CharField(max_length=255, blank=True)
+    # The approved request the model serving after rests on (the gate's answer at the change).
+    review_request = models.ForeignKey(ReviewRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    reason = models.TextField()
+    # What caused a rollback or suspension, as data (``kind`` and ids); {} for a promotion.
+    cause = models.JSONField(default=dict, blank=True)
+    incident = models.ForeignKey(
+        Incident, on_delete=models.PROTECT, null=True, blank=True, related_name="deployment_changes"
+    )
+    # Null: the system (a monitor's breach, a task).
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["deployment", "-seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "seq"], name="monitoring_change_seq_unique"),
+            models.CheckConstraint(condition=models.Q(kind__in=ChangeKind.values), name="monitoring_change_kind_valid"),
+            models.CheckConstraint(condition=~models.Q(reason=""), name="monitoring_change_has_reason"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(kind=ChangeKind.SUSPENDED, model_identifier="", review_request__isnull=True)
+                    | (
+                        models.Q(kind__in=[ChangeKind.PROMOTED, ChangeKind.ROLLED_BACK], review_request__isnull=False)
+                        & ~models.Q(model_identifier="")
+                    )
+                ),
+                name="monitoring_change_model_iff_serving",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment_id}#{self.seq} {self.kind} {self.model_identifier or '-'}"
+
+
+class MonitorPolicy(models.Model):
+    """One version of a deployment's monitor policy (``spec``: monitoring/spec.py's JSON). Immutable: a
+    change is a new version; the active one is the highest. Version 1 is the defaults, made with the
+    deployment."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="monitor_policies")
+    version = models.PositiveIntegerField()
+    spec = models.JSONField()
+    reason = models.TextField()
+    # For a loosening: its proposer, and the different administrator who confirmed it (two-person rule);
+    # confirmed_by is null for a version that loosens nothing.
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    proposal = models.OneToOneField(
+        "MonitorPolicyProposal", on_delete=models.PROTECT, null=True, blank=True, related_name="policy"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["deployment", "-version"]
+        verbose_name_plural = "monitor policies"
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "version"], name="monitoring_policy_version_unique"),
+            models.CheckConstraint(condition=models.Q(version__gte=1), name="monitoring_policy_version_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Monitor policy v{self.version} of {self.deployment_id}"
+
+    @property
+    def monitor_spec(self) -> MonitorSpec:
+        return MonitorSpec.from_json(self.spec)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"version": self.version, "spec": self.spec}
+
+
+class MonitorPolicyProposal(models.Model):
+    """A next version that loosens a deployment's monitor (spec.spec_loosenings), waiting for a
+    different administrator's confirmation. Append-only; its confirmation or withdrawal is a
+    MonitorPolicyProposalClosure. Stale, and only withdrawable, once another version is active."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="monitor_policy_proposals")
+    base = models.ForeignKey(MonitorPolicy, on_delete=models.PROTECT, related_name="+")
+    spec = models.JSONField()
+    loosens = models.JSONField(default=list)
+    reason = models.TextField()
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    proposed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"Monitor policy proposal #{self.pk} for {self.deployment_id}"
+
+
+class MonitorPolicyProposalClosure(models.Model):
+    """How a proposal ended: confirmed (the version links back through MonitorPolicy.proposal) or
+    withdrawn. One per proposal."""
+
+    proposal = models.OneToOneField(MonitorPolicyProposal, on_delete=models.PROTECT, related_name="closure")
+    outcome = models.CharField(max_length=16, choices=ProposalOutcome.choices)
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    closed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Monitor policy proposal #{self.proposal_id} {self.outcome}"

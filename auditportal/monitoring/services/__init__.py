@@ -1,0 +1,44 @@
+"""Deployments and their monitor policies (docs/monitoring.md), one module per job:
+
+- ``deployments``: a deployment created, a model promoted into it, rolled back (or suspended), and
+  reconciled with the gate;
+- ``policy``: a deployment's monitor policy versions, and the proposals that loosen it;
+- ``common``: the errors users get, checked text, and the deployment's row lock (and the lock order).
+
+Every write is one transaction with its activity event. Callers import this package
+(``services.deployment_promote``); the names below are its public ones.
+"""
+
+from __future__ import annotations
+
+from auditportal.monitoring.services.common import (
+    DeploymentError,
+    MonitorPolicyError,
+    deployment_lock,
+)
+from auditportal.monitoring.services.deployments import (
+    approval_refusal,
+    deployment_create,
+    deployment_promote,
+    deployment_rollback,
+    deployments_reconcile,
+)
+from auditportal.monitoring.services.policy import (
+    monitor_policy_create,
+    monitor_policy_proposal_confirm,
+    monitor_policy_proposal_withdraw,
+)
+
+__all__ = [
+    "DeploymentError",
+    "MonitorPolicyError",
+    "approval_refusal",
+    "deployment_create",
+    "deployment_lock",
+    "deployment_promote",
+    "deployment_rollback",
+    "deployments_reconcile",
+    "monitor_policy_create",
+    "monitor_policy_proposal_confirm",
+    "monitor_policy_proposal_withdraw",
+]
