@@ -80,6 +80,9 @@ class Verb(models.TextChoices):
         "monitor policy loosening confirmed by a second administrator",
     )
     MONITOR_POLICY_PROPOSAL_WITHDRAWN = "monitor_policy.proposal_withdrawn", "monitor policy proposal withdrawn"
+    INCIDENT_OPENED = "incident.opened", "monitor breach confirmed: incident opened, model suspended"
+    WEBHOOK_REGISTERED = "webhook.registered", "webhook endpoint registered for a deployment"
+    WEBHOOK_DEACTIVATED = "webhook.deactivated", "webhook endpoint deactivated"
     API_TOKEN_CREATED = "api_token.created", "API token created"
     API_TOKEN_REVOKED = "api_token.revoked", "API token revoked"
     CERTIFICATE_AUTHORITY_CREATED = "certificate_authority.created", "report certificate authority created"

@@ -12,6 +12,8 @@ from auditportal.monitoring.models import (
     Incident,
     MonitorPolicy,
     MonitorPolicyProposal,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 
 
@@ -42,3 +44,17 @@ class MonitorPolicyAdmin(EvidenceAdmin[MonitorPolicy]):
 @admin.register(MonitorPolicyProposal)
 class MonitorPolicyProposalAdmin(EvidenceAdmin[MonitorPolicyProposal]):
     list_display = ["id", "deployment", "base", "loosens", "proposed_by", "proposed_at"]
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(EvidenceAdmin[WebhookEndpoint]):
+    list_display = ["id", "deployment", "url", "active", "created_by", "created_at"]
+    list_filter = ["active"]
+    # The signing secret is shown once, to whoever registered the endpoint; never here.
+    exclude = ["secret"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(EvidenceAdmin[WebhookDelivery]):
+    list_display = ["id", "endpoint", "event", "status", "attempts", "response_code", "delivered_at"]
+    list_filter = ["status", "event"]

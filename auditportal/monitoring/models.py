@@ -30,6 +30,9 @@ __all__ = [
     "MonitorPolicyProposal",
     "MonitorPolicyProposalClosure",
     "ProposalOutcome",
+    "WebhookDelivery",
+    "WebhookDeliveryStatus",
+    "WebhookEndpoint",
 ]
 
 
@@ -244,3 +247,79 @@ class MonitorPolicyProposalClosure(models.Model):
 
     def __str__(self) -> str:
         return f"Monitor policy proposal #{self.proposal_id} {self.outcome}"
+
+
+class WebhookEndpoint(models.Model):
+    """A URL told of a deployment's changes (docs/monitoring.md, "Webhooks"), registered by an
+    administrator. ``secret`` signs every delivery (HMAC-SHA256), so it is kept as it was generated:
+    shown once to whoever registers it, never again by the API or the admin. Deactivated, never
+    deleted (its deliveries point at it)."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="webhooks")
+    url = models.URLField(max_length=2000)
+    secret = models.CharField(max_length=128)
+    description = models.CharField(max_length=200, blank=True)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    deactivated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["deployment", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(url__startswith="http://") | models.Q(url__startswith="https://"),
+                name="monitoring_webhook_url_http",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(active=True, deactivated_at__isnull=True)
+                | models.Q(active=False, deactivated_at__isnull=False),
+                name="monitoring_webhook_active_iff_not_deactivated",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Webhook #{self.pk} of {self.deployment_id}"
+
+
+class WebhookDeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"  # queued, or failed and waiting for its next attempt
+    DELIVERED = "delivered", "Delivered"  # a 2xx answer
+    FAILED = "failed", "Failed"  # every attempt failed, or the receiver refused it for good (4xx)
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint: the exact body sent (``body``, canonical JSON, the bytes signed) and
+    how its delivery went. Written with the change it tells of; never deleted. Only the delivery task
+    writes after that, and only the outcome (attempts, status, the last answer)."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.PROTECT, related_name="deliveries")
+    event = models.CharField(max_length=64)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=16, choices=WebhookDeliveryStatus.choices, default=WebhookDeliveryStatus.PENDING
+    )
+    # The last attempt's answer: its HTTP status (null: no answer, see ``error``), the first bytes of
+    # its body as text (untrusted: escaped wherever shown), or what went wrong.
+    response_code = models.PositiveIntegerField(null=True, blank=True)
+    response_body_head = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=WebhookDeliveryStatus.values), name="monitoring_delivery_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Webhook delivery #{self.pk} {self.event} ({self.status})"

@@ -103,3 +103,19 @@ def can_withdraw_policy(user: User, proposal: MonitorPolicyProposal) -> bool:
 
 def check_withdraw_policy(user: User, proposal: MonitorPolicyProposal) -> None:
     check_change_policy(user)
+
+
+class WebhookAdministratorRequired(PermissionDenied):
+    def __init__(self) -> None:
+        super().__init__("Only an administrator can see or change a deployment's webhooks.")
+
+
+def can_manage_webhooks(user: User) -> bool:
+    """Administrators register, list and deactivate a deployment's webhook endpoints (a URL the portal
+    posts to from its own host is configuration of the portal, not of a model)."""
+    return account_rules.has_any_role(user, Role.ADMIN) and user.is_active
+
+
+def check_manage_webhooks(user: User) -> None:
+    if not can_manage_webhooks(user):
+        raise WebhookAdministratorRequired()

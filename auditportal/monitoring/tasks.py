@@ -1,10 +1,30 @@
 from __future__ import annotations
 
+from typing import Any
+
 from auditportal.celery import app
-from auditportal.monitoring import services
+from auditportal.monitoring import notifications, services
+from auditportal.monitoring.services import webhooks
 
 
 @app.task(name="monitoring.reconcile_deployments", ignore_result=True)  # type: ignore[untyped-decorator]
 def deployments_reconcile_task() -> int:
     """Beat's, every minute: roll back deployments whose serving model lost its approval."""
     return len(services.deployments_reconcile())
+
+
+@app.task(name="monitoring.webhook_deliver", bind=True, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+def webhook_deliver_task(self: Any, delivery_id: int) -> str:
+    """Post one webhook delivery; on no answer, a 5xx, 408 or 429, again after an exponential delay
+    (services.webhooks.retry_delay), MAX_ATTEMPTS in all. Each attempt is logged on the delivery."""
+    retries = int(self.request.retries or 0)
+    outcome = webhooks.webhook_delivery_attempt(delivery_id=delivery_id, last=retries + 1 >= webhooks.MAX_ATTEMPTS)
+    if outcome is webhooks.Attempt.RETRY:
+        raise self.retry(countdown=webhooks.retry_delay(retries + 1), max_retries=webhooks.MAX_ATTEMPTS - 1)
+    return outcome.value
+
+
+@app.task(name="monitoring.mail_incident_opened", acks_late=True)  # type: ignore[untyped-decorator]
+def incident_opened_mail_task(incident_id: int) -> int:
+    """Tell the committee and the model's requester of a confirmed breach and what serves now."""
+    return notifications.incident_opened(incident_id=incident_id)

@@ -3,6 +3,8 @@
 - ``deployments``: a deployment created, a model promoted into it, rolled back (or suspended), and
   reconciled with the gate;
 - ``policy``: a deployment's monitor policy versions, and the proposals that loosen it;
+- ``breach``: a confirmed breach: the model suspended, deployments rolled back, an incident opened;
+- ``webhooks``: endpoints registered and deactivated, deliveries queued, signed and logged;
 - ``common``: the errors users get, checked text, and the deployment's row lock (and the lock order).
 
 Every write is one transaction with its activity event. Callers import this package
@@ -11,6 +13,7 @@ Every write is one transaction with its activity event. Callers import this pack
 
 from __future__ import annotations
 
+from auditportal.monitoring.services.breach import breach_confirm, incident_open
 from auditportal.monitoring.services.common import (
     DeploymentError,
     MonitorPolicyError,
@@ -28,17 +31,27 @@ from auditportal.monitoring.services.policy import (
     monitor_policy_proposal_confirm,
     monitor_policy_proposal_withdraw,
 )
+from auditportal.monitoring.services.webhooks import (
+    WebhookError,
+    webhook_deactivate,
+    webhook_register,
+)
 
 __all__ = [
     "DeploymentError",
     "MonitorPolicyError",
+    "WebhookError",
     "approval_refusal",
+    "breach_confirm",
     "deployment_create",
     "deployment_lock",
     "deployment_promote",
     "deployment_rollback",
     "deployments_reconcile",
+    "incident_open",
     "monitor_policy_create",
     "monitor_policy_proposal_confirm",
     "monitor_policy_proposal_withdraw",
+    "webhook_deactivate",
+    "webhook_register",
 ]

@@ -32,6 +32,7 @@ from auditportal.monitoring.models import (
 )
 from auditportal.monitoring.names import name_problem
 from auditportal.monitoring.services.common import DeploymentError, deployment_lock, text_checked
+from auditportal.monitoring.services.webhooks import change_data, webhook_event_queue
 from auditportal.monitoring.spec import MonitorSpec
 
 MAX_MODEL = 255  # ReviewRequest.model_identifier's length
@@ -117,6 +118,7 @@ def _promote(deployment: Deployment, *, model: str, by: User, reason: str) -> De
             "reason": change.reason,
         },
     )
+    webhook_event_queue(deployment=deployment, event="deployment.promoted", data=change_data(deployment, change))
     return deployment
 
 
@@ -193,6 +195,8 @@ def deployment_rollback(
             )
             data.update(model=None, change=change.seq)
             event_record(actor=by, verb=Verb.DEPLOYMENT_SUSPENDED, target=deployment, data=data)
+        event = f"deployment.{change.kind}"  # deployment.rolled_back or deployment.suspended
+        webhook_event_queue(deployment=deployment, event=event, data=change_data(deployment, change))
     return change
 
 
