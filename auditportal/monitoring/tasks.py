@@ -13,14 +13,15 @@ def deployments_reconcile_task() -> int:
     return len(services.deployments_reconcile())
 
 
-@app.task(name="monitoring.webhook_deliver", bind=True, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name="monitoring.webhook_deliver", bind=True, acks_late=True, ignore_result=True, max_retries=None)  # type: ignore[untyped-decorator]
 def webhook_deliver_task(self: Any, delivery_id: int) -> str:
     """Post one webhook delivery; on no answer, a 5xx, 408 or 429, again after an exponential delay
     (services.webhooks.retry_delay), MAX_ATTEMPTS in all. Each attempt is logged on the delivery."""
-    retries = int(self.request.retries or 0)
-    outcome = webhooks.webhook_delivery_attempt(delivery_id=delivery_id, last=retries + 1 >= webhooks.MAX_ATTEMPTS)
+    outcome = webhooks.webhook_delivery_attempt(delivery_id=delivery_id)
     if outcome is webhooks.Attempt.RETRY:
-        raise self.retry(countdown=webhooks.retry_delay(retries + 1), max_retries=webhooks.MAX_ATTEMPTS - 1)
+        # The row counts the attempts and ends them (MAX_ATTEMPTS); Celery's own count is not the bound.
+        retries = int(self.request.retries or 0)
+        raise self.retry(countdown=webhooks.retry_delay(retries + 1))
     return outcome.value
 
 

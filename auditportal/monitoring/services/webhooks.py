@@ -161,9 +161,10 @@ def webhook_event_queue(*, deployment: Deployment, event: str, data: dict[str, A
     return deliveries
 
 
-def webhook_delivery_attempt(*, delivery_id: int, last: bool) -> Attempt:
-    """One attempt at a pending delivery, signed now; its answer logged on the row. ``last``: no retry
-    follows, so a failure that could be retried is final. The delivery task calls it."""
+def webhook_delivery_attempt(*, delivery_id: int) -> Attempt:
+    """One attempt at a pending delivery, signed now; its answer logged on the row. The MAX_ATTEMPTS-th
+    is the last (counted on the row, so a task delivered twice cannot post more): a failure that
+    could be retried is final there. The delivery task calls it."""
     delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=delivery_id)
     endpoint = delivery.endpoint
     if delivery.status != WebhookDeliveryStatus.PENDING:
@@ -190,7 +191,7 @@ def webhook_delivery_attempt(*, delivery_id: int, last: bool) -> Attempt:
     if code is not None and 200 <= code < 300:
         outcome = Attempt.DELIVERED
     elif code is None or code >= 500 or code in (408, 429):
-        outcome = Attempt.FAILED if last else Attempt.RETRY
+        outcome = Attempt.FAILED if delivery.attempts + 1 >= MAX_ATTEMPTS else Attempt.RETRY
     else:
         outcome = Attempt.FAILED
     now = timezone.now()
