@@ -22,7 +22,7 @@ def webhook_deliver_task(self: Any, delivery_id: int) -> str:
         # The row counts the attempts and ends them (MAX_ATTEMPTS); Celery's own count is not the bound.
         retries = int(self.request.retries or 0)
         raise self.retry(countdown=webhooks.retry_delay(retries + 1))
-    return outcome.value
+    return str(outcome.value)
 
 
 @app.task(name="monitoring.mail_incident_opened", acks_late=True)  # type: ignore[untyped-decorator]

@@ -108,7 +108,7 @@ def test_the_incident_keeps_the_breached_findings_as_a_frozen_document_with_its_
     )
     assert document["review_request"] == rolled_out["credit:4"].pk
     assert document["monitor_policy_version"] == 1
-    assert document["method"] == incident.document["judgement"]["method"]
+    assert document["method"] == document["judgement"]["method"]
     assert document["alpha_split"]
     assert document["comparisons"] == 2
     assert document["comparison_alpha"] == 0.025

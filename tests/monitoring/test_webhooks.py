@@ -38,7 +38,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.received.append((dict(self.headers.items()), body, time.time()))
                 status, headers, answer = receiver.answers.pop(0) if receiver.answers else (200, {}, b"ok")
