@@ -33,7 +33,7 @@ from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.monitoring import services as monitoring_services
-from auditportal.monitoring.models import Deployment, MonitorPolicyProposal
+from auditportal.monitoring.models import Deployment, MonitorPolicyProposal, WebhookEndpoint
 from auditportal.policies import services as policy_services
 from auditportal.policies.models import PolicyProposal
 from auditportal.reports import heads as report_heads
@@ -45,6 +45,7 @@ from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
 from tests.factories import PASSWORD, PredictionAuditFactory, make_user
+from tests.monitoring.breaching import breaching_look
 from tests.reports.helpers import decided_context
 
 # A scenario prepares what its call needs and returns the one service call under test.
@@ -423,6 +424,21 @@ def _rolled_back(request: pytest.FixtureRequest, *, serving: int) -> Callable[[]
     return lambda: monitoring_services.deployment_rollback(deployment=deployment, reason="breach", cause={"kind": "t"})
 
 
+def _incident_opened(request: pytest.FixtureRequest) -> Callable[[], object]:
+    deployment = _deployment(request, serving=1)
+    model = deployment.model_identifier
+    return lambda: monitoring_services.breach_confirm(
+        deployment=deployment, model_identifier=model, judgement=breaching_look(), batch_ids=[1]
+    )
+
+
+def _webhook(request: pytest.FixtureRequest) -> WebhookEndpoint:
+    endpoint, _ = monitoring_services.webhook_register(
+        deployment=_deployment(request), user=_user(request, "erin"), url="https://rollouts.example/hook"
+    )
+    return endpoint
+
+
 def _monitor_proposal(request: pytest.FixtureRequest) -> MonitorPolicyProposal:
     made = monitoring_services.monitor_policy_create(
         user=_user(request, "erin"), deployment=_deployment(request), changes={"alpha": 0.01}, reason="fewer alarms"
@@ -625,6 +641,11 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.MONITOR_POLICY_PROPOSED: lambda request: lambda: _monitor_proposal(request),
     Verb.MONITOR_POLICY_PROPOSAL_CONFIRMED: lambda request: _monitor_proposal_closed(request, confirm=True),
     Verb.MONITOR_POLICY_PROPOSAL_WITHDRAWN: lambda request: _monitor_proposal_closed(request, confirm=False),
+    Verb.INCIDENT_OPENED: _incident_opened,
+    Verb.WEBHOOK_REGISTERED: lambda request: lambda: _webhook(request),
+    Verb.WEBHOOK_DEACTIVATED: lambda request: (
+        lambda endpoint: lambda: monitoring_services.webhook_deactivate(endpoint=endpoint, user=_user(request, "erin"))
+    )(_webhook(request)),
     Verb.API_TOKEN_CREATED: lambda request: (
         lambda: account_services.api_token_create(user=_user(request, "erin"), account="bot", name="ci", days=1)
     ),
