@@ -297,6 +297,11 @@ class PredictionBatch(models.Model):
     # 1, 2, 3... in the order counted among the batches of the same model since it last began serving
     # (the look's window is taken from it); null for a batch of a model that no longer serves.
     position = models.PositiveIntegerField(null=True, blank=True)
+    # The change since which its model served when the batch was counted (the window's era); null for a
+    # batch of a model that no longer served.
+    serving_change = models.ForeignKey(
+        DeploymentChange, on_delete=models.PROTECT, null=True, blank=True, related_name="batches"
+    )
     counted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

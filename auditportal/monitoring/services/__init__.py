@@ -3,6 +3,7 @@
 - ``deployments``: a deployment created, a model promoted into it, rolled back (or suspended), and
   reconciled with the gate;
 - ``policy``: a deployment's monitor policy versions, and the proposals that loosen it;
+- ``batches``: production batches received, counted and judged (looks), and their late labels;
 - ``common``: the errors users get, checked text, and the deployment's row lock (and the lock order).
 
 Every write is one transaction with its activity event. Callers import this package
@@ -11,6 +12,20 @@ Every write is one transaction with its activity event. Callers import this pack
 
 from __future__ import annotations
 
+from auditportal.monitoring.services.batches import (
+    BatchConflict,
+    BatchError,
+    LookOutcome,
+    Received,
+    batch_count,
+    batch_receive_counts,
+    batch_receive_file,
+    labels_count,
+    labels_receive,
+    look_judge,
+    look_write,
+    monitor_policy_of,
+)
 from auditportal.monitoring.services.common import (
     DeploymentError,
     MonitorPolicyError,
@@ -30,6 +45,18 @@ from auditportal.monitoring.services.policy import (
 )
 
 __all__ = [
+    "BatchConflict",
+    "BatchError",
+    "LookOutcome",
+    "Received",
+    "batch_count",
+    "batch_receive_counts",
+    "batch_receive_file",
+    "labels_count",
+    "labels_receive",
+    "look_judge",
+    "look_write",
+    "monitor_policy_of",
     "DeploymentError",
     "MonitorPolicyError",
     "approval_refusal",
