@@ -308,7 +308,9 @@ class PredictionBatch(models.Model):
         ordering = ["deployment", "-received_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["deployment", "batch_id"], name="monitoring_batch_id_unique"),
-            models.CheckConstraint(condition=models.Q(state__in=BatchState.values), name="monitoring_batch_state_valid"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=BatchState.values), name="monitoring_batch_state_valid"
+            ),
             models.CheckConstraint(
                 condition=~models.Q(state=BatchState.COUNTED) | models.Q(counts__isnull=False, rows__isnull=False),
                 name="monitoring_batch_counted_has_counts",
@@ -331,6 +333,9 @@ class PendingRow(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["batch", "row_key"], name="monitoring_pending_row_unique")]
+
+    def __str__(self) -> str:
+        return f"Pending row {self.row_key} of batch #{self.batch_id}"
 
 
 class BatchLabels(models.Model):

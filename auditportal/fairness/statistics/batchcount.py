@@ -69,7 +69,10 @@ class AttributeCounts:
         return sum(window_counts(cells).rows for cells in (*self.groups.values(), self.unknown))
 
     def as_json(self) -> dict[str, Any]:
-        return {"groups": {group: dict(self.groups[group]) for group in sorted(self.groups)}, "unknown": dict(self.unknown)}
+        return {
+            "groups": {group: dict(self.groups[group]) for group in sorted(self.groups)},
+            "unknown": dict(self.unknown),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AttributeCounts:
@@ -186,7 +189,9 @@ def _labels(
             )
         return ~missing, ~missing & (numbers == 1)
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        raise DatasetError(f"values of type {kind} cannot be used as labels; give 0/1 values", file=display_name, column=name)
+        raise DatasetError(
+            f"values of type {kind} cannot be used as labels; give 0/1 values", file=display_name, column=name
+        )
     text = pc.fill_null(pc.utf8_trim_whitespace(column), "")
     missing = _bools(pc.equal(text, ""))
     wanted = positive.strip()
@@ -220,7 +225,9 @@ def _attribute_codes(
             column = column.cast(pa.string())
         except pa.ArrowException:
             raise DatasetError(
-                f"values of type {column.type} cannot be groups of a sensitive attribute", file=display_name, column=name
+                f"values of type {column.type} cannot be groups of a sensitive attribute",
+                file=display_name,
+                column=name,
             ) from None
     encoded = pc.dictionary_encode(column.combine_chunks())
     entries = encoded.dictionary.to_pylist()
@@ -239,7 +246,9 @@ def _attribute_codes(
 
 def _table(codes: npt.NDArray[np.int64], groups: Sequence[str | None], cell: npt.NDArray[Any]) -> AttributeCounts:
     width = len(CELLS)
-    table = np.bincount(codes * width + cell.astype(np.int64), minlength=len(groups) * width).reshape(len(groups), width)
+    table = np.bincount(codes * width + cell.astype(np.int64), minlength=len(groups) * width).reshape(
+        len(groups), width
+    )
     counts = AttributeCounts()
     for index, group in enumerate(groups):
         row = table[index]
@@ -269,7 +278,12 @@ def _pending(
     keys = pc.utf8_trim_whitespace(keys_column.cast(pa.string()))
     missing = _bools(pc.or_kleene(pc.is_null(keys), pc.equal(keys, "")))
     if missing.any():
-        raise DatasetError("the row key is missing; every row needs one", file=display_name, row=int(np.flatnonzero(missing)[0]) + 1, column=name)
+        raise DatasetError(
+            "the row key is missing; every row needs one",
+            file=display_name,
+            row=int(np.flatnonzero(missing)[0]) + 1,
+            column=name,
+        )
     if pc.count_distinct(keys).as_py() != len(keys):
         raise DatasetError("row keys repeat; each row of a batch needs its own key", file=display_name, column=name)
     if pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
@@ -334,7 +348,9 @@ def counts_from_json(data: object, attributes: Sequence[str]) -> tuple[int, dict
             raise BatchCountsError('An attribute\'s counts are {"groups": {...}, "unknown": {...}}.', field=where)
         unknown_keys = sorted(set(map(str, section)) - {"groups", "unknown"})
         if unknown_keys:
-            raise BatchCountsError(f"An attribute's counts have groups and unknown, not {unknown_keys[0][:60]!r}.", field=where)
+            raise BatchCountsError(
+                f"An attribute's counts have groups and unknown, not {unknown_keys[0][:60]!r}.", field=where
+            )
         attribute = AttributeCounts()
         for group, cells in section.get("groups", {}).items():
             if not isinstance(group, str) or not group.strip() or len(group) > 255:
@@ -363,7 +379,9 @@ def _cells(value: object, where: str) -> Cells:
         raise BatchCountsError(f"Counts are an object of {', '.join(CELLS)}.", field=where)
     extra = sorted(set(map(str, value)) - set(CELLS))
     if extra:
-        raise BatchCountsError(f"Counts are {', '.join(CELLS)}, not {extra[0][:60]!r}.", field=f"{where}.{extra[0][:60]}")
+        raise BatchCountsError(
+            f"Counts are {', '.join(CELLS)}, not {extra[0][:60]!r}.", field=f"{where}.{extra[0][:60]}"
+        )
     cells = cells_zero()
     for name in CELLS:
         number = value.get(name, 0)

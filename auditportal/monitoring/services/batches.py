@@ -146,7 +146,9 @@ def _header(path: Path, display_name: str) -> list[str]:
         path,
         display_name=display_name,
         max_bytes=settings.MONITORING_BATCH_MAX_BYTES,
-        limits=tabular.ReadLimits(rows=settings.DATASET_MAX_ROWS, decompressed_bytes=settings.DATASET_MAX_DECOMPRESSED_BYTES),
+        limits=tabular.ReadLimits(
+            rows=settings.DATASET_MAX_ROWS, decompressed_bytes=settings.DATASET_MAX_DECOMPRESSED_BYTES
+        ),
     )
     if file_format == "csv":
         from auditportal.fairness.files.tabular.read import _sniff_csv
@@ -198,7 +200,9 @@ def batch_receive_file(
     tabular.check_file_name(original_name)
     file_format = "csv" if original_name.lower().endswith(".csv") else "parquet"
     if bool(prediction) == bool(score):
-        raise BatchError("Name the prediction column, or the score column with a threshold (one of them).", field="prediction")
+        raise BatchError(
+            "Name the prediction column, or the score column with a threshold (one of them).", field="prediction"
+        )
     if score and (threshold is None or not math.isfinite(threshold)):
         raise BatchError("A score column needs a threshold (a number).", field="threshold")
     parameters = {
@@ -399,7 +403,8 @@ def window_of(position: int) -> int | None:
 def window_counts(*, batch: PredictionBatch) -> tuple[list[PredictionBatch], dict[str, AttributeCounts]]:
     """The batches of ``batch``'s window (its model's era, its tumbling window) and their counts summed
     per attribute, with every counted label delta so far."""
-    assert batch.position is not None and batch.serving_change_id is not None
+    assert batch.position is not None
+    assert batch.serving_change_id is not None
     batches = PredictionBatch.objects.filter(serving_change_id=batch.serving_change_id, state=BatchState.COUNTED)
     window = window_of(batch.position)
     if window is not None:
@@ -542,7 +547,9 @@ def labels_receive(
     if existing is not None:
         return existing, False
     if batch.state == BatchState.FAILED:
-        raise BatchError(f"Batch {batch.batch_id!r} failed to count ({batch.error}); it takes no labels.", field="batch_id")
+        raise BatchError(
+            f"Batch {batch.batch_id!r} failed to count ({batch.error}); it takes no labels.", field="batch_id"
+        )
     if not (batch.parameters.get("row_key") or ""):
         raise BatchError(
             f"Batch {batch.batch_id!r} was posted without a row key column, so its rows cannot be labelled later.",
@@ -554,7 +561,12 @@ def labels_receive(
     check_columns_present(_header(source, original_name), [(row_key, "row key"), (label, "label")], original_name)
     size = source.stat().st_size
     storage_path = _keep(source, original_name)
-    parameters = {"original_name": original_name, "row_key": row_key, "label": label, "positive": positive.strip() or "1"}
+    parameters = {
+        "original_name": original_name,
+        "row_key": row_key,
+        "label": label,
+        "positive": positive.strip() or "1",
+    }
     try:
         with transaction.atomic():
             made = BatchLabels.objects.create(
@@ -621,10 +633,18 @@ def labels_count(*, labels_id: int) -> BatchLabels:
         keys = list(positive_of)
         for start in range(0, len(keys), 5000):
             for pending in PendingRow.objects.filter(batch=batch, row_key__in=keys[start : start + 5000]):
-                cell = ("tp" if pending.selected else "fn") if positive_of[pending.row_key] else ("fp" if pending.selected else "tn")
+                cell = (
+                    ("tp" if pending.selected else "fn")
+                    if positive_of[pending.row_key]
+                    else ("fp" if pending.selected else "tn")
+                )
                 moved = {cell: 1, "unlabelled": -1, "unlabelled_selected": -1 if pending.selected else 0}
                 for name, group in zip(attributes, pending.groups, strict=True):
-                    target = delta[name].unknown if group is None else delta[name].groups.setdefault(group, batchcount.cells_zero())
+                    target = (
+                        delta[name].unknown
+                        if group is None
+                        else delta[name].groups.setdefault(group, batchcount.cells_zero())
+                    )
                     batchcount.cells_add(target, moved)
                 matched.append(pending.pk)
         stored = labels.storage_path
@@ -634,7 +654,11 @@ def labels_count(*, labels_id: int) -> BatchLabels:
         labels.save()
         for start in range(0, len(matched), 5000):
             PendingRow.objects.filter(pk__in=matched[start : start + 5000]).delete()
-        if matched and batch.position is not None and _serving_change(deployment, batch.model_identifier) == batch.serving_change:
+        if (
+            matched
+            and batch.position is not None
+            and _serving_change(deployment, batch.model_identifier) == batch.serving_change
+        ):
             look_write(deployment=deployment, batch=batch, labels=labels)
         transaction.on_commit(lambda: _discard(stored))
     return labels
