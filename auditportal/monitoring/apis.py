@@ -571,21 +571,32 @@ class BatchListApi(APIView):
     )
     def post(self, request: Request, name: str) -> Response:
         deployment, user = _batch_poster(request, name)
+        data = request.data  # parsed here: the upload handlers note a file dropped for its size
         rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
         if rejected:
             item = rejected[0]
             raise exceptions.ValidationError({"file": [_too_large(item)]})
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.InputSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if ("file" in data) == ("counts" in data):
             raise exceptions.ValidationError(
                 {"file": ["Send a file (CSV or Parquet), or counts as JSON: one of them."]}
             )
+        try:
+            received = self._receive(deployment, user, data)
+        except services.BatchConflict as exc:
+            return Response({"detail": str(exc), "field": exc.field}, status=409)
+        body = batch_as_json(received.batch)
+        response = Response(body, status=202 if received.created else 200)
+        response["Location"] = body["url"]
+        return response
+
+    def _receive(self, deployment: Deployment, user: User, data: dict[str, Any]) -> services.Received:
         if "file" in data:
             uploaded = data["file"]
             path = Path(uploaded.temporary_file_path())
-            received = services.batch_receive_file(
+            return services.batch_receive_file(
                 deployment=deployment,
                 user=user,
                 batch_id=data["batch_id"],
@@ -600,14 +611,9 @@ class BatchListApi(APIView):
                 positive=data["positive"],
                 row_key=data["row_key"],
             )
-        else:
-            received = services.batch_receive_counts(
-                deployment=deployment, user=user, batch_id=data["batch_id"], counts=data["counts"], model=data["model"]
-            )
-        body = batch_as_json(received.batch)
-        response = Response(body, status=202 if received.created else 200)
-        response["Location"] = body["url"]
-        return response
+        return services.batch_receive_counts(
+            deployment=deployment, user=user, batch_id=data["batch_id"], counts=data["counts"], model=data["model"]
+        )
 
 
 class BatchDetailApi(APIView):
@@ -645,10 +651,11 @@ class BatchLabelsApi(APIView):
     def post(self, request: Request, name: str, batch_id: str) -> Response:
         deployment, user = _batch_poster(request, name)
         batch = _batch(deployment, batch_id)
+        body_data = request.data
         rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
         if rejected:
             raise exceptions.ValidationError({"file": [_too_large(rejected[0])]})
-        serializer = self.InputSerializer(data=request.data)
+        serializer = self.InputSerializer(data=body_data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         path = Path(data["file"].temporary_file_path())

@@ -174,6 +174,9 @@ def _labels(
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     kind = column.type
+    if pa.types.is_null(kind):  # a column with no label yet (a CSV column of empty values)
+        nothing = np.zeros(len(column), dtype=bool)
+        return nothing, nothing
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind):
         values = column.cast(pa.float64())
         missing = _bools(pc.is_null(values, nan_is_null=True))
