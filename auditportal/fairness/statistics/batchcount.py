@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -180,7 +180,7 @@ def _labels(
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind):
         values = column.cast(pa.float64())
         missing = _bools(pc.is_null(values, nan_is_null=True))
-        numbers = np.nan_to_num(numpy_view(pc.fill_null(values, 0.0).combine_chunks()), nan=0.0)
+        numbers = np.nan_to_num(numpy_view(_fill_null(values, 0.0).combine_chunks()), nan=0.0)
         stray = ~missing & (numbers != 0) & (numbers != 1)
         if stray.any():
             row = int(np.flatnonzero(stray)[0])
@@ -195,11 +195,13 @@ def _labels(
         raise DatasetError(
             f"values of type {kind} cannot be used as labels; give 0/1 values", file=display_name, column=name
         )
-    text = pc.fill_null(pc.utf8_trim_whitespace(column), "")
-    missing = _bools(pc.equal(text, ""))
+    text = _fill_null(pc.utf8_trim_whitespace(_text(column)), "")
     wanted = positive.strip()
-    is_positive = _bools(pc.equal(text, wanted))
-    others = pc.unique(pc.filter(text, pc.and_(pc.not_equal(text, ""), pc.not_equal(text, wanted)))).to_pylist()
+    empty, wanted_value = pa.scalar(""), pa.scalar(wanted)
+    missing = _bools(pc.equal(text, empty))
+    is_positive = _bools(pc.equal(text, wanted_value))
+    chosen = pc.and_(pc.not_equal(text, empty), pc.not_equal(text, wanted_value))
+    others = [str(value) for value in pc.unique(pc.filter(text, chosen)).to_pylist()]  # filled: no null
     if len(others) > 1:
         shown = ", ".join(repr(value) for value in sorted(others)[:10])
         raise DatasetError(
@@ -209,6 +211,27 @@ def _labels(
             column=name,
         )
     return ~missing, is_positive
+
+
+def _text(column: pa.ChunkedArray[Any]) -> pa.StringArray:
+    """A column of text as one StringArray (already text: only its chunks joined)."""
+    # cast: pyarrow-stubs type combine_chunks() as Array[Any] and a cast's result by its scalar type,
+    # not as the StringArray it is at run time.
+    return cast(pa.StringArray, column.cast(pa.string()).combine_chunks())
+
+
+def _positions(where: npt.NDArray[np.intp]) -> pa.Int64Array:
+    """Row positions for ``take`` (the stubs infer pa.array of an integer ndarray as a BooleanArray)."""
+    return pa.array(where, type=pa.int64())
+
+
+_Filled = TypeVar("_Filled", "pa.StringArray", "pa.ChunkedArray[Any]", "pa.Array[Any]")
+
+
+def _fill_null(values: _Filled, fill: Any) -> _Filled:
+    """``pc.fill_null``, typed: it answers the kind of array it was given."""
+    # cast: the stubs' fill_null binds its type variable to object for arrays.
+    return cast(_Filled, pc.fill_null(values, fill))
 
 
 def _bools(values: Any) -> npt.NDArray[np.bool_]:
@@ -232,8 +255,10 @@ def _attribute_codes(
                 file=display_name,
                 column=name,
             ) from None
-    encoded = pc.dictionary_encode(column.combine_chunks())
-    entries = encoded.dictionary.to_pylist()
+    # cast: the stubs type dictionary_encode's result as Array[Any], not the DictionaryArray it is.
+    encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(column.combine_chunks()))
+    # a dictionary holds no null (nulls stay in the indices)
+    entries = [str(value) for value in encoded.dictionary.to_pylist()]
     if len(entries) > MAX_GROUPS:
         raise DatasetError(
             f"the sensitive attribute has {len(entries)} distinct values, more than {MAX_GROUPS}; bucket it "
@@ -242,7 +267,7 @@ def _attribute_codes(
             column=name,
         )
     null_index = len(entries)
-    indices = pc.fill_null(encoded.indices, null_index).cast(pa.int64())
+    indices = _fill_null(encoded.indices, null_index).cast(pa.int64())
     groups: list[str | None] = [None if value.strip().lower() in _UNKNOWN else value.strip() for value in entries]
     return np.asarray(indices.to_numpy(zero_copy_only=False), dtype=np.int64), [*groups, None]
 
@@ -278,8 +303,8 @@ def _pending(
     display_name: str,
     name: str,
 ) -> PendingRows:
-    keys = pc.utf8_trim_whitespace(keys_column.cast(pa.string()))
-    missing = _bools(pc.or_kleene(pc.is_null(keys), pc.equal(keys, "")))
+    keys = pc.utf8_trim_whitespace(_text(keys_column))
+    missing = _bools(pc.or_kleene(pc.is_null(keys), pc.equal(keys, pa.scalar(""))))
     if missing.any():
         raise DatasetError(
             "the row key is missing; every row needs one",
@@ -292,7 +317,7 @@ def _pending(
     if pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
         raise DatasetError(f"a row key is longer than {MAX_ROW_KEY} characters", file=display_name, column=name)
     where = np.flatnonzero(unlabelled)
-    taken = keys.take(pa.array(where)).to_pylist()
+    taken = keys.take(_positions(where)).to_pylist()
     per_row = [[groups[index] for index in codes[where]] for codes, groups in group_codes]
     return PendingRows(
         keys=[str(key) for key in taken],
@@ -317,10 +342,10 @@ def read_labels(
     loaded = load(path, file_format, display_name, columns=[row_key, label], csv_subset=True, limits=limits)
     check_columns_present(loaded.columns, declared, display_name)
     known, is_positive = _labels(loaded.table.column(label), positive, display_name, label)
-    keys = pc.utf8_trim_whitespace(loaded.table.column(row_key).cast(pa.string()))
+    keys = pc.utf8_trim_whitespace(_text(loaded.table.column(row_key)))
     where = np.flatnonzero(known)
     return LabelRows(
-        keys=[str(key) for key in keys.take(pa.array(where)).to_pylist()],
+        keys=[str(key) for key in keys.take(_positions(where)).to_pylist()],
         positive=[bool(value) for value in is_positive[where]],
     )
 

@@ -415,12 +415,19 @@ def window_counts(*, batch: PredictionBatch) -> tuple[list[PredictionBatch], dic
     total = {name: AttributeCounts() for name in attributes}
     for member in members:
         for name in attributes:
-            total[name].add(AttributeCounts.from_json(member.counts[name]))
+            total[name].add(AttributeCounts.from_json(_counted(member.counts, member)[name]))
     labels = BatchLabels.objects.filter(batch__in=members, state=BatchState.COUNTED)
     for delta in labels:
         for name in attributes:
-            total[name].add(AttributeCounts.from_json(delta.counts[name]))
+            total[name].add(AttributeCounts.from_json(_counted(delta.counts, delta)[name]))
     return members, total
+
+
+def _counted(counts: dict[str, Any] | None, of: PredictionBatch | BatchLabels) -> dict[str, Any]:
+    """A counted batch's (or labels') counts: the state filter above guarantees they are there."""
+    if counts is None:
+        raise ValueError(f"{of} is counted but has no counts")
+    return counts
 
 
 def monitor_policy_of(
