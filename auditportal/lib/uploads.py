@@ -35,14 +35,19 @@ V = TypeVar("V")
 class UploadPolicy:
     allows: Callable[[Any], bool]  # given the authenticated user
     who: str  # "a data steward": who may upload, for the refusal
+    # The setting that bounds a file's size here (its value in bytes); DATASET_MAX_UPLOAD_BYTES by default.
+    limit_setting: str = "DATASET_MAX_UPLOAD_BYTES"
 
 
-def accepts_uploads(allows: Callable[[Any], bool], *, who: str) -> Callable[[V], V]:
+def accepts_uploads(
+    allows: Callable[[Any], bool], *, who: str, limit_setting: str = "DATASET_MAX_UPLOAD_BYTES"
+) -> Callable[[V], V]:
     """Mark a view (function or class) as taking uploaded files from authenticated users that
-    ``allows`` accepts. Every other view refuses files (UploadGuardHandler)."""
+    ``allows`` accepts, each at most the setting ``limit_setting`` bytes. Every other view refuses
+    files (UploadGuardHandler)."""
 
     def mark(view: V) -> V:
-        view.upload_policy = UploadPolicy(allows, who)  # type: ignore[attr-defined]
+        view.upload_policy = UploadPolicy(allows, who, limit_setting)  # type: ignore[attr-defined]
         return view
 
     return mark
@@ -147,6 +152,7 @@ class RejectedUpload:
     file_name: str
     received_bytes: int
     limit_bytes: int
+    limit_setting: str = "DATASET_MAX_UPLOAD_BYTES"
 
 
 class SizeLimitedUploadHandler(FileUploadHandler):
@@ -163,7 +169,9 @@ class SizeLimitedUploadHandler(FileUploadHandler):
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
         self._received = start + len(raw_data)
-        limit = settings.DATASET_MAX_UPLOAD_BYTES
+        policy = upload_policy_of(self.request) if self.request is not None else None
+        setting = policy.limit_setting if policy is not None else "DATASET_MAX_UPLOAD_BYTES"
+        limit = int(getattr(settings, setting))
         if self._received > limit:
             rejected = getattr(self.request, "rejected_uploads", [])
             rejected.append(
@@ -172,6 +180,7 @@ class SizeLimitedUploadHandler(FileUploadHandler):
                     file_name=str(self.file_name),
                     received_bytes=self._received,
                     limit_bytes=limit,
+                    limit_setting=setting,
                 )
             )
             self.request.rejected_uploads = rejected  # type: ignore[union-attr]

@@ -23,4 +23,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
         apis.MonitorPolicyProposalWithdrawApi.as_view(),
         name="api-deployment-policy-proposal-withdraw",
     ),
+    path(_D + "-/batches/", apis.BatchListApi.as_view(), name="api-deployment-batches"),
+    path(_D + "-/batches/<str:batch_id>/", apis.BatchDetailApi.as_view(), name="api-deployment-batch"),
+    path(_D + "-/batches/<str:batch_id>/labels/", apis.BatchLabelsApi.as_view(), name="api-deployment-batch-labels"),
+    path(_D + "-/looks/", apis.LookListApi.as_view(), name="api-deployment-looks"),
 ]

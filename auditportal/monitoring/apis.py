@@ -6,28 +6,37 @@ A deployment's name keeps its slashes in the URL; what acts on it follows ``/-/`
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.authentication import AnyTokenAuthentication
-from auditportal.accounts.models import ApiToken, User
+from auditportal.accounts.models import ApiToken, TokenScope, User
 from auditportal.accounts.permissions import request_user
+from auditportal.fairness.files.tabular import file_sha256
+from auditportal.fairness.text.sizes import human_size
 from auditportal.lib.rest import DefaultPagination, SessionAuthentication
+from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
 from auditportal.monitoring import rules, selectors, services
 from auditportal.monitoring.models import (
+    BatchFormat,
+    BatchState,
     ChangeKind,
     Deployment,
     DeploymentState,
+    Look,
     MonitorPolicy,
     MonitorPolicyProposal,
+    PredictionBatch,
 )
 from auditportal.monitoring.spec import BOUNDS, METRICS, REFERENCE_RULES
 from auditportal.policies.selectors import PROPOSAL_STATES
@@ -367,3 +376,327 @@ def _proposal(user: User, name: str, proposal_id: int) -> MonitorPolicyProposal:
 
 def _url(name: str) -> str:
     return reverse("api-deployment", kwargs={"name": name})
+
+
+# --------------------------------------------------------------------------- production batches
+
+
+def _batch_reader(request: Request, name: str) -> Deployment:
+    """The deployment whose batches the caller reads: a monitoring token (its pipeline's), or a member
+    who is an ML engineer or an administrator (session or API token); another token's scope is 401."""
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    if token is not None and token.scope == TokenScope.MONITORING:
+        try:
+            return selectors.deployment_find(name=name)
+        except Http404 as exc:
+            raise exceptions.NotFound(str(exc)) from None
+    if token is not None and token.scope != TokenScope.API:
+        raise exceptions.AuthenticationFailed(
+            f"This token's scope is {token.scope!r}: batches are read with a monitoring token, or by an ML "
+            "engineer or an administrator."
+        )
+    if not request.user.is_authenticated:
+        raise exceptions.NotAuthenticated("Log in, or send a token: Authorization: Token <token>.")
+    user = request_user(request)
+    deployment = _deployment(user, name)
+    rules.check_read_batches(user)
+    return deployment
+
+
+def _batch_poster(request: Request, name: str) -> tuple[Deployment, User]:
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    if token is None:
+        if request.user.is_authenticated:
+            raise exceptions.PermissionDenied("Batches are posted by a serving pipeline with a monitoring token.")
+        raise exceptions.NotAuthenticated("Send a monitoring token: Authorization: Token <token>.")
+    if token.scope != TokenScope.MONITORING:
+        raise exceptions.AuthenticationFailed(
+            f"This token's scope is {token.scope!r}, not 'monitoring': ask an administrator for a monitoring token."
+        )
+    try:
+        return selectors.deployment_find(name=name), request_user(request)
+    except Http404 as exc:
+        raise exceptions.NotFound(str(exc)) from None
+
+
+def batch_as_json(batch: PredictionBatch) -> dict[str, Any]:
+    look = selectors.batch_look(batch=batch)
+    return {
+        "batch_id": batch.batch_id,
+        "url": reverse("api-deployment-batch", kwargs={"name": batch.deployment.name, "batch_id": batch.batch_id}),
+        "model": batch.model_identifier,
+        "format": batch.format,
+        "sha256": batch.sha256,
+        "size_bytes": batch.size_bytes,
+        "received_at": batch.received_at.isoformat(),
+        "received_by": batch.received_by.username,
+        "state": batch.state,
+        "error": batch.error,
+        "error_field": batch.error_field or None,
+        "rows": batch.rows,
+        "attributes": list(batch.parameters.get("attributes", [])),
+        "counts": batch.counts,
+        "pending_rows": batch.pending_rows.count() if batch.state == BatchState.COUNTED else None,
+        "labels": [
+            {
+                "id": labels.pk,
+                "sha256": labels.sha256,
+                "state": labels.state,
+                "error": labels.error,
+                "labelled": labels.labelled,
+                "unmatched": labels.unmatched,
+                "counts": labels.counts,
+                "received_at": labels.received_at.isoformat(),
+            }
+            for labels in batch.labels.order_by("id")
+        ],
+        "position": batch.position,
+        "look": look_as_json(look) if look is not None else None,
+    }
+
+
+def look_as_json(look: Look) -> dict[str, Any]:
+    return {
+        "seq": look.seq,
+        "model": look.model_identifier,
+        "policy_version": look.policy.version,
+        "window": look.window,
+        "batch": look.batch.batch_id,
+        "labels": look.labels_id,
+        "batches": list(look.batches),
+        "rows": look.rows,
+        "status": look.status or None,
+        "breached": look.breached,
+        "judgements": look.judgements,
+        "created_at": look.created_at.isoformat(),
+    }
+
+
+class _LookSerializer(serializers.Serializer[Any]):
+    seq = serializers.IntegerField()
+    model = serializers.CharField()
+    policy_version = serializers.IntegerField()
+    window = serializers.IntegerField(
+        allow_null=True, help_text="the tumbling window; null: since the model began serving"
+    )
+    batch = serializers.CharField(help_text="the batch whose counting (or labels) made this look")
+    labels = serializers.IntegerField(allow_null=True)
+    batches = serializers.ListField(child=serializers.CharField(), help_text="the batches the window summed")
+    rows = serializers.IntegerField()
+    status = serializers.CharField(
+        allow_null=True, help_text="the worst finding: within, watching, too_few, breach, unseen"
+    )
+    breached = serializers.BooleanField()
+    judgements = serializers.DictField(help_text="per sensitive attribute, the statistics' judgement of the look")
+    created_at = serializers.DateTimeField()
+
+
+class _LabelsSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    state = serializers.ChoiceField(choices=BatchState.choices)
+    error = serializers.CharField(allow_blank=True)
+    labelled = serializers.IntegerField(allow_null=True)
+    unmatched = serializers.IntegerField(allow_null=True)
+    counts = serializers.DictField(allow_null=True, help_text="the delta: rows moved from unlabelled into tp/fn/fp/tn")
+    received_at = serializers.DateTimeField()
+
+
+class _BatchSerializer(serializers.Serializer[Any]):
+    batch_id = serializers.CharField()
+    url = serializers.CharField()
+    model = serializers.CharField()
+    format = serializers.ChoiceField(choices=BatchFormat.choices)
+    sha256 = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    received_at = serializers.DateTimeField()
+    received_by = serializers.CharField()
+    state = serializers.ChoiceField(choices=BatchState.choices)
+    error = serializers.CharField(allow_blank=True)
+    error_field = serializers.CharField(allow_null=True)
+    rows = serializers.IntegerField(allow_null=True)
+    attributes = serializers.ListField(child=serializers.CharField())
+    counts = serializers.DictField(
+        allow_null=True,
+        help_text="per attribute: {groups: {group: {tp, fn, fp, tn, unlabelled, unlabelled_selected}}, unknown}",
+    )
+    pending_rows = serializers.IntegerField(allow_null=True, help_text="unlabelled rows still waiting for a label")
+    labels = _LabelsSerializer(many=True)
+    position = serializers.IntegerField(allow_null=True)
+    look = _LookSerializer(allow_null=True)
+
+
+@accepts_uploads(
+    rules.can_post_batches, who="a serving pipeline (monitoring token)", limit_setting="MONITORING_BATCH_MAX_BYTES"
+)
+class BatchListApi(APIView):
+    """GET: the deployment's batches, newest first. POST: a batch of production predictions (monitoring
+    token): a CSV or Parquet ``file``, or pre-aggregated ``counts`` as JSON; 202 while a worker counts it."""
+
+    authentication_classes = [SessionAuthentication, AnyTokenAuthentication]
+    permission_classes = [AllowAny]
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    pagination_class = DefaultPagination
+
+    class InputSerializer(serializers.Serializer[Any]):
+        batch_id = serializers.CharField(help_text="the client's id: the same id with the same content is answered 200")
+        file = serializers.FileField(required=False, help_text="CSV or Parquet (multipart)")
+        counts = serializers.JSONField(
+            required=False, help_text="instead of a file: per attribute, per group, the cells"
+        )
+        model = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="default: the serving model"
+        )
+        prediction = serializers.CharField(required=False, allow_blank=True, default="")
+        score = serializers.CharField(required=False, allow_blank=True, default="")
+        threshold = serializers.FloatField(required=False, allow_null=True, default=None)
+        label = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="optional; empty values: unlabelled"
+        )  # type: ignore[assignment]
+        positive = serializers.CharField(required=False, allow_blank=True, default="1")
+        row_key = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="keeps unlabelled rows for late labels"
+        )
+
+    @extend_schema(responses=_BatchSerializer(many=True))
+    def get(self, request: Request, name: str) -> Response:
+        deployment = _batch_reader(request, name)
+        paginator = DefaultPagination()
+        page = paginator.paginate_queryset(selectors.batch_list(deployment=deployment), request, view=self)
+        return paginator.get_paginated_response([batch_as_json(batch) for batch in page or []])
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer, "application/json": InputSerializer},
+        responses={200: _BatchSerializer, 202: _BatchSerializer},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        deployment, user = _batch_poster(request, name)
+        data = request.data  # parsed here: the upload handlers note a file dropped for its size
+        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
+        if rejected:
+            item = rejected[0]
+            raise exceptions.ValidationError({"file": [_too_large(item)]})
+        serializer = self.InputSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if ("file" in data) == ("counts" in data):
+            raise exceptions.ValidationError(
+                {"file": ["Send a file (CSV or Parquet), or counts as JSON: one of them."]}
+            )
+        try:
+            received = self._receive(deployment, user, data)
+        except services.BatchConflict as exc:
+            return Response({"detail": str(exc), "field": exc.field}, status=409)
+        body = batch_as_json(received.batch)
+        response = Response(body, status=202 if received.created else 200)
+        response["Location"] = body["url"]
+        return response
+
+    def _receive(self, deployment: Deployment, user: User, data: dict[str, Any]) -> services.Received:
+        if "file" in data:
+            uploaded = data["file"]
+            path = Path(uploaded.temporary_file_path())
+            return services.batch_receive_file(
+                deployment=deployment,
+                user=user,
+                batch_id=data["batch_id"],
+                source=path,
+                original_name=uploaded.name or "batch.csv",
+                sha256=received_sha256(uploaded) or file_sha256(path),
+                model=data["model"],
+                prediction=data["prediction"],
+                score=data["score"],
+                threshold=data["threshold"],
+                label=data["label"],
+                positive=data["positive"],
+                row_key=data["row_key"],
+            )
+        return services.batch_receive_counts(
+            deployment=deployment, user=user, batch_id=data["batch_id"], counts=data["counts"], model=data["model"]
+        )
+
+
+class BatchDetailApi(APIView):
+    """A batch: its state, counts, labels and latest look."""
+
+    authentication_classes = [SessionAuthentication, AnyTokenAuthentication]
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: _BatchSerializer})
+    def get(self, request: Request, name: str, batch_id: str) -> Response:
+        deployment = _batch_reader(request, name)
+        return Response(batch_as_json(_batch(deployment, batch_id)))
+
+
+@accepts_uploads(
+    rules.can_post_batches, who="a serving pipeline (monitoring token)", limit_setting="MONITORING_BATCH_MAX_BYTES"
+)
+class BatchLabelsApi(APIView):
+    """Labels for an earlier batch's rows by row key (monitoring token): a CSV or Parquet ``file`` with
+    the row key and label columns; 202 while a worker applies them and judges the window again."""
+
+    authentication_classes = [SessionAuthentication, AnyTokenAuthentication]
+    permission_classes = [AllowAny]
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        file = serializers.FileField()
+        row_key = serializers.CharField()
+        label = serializers.CharField()  # type: ignore[assignment]
+        positive = serializers.CharField(required=False, allow_blank=True, default="1")
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer}, responses={200: _LabelsSerializer, 202: _LabelsSerializer}
+    )
+    def post(self, request: Request, name: str, batch_id: str) -> Response:
+        deployment, user = _batch_poster(request, name)
+        batch = _batch(deployment, batch_id)
+        body_data = request.data
+        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
+        if rejected:
+            raise exceptions.ValidationError({"file": [_too_large(rejected[0])]})
+        serializer = self.InputSerializer(data=body_data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        path = Path(data["file"].temporary_file_path())
+        labels, created = services.labels_receive(
+            batch=batch,
+            user=user,
+            source=path,
+            original_name=data["file"].name or "labels.csv",
+            sha256=received_sha256(data["file"]) or file_sha256(path),
+            row_key=data["row_key"],
+            label=data["label"],
+            positive=data["positive"],
+        )
+        body = next(entry for entry in batch_as_json(batch)["labels"] if entry["id"] == labels.pk)
+        return Response(body, status=202 if created else 200)
+
+
+class LookListApi(APIView):
+    """The deployment's latest look (``latest``) and the looks before it, newest first (paginated)."""
+
+    authentication_classes = [SessionAuthentication, AnyTokenAuthentication]
+    permission_classes = [AllowAny]
+    pagination_class = DefaultPagination
+
+    @extend_schema(responses={200: _LookSerializer(many=True)})
+    def get(self, request: Request, name: str) -> Response:
+        deployment = _batch_reader(request, name)
+        paginator = DefaultPagination()
+        page = paginator.paginate_queryset(selectors.look_list(deployment=deployment), request, view=self)
+        return paginator.get_paginated_response([look_as_json(look) for look in page or []])
+
+
+def _batch(deployment: Deployment, batch_id: str) -> PredictionBatch:
+    try:
+        return selectors.batch_get(deployment=deployment, batch_id=batch_id)
+    except Http404 as exc:
+        raise exceptions.NotFound(str(exc)) from None
+
+
+def _too_large(item: RejectedUpload) -> str:
+    return (
+        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+        "(MONITORING_BATCH_MAX_SIZE); nothing was stored."
+    )

@@ -21,14 +21,20 @@ from auditportal.monitoring.spec import MonitorSpec
 from auditportal.policies.models import ProposalOutcome
 
 __all__ = [
+    "BatchFormat",
+    "BatchLabels",
+    "BatchState",
     "ChangeKind",
     "Deployment",
     "DeploymentChange",
     "DeploymentState",
     "Incident",
+    "Look",
     "MonitorPolicy",
     "MonitorPolicyProposal",
     "MonitorPolicyProposalClosure",
+    "PendingRow",
+    "PredictionBatch",
     "ProposalOutcome",
     "WebhookDelivery",
     "WebhookDeliveryStatus",
@@ -323,3 +329,162 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"Webhook delivery #{self.pk} {self.event} ({self.status})"
+
+
+# --------------------------------------------------------------------------- production batches
+
+
+class BatchFormat(models.TextChoices):
+    CSV = "csv", "CSV"
+    PARQUET = "parquet", "Parquet"
+    COUNTS = "counts", "Pre-aggregated counts (JSON)"
+
+
+class BatchState(models.TextChoices):
+    # Kept (its file in the store until a worker counts it), queued.
+    RECEIVED = "received", "Received"
+    # Its counts are stored (and, when large enough, judged); the file is gone.
+    COUNTED = "counted", "Counted"
+    # The worker could not count it: ``error`` says why; nothing of it is in any window.
+    FAILED = "failed", "Failed"
+
+
+class PredictionBatch(models.Model):
+    """One batch of production predictions a serving pipeline posted (docs/monitoring.md, "Production
+    batches"). Evidence: ``counts`` (per attribute, per group: tp, fn, fp, tn, unlabelled,
+    unlabelled_selected) are written once, when a worker counts the batch, and never changed; labels
+    that arrive later are BatchLabels rows. The rows themselves are not kept."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="batches")
+    batch_id = models.CharField(max_length=100)
+    # The model whose predictions these are: the deployment's serving model or one it served before.
+    model_identifier = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    format = models.CharField(max_length=16, choices=BatchFormat.choices)
+    size_bytes = models.BigIntegerField()
+    # How to read the file (columns, threshold, positive value) and the attributes counted.
+    parameters = models.JSONField(default=dict)
+    received_at = models.DateTimeField(auto_now_add=True)
+    received_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.RECEIVED)
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=255, blank=True)
+    # The file until it is counted (relative to DATASET_STORAGE_DIR); blank for counts and after counting.
+    storage_path = models.CharField(max_length=500, blank=True)
+    rows = models.BigIntegerField(null=True, blank=True)
+    counts = models.JSONField(null=True, blank=True)
+    # 1, 2, 3... in the order counted among the batches of the same model since it last began serving
+    # (the look's window is taken from it); null for a batch of a model that no longer serves.
+    position = models.PositiveIntegerField(null=True, blank=True)
+    # The change since which its model served when the batch was counted (the window's era); null for a
+    # batch of a model that no longer served.
+    serving_change = models.ForeignKey(
+        DeploymentChange, on_delete=models.PROTECT, null=True, blank=True, related_name="batches"
+    )
+    counted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["deployment", "-received_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "batch_id"], name="monitoring_batch_id_unique"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=BatchState.values), name="monitoring_batch_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state=BatchState.COUNTED) | models.Q(counts__isnull=False, rows__isnull=False),
+                name="monitoring_batch_counted_has_counts",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Batch {self.batch_id} of {self.deployment_id}"
+
+
+class PendingRow(models.Model):
+    """An unlabelled row of a batch posted with a row key, until its label arrives: its key, its group
+    per attribute (in the batch's attribute order; null: unknown) and whether the model selected it.
+    Not evidence (the batch's counts are): deleted once labelled."""
+
+    batch = models.ForeignKey(PredictionBatch, on_delete=models.CASCADE, related_name="pending_rows")
+    row_key = models.CharField(max_length=200)
+    groups = models.JSONField(default=list)
+    selected = models.BooleanField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["batch", "row_key"], name="monitoring_pending_row_unique")]
+
+    def __str__(self) -> str:
+        return f"Pending row {self.row_key} of batch #{self.batch_id}"
+
+
+class BatchLabels(models.Model):
+    """Labels posted for an earlier batch's rows by row key. Evidence, append-only: ``counts`` is the
+    delta it made (per attribute and group: the rows moved out of ``unlabelled`` into tp/fn/fp/tn), the
+    batch's own counts are never changed."""
+
+    batch = models.ForeignKey(PredictionBatch, on_delete=models.PROTECT, related_name="labels")
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    parameters = models.JSONField(default=dict)
+    received_at = models.DateTimeField(auto_now_add=True)
+    received_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.RECEIVED)
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=255, blank=True)
+    storage_path = models.CharField(max_length=500, blank=True)
+    counts = models.JSONField(null=True, blank=True)
+    # Rows of the file with a label that matched a pending row, and those that matched none.
+    labelled = models.BigIntegerField(null=True, blank=True)
+    unmatched = models.BigIntegerField(null=True, blank=True)
+    counted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "id"]
+        verbose_name_plural = "batch labels"
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "sha256"], name="monitoring_batch_labels_unique"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=BatchState.values), name="monitoring_batch_labels_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Labels #{self.pk} of {self.batch}"
+
+
+class Look(models.Model):
+    """One judgement of a deployment's monitor: after a batch was counted, or labels arrived. Written
+    once, under the deployment's row lock. ``judgements``: per sensitive attribute, the statistics'
+    LookJudgement.as_json(); ``breached``: any of them confirms a breach."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="looks")
+    seq = models.PositiveIntegerField()
+    model_identifier = models.CharField(max_length=255)
+    policy = models.ForeignKey(MonitorPolicy, on_delete=models.PROTECT, related_name="+")
+    # None: counted since the model began serving; k: the k-th tumbling window (MONITORING_WINDOW_BATCHES).
+    window = models.PositiveIntegerField(null=True, blank=True)
+    batch = models.ForeignKey(PredictionBatch, on_delete=models.PROTECT, related_name="looks")
+    labels = models.ForeignKey(BatchLabels, on_delete=models.PROTECT, null=True, blank=True, related_name="looks")
+    # The batch ids whose counts (with their labels so far) the window summed.
+    batches = models.JSONField(default=list)
+    rows = models.BigIntegerField()
+    judgements = models.JSONField()
+    status = models.CharField(max_length=16, blank=True)
+    breached = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["deployment", "-seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "seq"], name="monitoring_look_seq_unique"),
+            # One look per counted batch and one per labels arrival: a retried task writes none twice.
+            models.UniqueConstraint(
+                fields=["batch"], condition=models.Q(labels__isnull=True), name="monitoring_look_one_per_batch"
+            ),
+            models.UniqueConstraint(
+                fields=["labels"], condition=models.Q(labels__isnull=False), name="monitoring_look_one_per_labels"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Look {self.seq} of {self.deployment_id}"

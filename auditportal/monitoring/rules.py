@@ -119,3 +119,24 @@ def can_manage_webhooks(user: User) -> bool:
 def check_manage_webhooks(user: User) -> None:
     if not can_manage_webhooks(user):
         raise WebhookAdministratorRequired()
+
+
+def can_read_batches(user: User) -> bool:
+    """ML engineers and administrators read a deployment's batches and looks (a monitoring token too,
+    by its scope: the API checks it)."""
+    return can_deploy(user)
+
+
+def check_read_batches(user: User) -> None:
+    if not can_read_batches(user):
+        raise DeployerRequired("read a deployment's production batches")
+
+
+def can_post_batches(user: User) -> bool:
+    """The upload guard's question: the account holds a monitoring token (only such a token
+    authenticates a batch's post; the API checks the token itself)."""
+    return bool(
+        user.is_authenticated
+        and user.is_active
+        and ApiToken.objects.filter(user=user, scope=TokenScope.MONITORING).exists()
+    )

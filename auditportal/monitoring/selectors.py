@@ -17,13 +17,16 @@ from django.urls import reverse
 
 from auditportal.accounts.models import User
 from auditportal.approvals import selectors as approval_selectors
+from auditportal.fairness.files.intersections import attribute_key
 from auditportal.monitoring import rules
 from auditportal.monitoring.models import (
     Deployment,
     DeploymentChange,
     DeploymentState,
+    Look,
     MonitorPolicy,
     MonitorPolicyProposal,
+    PredictionBatch,
 )
 from auditportal.monitoring.names import name_problem
 
@@ -207,3 +210,72 @@ def monitor_policy_proposal_state(proposal: MonitorPolicyProposal, *, active: Mo
     if closure is not None:
         return str(closure.outcome)
     return "pending" if proposal.base_id == active.pk else "stale"
+
+
+# --------------------------------------------------------------------------- production batches
+
+
+@dataclass(frozen=True)
+class ModelReference:
+    """What a model's batches are counted and judged against: the sensitive attributes of the data its
+    approval rests on (a trial's dataset version, or an audit's audited file), and per attribute that
+    data's rows per group and of unknown group (group-share drift's training counts)."""
+
+    attributes: tuple[str, ...]
+    training: dict[str, tuple[dict[str, int], int]]
+
+
+def model_reference(*, deployment: Deployment, model_identifier: str) -> ModelReference:
+    """The reference of ``model_identifier`` as it served in ``deployment``: the review request of its
+    latest change there."""
+    change = deployment.changes.filter(model_identifier=model_identifier).order_by("-seq").first()
+    if change is None or change.review_request is None:
+        raise Http404(f"{model_identifier!r} never served in {deployment.name}.")
+    request = change.review_request
+    if request.trial_id is not None:
+        version = request.trial.experiment.dataset_version  # type: ignore[union-attr]
+        names = list(version.attributes.order_by("position").values_list("name", flat=True))
+        training: dict[str, tuple[dict[str, int], int]] = {}
+        for name in names:
+            summaries = version.group_summaries.filter(is_intersection=False, attribute=attribute_key([name]))
+            groups = {summary.group: int(summary.rows) for summary in summaries if not summary.is_unknown}
+            unknown = sum(int(summary.rows) for summary in summaries if summary.is_unknown)
+            training[name] = (groups, unknown)
+        return ModelReference(tuple(names), training)
+    audit = request.prediction_audit
+    assert audit is not None  # a request's subject is a trial or an audit (its constraint)
+    training = {}
+    for section in audit.result.get("attributes", {}).values():
+        columns = section.get("columns") or []
+        if len(columns) != 1:
+            continue  # an intersection: its attributes are judged one by one
+        groups = {
+            str((entry.get("values") or [key])[0]): int(entry.get("n", 0))
+            for key, entry in section.get("groups", {}).items()
+        }
+        training[str(columns[0])] = (groups, int(section.get("unknown", 0)))
+    return ModelReference(tuple(training), training)
+
+
+def batch_list(*, deployment: Deployment) -> QuerySet[PredictionBatch]:
+    return deployment.batches.order_by("-received_at", "-id")
+
+
+def batch_get(*, deployment: Deployment, batch_id: str) -> PredictionBatch:
+    found = deployment.batches.filter(batch_id=batch_id).first()
+    if found is None:
+        raise Http404(f"{deployment.name} has no batch {batch_id[:120]!r}.")
+    return found
+
+
+def batch_look(*, batch: PredictionBatch) -> Look | None:
+    """The latest look judged on ``batch`` (its own, or after labels for it arrived)."""
+    return batch.looks.order_by("-seq").first()
+
+
+def look_latest(*, deployment: Deployment) -> Look | None:
+    return deployment.looks.order_by("-seq").first()
+
+
+def look_list(*, deployment: Deployment) -> QuerySet[Look]:
+    return deployment.looks.select_related("batch", "policy").order_by("-seq")

@@ -5,6 +5,7 @@ from typing import Any
 from auditportal.celery import app
 from auditportal.monitoring import notifications, services
 from auditportal.monitoring.services import webhooks
+from auditportal.monitoring.services.batches import BatchNotCounted
 
 
 @app.task(name="monitoring.reconcile_deployments", ignore_result=True)  # type: ignore[untyped-decorator]
@@ -29,3 +30,23 @@ def webhook_deliver_task(self: Any, delivery_id: int) -> str:
 def incident_opened_mail_task(incident_id: int) -> int:
     """Tell the committee and the model's requester of a confirmed breach and what serves now."""
     return notifications.incident_opened(incident_id=incident_id)
+
+
+@app.task(name="monitoring.count_batch", ignore_result=True, acks_late=True)  # type: ignore[untyped-decorator]
+def batch_count_task(batch_id: int) -> str:
+    """Count a posted batch and judge its window (idempotent: a counted batch is left as it is)."""
+    return str(services.batch_count(batch_id=batch_id).state)
+
+
+@app.task(  # type: ignore[untyped-decorator]
+    name="monitoring.count_labels",
+    ignore_result=True,
+    acks_late=True,
+    bind=True,
+    autoretry_for=(BatchNotCounted,),
+    retry_backoff=True,
+    max_retries=20,
+)
+def labels_count_task(self: object, labels_id: int) -> str:
+    """Apply late labels to their batch and judge its window again (retried until the batch is counted)."""
+    return str(services.labels_count(labels_id=labels_id).state)

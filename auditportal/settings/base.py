@@ -180,6 +180,11 @@ AUDIT_INLINE_MAX_ROWS = env_int("AUDIT_INLINE_MAX_ROWS", 1_000_000, minimum=1)
 # (policies.services.policy_create: the /policy/ page, its API, `manage.py fairness_policy set`).
 FAIRNESS_TOLERANCE = env_float("FAIRNESS_TOLERANCE", 0.05, minimum=0.0, maximum=0.99)
 FAIRNESS_ALPHA = env_float("FAIRNESS_ALPHA", 0.05, minimum=1e-6, maximum=0.5)
+# Production batches (docs/monitoring.md, "Production batches"): a posted file larger than this is
+# refused while it streams in, before it is stored; a monitor restarts its counts every
+# MONITORING_WINDOW_BATCHES counted batches (tumbling windows; 0: one window since the model began serving).
+MONITORING_BATCH_MAX_BYTES = env_size("MONITORING_BATCH_MAX_SIZE", 512 * 1024**2)
+MONITORING_WINDOW_BATCHES = env_int("MONITORING_WINDOW_BATCHES", 50, minimum=0)
 SHARD_DIR = Path(env_str("SHARD_DIR", str(VAR_DIR / "shards"))).resolve()
 
 # Signed reports (docs/reports.md). Files are written once under REPORT_STORAGE_DIR; the private keys
@@ -296,6 +301,7 @@ SPECTACULAR_SETTINGS = {
         "ReportStateEnum": "auditportal.fairness.documents.report_context.REPORT_STATES",
         "DeploymentStateEnum": "auditportal.monitoring.models.DeploymentState",
         "DeploymentChangeKindEnum": "auditportal.monitoring.models.ChangeKind",
+        "BatchStateEnum": "auditportal.monitoring.models.BatchState",
         # The fairness policy's proposals and the monitor policies' share their states.
         "PolicyProposalStateEnum": "auditportal.policies.selectors.PROPOSAL_STATES",
     },

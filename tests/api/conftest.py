@@ -13,7 +13,7 @@ from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts import services as account_services
-from auditportal.accounts.models import Role, User
+from auditportal.accounts.models import Role, TokenScope, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice
 from auditportal.datasets.models import DatasetVersion
@@ -37,6 +37,7 @@ MODEL = "vendor-score:2.1"
 class Portal:
     member: User  # every role: the API's every operation is open to them, subject to its rules
     token: str  # a gate token
+    monitoring_token: str  # a monitoring token: it posts the deployment's production batches
     model: str  # a model identifier a review request names
     ids: dict[str, list[int]] = field(default_factory=dict)  # path parameter -> ids that exist
     names: dict[str, list[str]] = field(default_factory=dict)  # path parameter -> names that exist (deployments)
@@ -107,11 +108,24 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
         user=erin, deployment=deployment, changes={"alpha": 0.01}, reason="Fewer false alarms"
     )
     assert isinstance(proposal, MonitorPolicyProposal)
+    # A serving pipeline's monitoring token, and a counted batch of pre-aggregated counts (its look).
+    monitoring = account_services.api_token_create(
+        user=erin, account="scoring-service", name="batches", days=30, scope=TokenScope.MONITORING
+    ).secret
+    received = monitoring_services.batch_receive_counts(
+        deployment=deployment,
+        user=erin,
+        batch_id="2026-12-07T08",
+        counts={"gender": {"groups": {"f": {"tp": 40, "fn": 2, "fp": 5, "tn": 60}, "m": {"tp": 45, "fn": 1}}}},
+        model="",
+    )
+    monitoring_services.batch_count(batch_id=received.batch.pk)
 
     requests = [audit_request, unfair_request, unwaived, fair_request]
     return Portal(
         member=pat,
         token=token,
+        monitoring_token=monitoring,
         model=MODEL,
         ids={
             "version_id": [demo_version.pk],
@@ -122,7 +136,7 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
             "waiver_id": list(unfair_request.waivers.values_list("pk", flat=True)),
             "monitor_proposal_id": [proposal.pk],
         },
-        names={"name": [deployment.name]},
+        names={"name": [deployment.name], "batch_id": [received.batch.batch_id]},
     )
 
 

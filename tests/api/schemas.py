@@ -38,7 +38,12 @@ def closed(schema: dict[str, Any]) -> dict[str, Any]:
 
 # The name each uploaded file is sent under (the portal reads the format from the extension):
 # schemathesis takes it from the multipart encoding's Content-Disposition.
-UPLOAD_NAMES = {"/api/v1/audits/predictions/": "predictions.csv", "/api/v1/reports/verify/": "report.pdf"}
+UPLOAD_NAMES = {
+    "/api/v1/audits/predictions/": "predictions.csv",
+    "/api/v1/reports/verify/": "report.pdf",
+    "/api/v1/deployments/{name}/-/batches/": "batch.csv",
+    "/api/v1/deployments/{name}/-/batches/{batch_id}/labels/": "labels.csv",
+}
 
 
 def with_upload_names(schema: dict[str, Any]) -> dict[str, Any]:

@@ -100,6 +100,14 @@ def credentials(portal: Portal) -> Iterator[dict[str, dict[str, Any]]]:
     request_finished.disconnect(close_old_connections)
     yield {
         "/api/v1/gate/": {"headers": {"Authorization": f"Token {portal.token}"}},
+        # A serving pipeline's posts (its reads too): only a monitoring token is accepted there.
+        **{
+            path: {"headers": {"Authorization": f"Token {portal.monitoring_token}"}}
+            for path in (
+                "/api/v1/deployments/{name}/-/batches/",
+                "/api/v1/deployments/{name}/-/batches/{batch_id}/labels/",
+            )
+        },
         "": {"cookies": cookies, "headers": {"X-CSRFToken": cookies["csrftoken"]}},
     }
     request_started.connect(close_old_connections)

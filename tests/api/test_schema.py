@@ -96,6 +96,7 @@ class Caller:
 
     def __init__(self, portal: Portal) -> None:
         self.token = portal.token
+        self.monitoring_token = portal.monitoring_token
         self.sessions = {user.username: session_of(user) for user in User.objects.all()}
         self.answered: set[tuple[str, str]] = set()
 
@@ -103,6 +104,8 @@ class Caller:
         case = SCHEMA[path][method].Case(**kwargs)
         if who == "token":
             response = case.call(headers={"Authorization": f"Token {self.token}"})
+        elif who == "monitoring":
+            response = case.call(headers={"Authorization": f"Token {self.monitoring_token}"})
         else:
             cookies = self.sessions[who]
             response = case.call(cookies=cookies, headers={"X-CSRFToken": cookies["csrftoken"]})
@@ -510,6 +513,38 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         200,
         path_parameters={**prod, "monitor_proposal_id": looser["id"]},
     )
+
+    # Production batches: a file with late labels' row keys (a monitoring token), counts again with the
+    # same content (200), the reads as a member and as the token, the late labels.
+    batches = "/api/v1/deployments/{name}/-/batches/"
+    rows = "id,score,gender,label\nr1,0.9,f,1\nr2,0.2,m,\nr3,0.7,f,\n"
+    posted = call(
+        "monitoring",
+        "POST",
+        batches,
+        202,
+        path_parameters=prod,
+        body={"batch_id": "b-file", "file": rows.encode(), "score": "score", "threshold": 0.5, "row_key": "id"},
+        media_type="multipart/form-data",
+    )
+    assert (posted["batch_id"], posted["state"]) == ("b-file", "received")
+    [counted] = portal.names["batch_id"]
+    again = call("pat", "GET", batches + "{batch_id}/", 200, path_parameters={**prod, "batch_id": counted})
+    assert again["state"] == "counted"
+    listed_batches = call("monitoring", "GET", batches, 200, path_parameters=prod)
+    assert {b["batch_id"] for b in listed_batches["results"]} == {"b-file", counted}
+    looks = call("pat", "GET", "/api/v1/deployments/{name}/-/looks/", 200, path_parameters=prod)
+    assert [look["batch"] for look in looks["results"]] == [counted]
+    labels = call(
+        "monitoring",
+        "POST",
+        batches + "{batch_id}/labels/",
+        202,
+        path_parameters={**prod, "batch_id": "b-file"},
+        body={"file": b"id,label\nr2,0\n", "row_key": "id", "label": "label"},
+        media_type="multipart/form-data",
+    )
+    assert labels["state"] == "received"
 
     operations = {(method, path) for path, item in SCHEMA.raw_schema["paths"].items() for method in item}
     assert operations - call.answered == set(), "operations this test never saw succeed"
