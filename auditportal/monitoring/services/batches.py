@@ -41,7 +41,7 @@ from auditportal.fairness.statistics.monitor import (
     RateLimit,
     judge_look,
 )
-from auditportal.fairness.statistics.sequential import Bound, MonitorPolicyError
+from auditportal.fairness.statistics.sequential import Bound, MonitorPolicyError, worst_status
 from auditportal.lib.files import FILE_MODE, private_dir
 from auditportal.monitoring import selectors
 from auditportal.monitoring.models import (
@@ -55,6 +55,7 @@ from auditportal.monitoring.models import (
     PredictionBatch,
 )
 from auditportal.monitoring.selectors import ModelReference
+from auditportal.monitoring.services.breach import breach_confirm
 from auditportal.monitoring.services.common import deployment_lock
 from auditportal.monitoring.spec import METRICS, MonitorSpec
 from auditportal.outbox.services import task_enqueue
@@ -513,8 +514,6 @@ def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchL
     window = window_of(batch.position)
     judgements = look_judge(spec=spec, reference=reference, counts=counts, window=window)
     statuses = [judgement.status for judgement in judgements.values() if judgement.status is not None]
-    from auditportal.fairness.statistics.sequential import worst_status
-
     worst = worst_status(statuses)
     last = Look.objects.filter(deployment=deployment).aggregate(last=Max("seq"))["last"]
     look = Look.objects.create(
@@ -531,7 +530,22 @@ def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchL
         status="" if worst is None else worst.value,
         breached=any(judgement.breached for judgement in judgements.values()),
     )
-    return LookOutcome(look, judgements)
+    outcome = LookOutcome(look, judgements)
+    if outcome.breached and batch.serving_change_id is not None:
+        # A confirmed breach, in this transaction and under the deployment's lock: the model suspended,
+        # the deployment rolled back, an incident opened (its document names the first attribute in
+        # breach; the look holds every attribute's judgement). Nothing when the model already has an
+        # open incident.
+        attribute, judgement = sorted(outcome.breached_judgements.items())[0]
+        breach_confirm(
+            deployment=deployment,
+            model_identifier=batch.model_identifier,
+            judgement=judgement,
+            batch_ids=[member.pk for member in members],
+            look_id=look.pk,
+            attribute=attribute,
+        )
+    return outcome
 
 
 # --------------------------------------------------------------------------- late labels

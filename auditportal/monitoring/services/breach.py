@@ -40,6 +40,7 @@ def breach_confirm(
     judgement: LookJudgement,
     batch_ids: list[int],
     look_id: int | None = None,
+    attribute: str = "",
 ) -> Incident | None:
     """``judgement`` confirmed a breach of ``model_identifier``'s monitor in ``deployment``: open an
     incident, suspend the model's approval, roll back every deployment serving it. One transaction.
@@ -47,7 +48,9 @@ def breach_confirm(
     None, and nothing written, when the model already has an open breach incident (a second look that
     confirms the same breach). A model that no longer serves in ``deployment`` is still suspended (it
     must not come back) and the incident opened, but no deployment changes unless one serves it.
-    ValueError when ``judgement`` confirms no breach or the ids are not whole numbers.
+    ValueError when ``judgement`` confirms no breach or the ids are not whole numbers. ``attribute``
+    names the sensitive attribute whose groups the judgement compares (a look judges each attribute
+    apart), written in the document and the reason.
     """
     if not judgement.breached:
         raise ValueError("the judgement confirms no breach: nothing to open an incident for")
@@ -67,8 +70,8 @@ def breach_confirm(
         if incident_open(model_identifier=model) is not None:
             return None
         request = _request_to_suspend(model)
-        document = _document(primary, model, request, judged, breaches, batches, look_id)
-        reason = _reason(primary, model, breaches, look_id)
+        document = _document(primary, model, request, judged, breaches, batches, look_id, attribute)
+        reason = _reason(primary, model, breaches, look_id, attribute)
         incident = Incident.objects.create(
             deployment=primary,
             model_identifier=model,
@@ -225,6 +228,7 @@ def _document(
     breaches: list[dict[str, Any]],
     batches: list[int],
     look_id: int | None,
+    attribute: str = "",
 ) -> dict[str, Any]:
     policy = MonitorPolicy.objects.filter(deployment=deployment).order_by("-version").first()
     document = {
@@ -235,6 +239,7 @@ def _document(
         "review_request": request.pk if request is not None else None,
         "monitor_policy_version": policy.version if policy is not None else None,
         "look": look_id,
+        "attribute": attribute or None,
         "batches": batches,
         "method": judged["method"],
         "source": judged["source"],
@@ -251,10 +256,13 @@ def _document(
     return document
 
 
-def _reason(deployment: Deployment, model: str, breaches: list[dict[str, Any]], look_id: int | None) -> str:
+def _reason(
+    deployment: Deployment, model: str, breaches: list[dict[str, Any]], look_id: int | None, attribute: str = ""
+) -> str:
     look = f" at look #{look_id}" if look_id is not None else ""
+    among = f" ({attribute})" if attribute else ""
     parts = [_finding_text(finding) for finding in breaches]
-    text = f"{model} breached its monitor in {deployment.name}{look}: " + "; ".join(parts) + "."
+    text = f"{model} breached its monitor in {deployment.name}{look}{among}: " + "; ".join(parts) + "."
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
