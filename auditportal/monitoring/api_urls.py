@@ -23,4 +23,15 @@ urlpatterns: list[URLPattern | URLResolver] = [
         apis.MonitorPolicyProposalWithdrawApi.as_view(),
         name="api-deployment-policy-proposal-withdraw",
     ),
+    path(_D + "-/webhooks/", apis.WebhookListApi.as_view(), name="api-deployment-webhooks"),
+    path(
+        _D + "-/webhooks/<int:webhook_id>/deactivate/",
+        apis.WebhookDeactivateApi.as_view(),
+        name="api-deployment-webhook-deactivate",
+    ),
+    path(
+        _D + "-/webhooks/<int:webhook_id>/deliveries/",
+        apis.WebhookDeliveryListApi.as_view(),
+        name="api-deployment-webhook-deliveries",
+    ),
 ]

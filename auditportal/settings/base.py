@@ -296,6 +296,7 @@ SPECTACULAR_SETTINGS = {
         "ReportStateEnum": "auditportal.fairness.documents.report_context.REPORT_STATES",
         "DeploymentStateEnum": "auditportal.monitoring.models.DeploymentState",
         "DeploymentChangeKindEnum": "auditportal.monitoring.models.ChangeKind",
+        "WebhookDeliveryStatusEnum": "auditportal.monitoring.models.WebhookDeliveryStatus",
         # The fairness policy's proposals and the monitor policies' share their states.
         "PolicyProposalStateEnum": "auditportal.policies.selectors.PROPOSAL_STATES",
     },
