@@ -38,7 +38,8 @@ def test_an_administrator_registers_an_endpoint_and_sees_its_secret_in_that_answ
     client = client_for(erin)
     made = _register(client)
     secret = made["secret"]
-    assert secret.startswith("whsec_") and len(secret) == 70
+    assert secret.startswith("whsec_")
+    assert len(secret) == 70
     assert (made["url"], made["active"], made["created_by"], made["recent_deliveries"]) == (URL, True, "erin", [])
     endpoint = WebhookEndpoint.objects.get(pk=made["id"])
     assert (endpoint.secret, endpoint.deployment, endpoint.created_by) == (secret, deployment, erin)
@@ -46,7 +47,8 @@ def test_an_administrator_registers_an_endpoint_and_sees_its_secret_in_that_answ
     listed = client.get(HOOKS)
     assert listed.status_code == 200
     [shown] = listed.json()
-    assert shown["id"] == made["id"] and "secret" not in shown
+    assert shown["id"] == made["id"]
+    assert "secret" not in shown
     assert secret not in listed.content.decode()
     deliveries = client.get(f"{HOOKS}{made['id']}/deliveries/")
     assert secret not in deliveries.content.decode()
@@ -74,9 +76,7 @@ def test_the_delivery_log_lists_each_attempts_answer_as_untrusted_text(deploymen
     with Receiver() as receiver:
         made = _register(client, receiver.url)
         receiver.answers.append((503, {"Content-Type": "text/html"}, hostile.encode()))
-        [delivery] = webhooks.webhook_event_queue(
-            deployment=deployment, event="incident.opened", data={"incident": 1}
-        )
+        [delivery] = webhooks.webhook_event_queue(deployment=deployment, event="incident.opened", data={"incident": 1})
         assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk) is webhooks.Attempt.RETRY
         assert webhooks.webhook_delivery_attempt(delivery_id=delivery.pk) is webhooks.Attempt.DELIVERED
 
@@ -92,7 +92,8 @@ def test_the_delivery_log_lists_each_attempts_answer_as_untrusted_text(deploymen
         "delivered",
         200,
     )
-    assert row["delivered_at"] is not None and row["body"] == WebhookDelivery.objects.get().body
+    assert row["delivered_at"] is not None
+    assert row["body"] == WebhookDelivery.objects.get().body
     [summary] = client.get(HOOKS).json()[0]["recent_deliveries"]
     assert (summary["event"], summary["attempts"], summary["status"]) == ("incident.opened", 2, "delivered")
 
@@ -114,9 +115,7 @@ def test_the_admin_shows_a_receivers_answer_escaped(deployment: Deployment, erin
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.content.decode()
 
 
-def test_only_administrators_see_or_change_webhooks(
-    deployment: Deployment, erin: User, bob: User, oscar: User
-) -> None:
+def test_only_administrators_see_or_change_webhooks(deployment: Deployment, erin: User, bob: User, oscar: User) -> None:
     made = _register(client_for(erin))
     routes = [("GET", HOOKS), ("POST", HOOKS), ("POST", f"{HOOKS}{made['id']}/deactivate/")]
     routes.append(("GET", f"{HOOKS}{made['id']}/deliveries/"))
