@@ -27,4 +27,15 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(_D + "-/batches/<str:batch_id>/", apis.BatchDetailApi.as_view(), name="api-deployment-batch"),
     path(_D + "-/batches/<str:batch_id>/labels/", apis.BatchLabelsApi.as_view(), name="api-deployment-batch-labels"),
     path(_D + "-/looks/", apis.LookListApi.as_view(), name="api-deployment-looks"),
+    path(_D + "-/webhooks/", apis.WebhookListApi.as_view(), name="api-deployment-webhooks"),
+    path(
+        _D + "-/webhooks/<int:webhook_id>/deactivate/",
+        apis.WebhookDeactivateApi.as_view(),
+        name="api-deployment-webhook-deactivate",
+    ),
+    path(
+        _D + "-/webhooks/<int:webhook_id>/deliveries/",
+        apis.WebhookDeliveryListApi.as_view(),
+        name="api-deployment-webhook-deliveries",
+    ),
 ]

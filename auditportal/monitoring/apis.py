@@ -1,5 +1,6 @@
 """The deployments' API (docs/monitoring.md): the list, a deployment's status (what a rollout
-controller polls), promotions, and its monitor policy with the proposals that loosen it.
+controller polls), promotions, its monitor policy with the proposals that loosen it, and its webhooks
+(administrators).
 
 A deployment's name keeps its slashes in the URL; what acts on it follows ``/-/`` (names.py).
 """
@@ -37,7 +38,10 @@ from auditportal.monitoring.models import (
     MonitorPolicy,
     MonitorPolicyProposal,
     PredictionBatch,
+    WebhookDeliveryStatus,
+    WebhookEndpoint,
 )
+from auditportal.monitoring.services.webhooks import EVENTS, MAX_DESCRIPTION, MAX_URL
 from auditportal.monitoring.spec import BOUNDS, METRICS, REFERENCE_RULES
 from auditportal.policies.selectors import PROPOSAL_STATES
 
@@ -355,6 +359,131 @@ class MonitorPolicyProposalWithdrawApi(APIView):
         proposal = selectors.monitor_policy_proposal_get(deployment=proposal.deployment, proposal_id=proposal.pk)
         active = selectors.monitor_policy_active(deployment=proposal.deployment)
         return Response(proposal_as_json(proposal, active=active))
+
+
+class _WebhookDeliverySummarySerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    event = serializers.ChoiceField(choices=list(EVENTS))
+    attempts = serializers.IntegerField(help_text="attempts made so far (at most 8)")
+    status = serializers.ChoiceField(
+        choices=WebhookDeliveryStatus.choices,
+        help_text="pending: queued or waiting for its next attempt; delivered: a 2xx; failed: for good",
+    )
+    response_code = serializers.IntegerField(
+        allow_null=True, help_text="the last attempt's HTTP status; null: no answer (see the log's error)"
+    )
+    created_at = serializers.DateTimeField()
+    last_attempt_at = serializers.DateTimeField(allow_null=True)
+    delivered_at = serializers.DateTimeField(allow_null=True)
+
+
+class _WebhookDeliverySerializer(_WebhookDeliverySummarySerializer):
+    body = serializers.CharField(help_text="the exact body posted (canonical JSON, the bytes signed)")
+    response_body_head = serializers.CharField(
+        allow_blank=True,
+        help_text="the first bytes of the last answer's body, as text: the receiver's, untrusted",
+    )
+    error = serializers.CharField(allow_blank=True, help_text="why the last attempt got no answer")
+
+
+class _WebhookEndpointSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    active = serializers.BooleanField(help_text="false: deactivated, posted nothing more")
+    created_by = serializers.CharField(source="created_by.username")
+    created_at = serializers.DateTimeField()
+    deactivated_by = serializers.CharField(source="deactivated_by.username", allow_null=True)
+    deactivated_at = serializers.DateTimeField(allow_null=True)
+    recent_deliveries = _WebhookDeliverySummarySerializer(
+        many=True,
+        help_text=f"its latest {selectors.RECENT_DELIVERIES} deliveries, newest first (the log: .../deliveries/)",
+    )
+
+
+class WebhookListApi(APIView):
+    """GET: the deployment's webhook endpoints with their latest deliveries, never their secrets. POST:
+    register a new one; its signing secret is in this answer only. Administrators only."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        url = serializers.CharField(
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text=f"absolute https:// or http:// with a host, no user or password, at most {MAX_URL} characters",
+        )
+        description = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text=f"at most {MAX_DESCRIPTION} characters"
+        )
+
+    class OutputSerializer(_WebhookEndpointSerializer):
+        secret = serializers.CharField(
+            help_text=(
+                "the signing secret (whsec_ + 64 hex digits) of X-Portal-Signature: shown in this answer once, "
+                "never again; store it now (to rotate it, register a new endpoint and deactivate this one)"
+            )
+        )
+
+    @extend_schema(responses={200: _WebhookEndpointSerializer(many=True)})
+    def get(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        deployment = _deployment(user, name)
+        rules.check_manage_webhooks(user)
+        endpoints = selectors.webhook_list(user=user, deployment=deployment)
+        return Response(_WebhookEndpointSerializer(endpoints, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        deployment = _deployment(user, name)
+        rules.check_manage_webhooks(user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        endpoint, secret = services.webhook_register(
+            deployment=deployment,
+            user=user,
+            url=serializer.validated_data["url"],
+            description=serializer.validated_data["description"],
+        )
+        endpoint = selectors.webhook_get(user=user, deployment=deployment, webhook_id=endpoint.pk)
+        return Response({**_WebhookEndpointSerializer(endpoint).data, "secret": secret}, status=201)
+
+
+class WebhookDeactivateApi(APIView):
+    """Deactivate a webhook endpoint (administrators): it is posted nothing more; its log stays."""
+
+    @extend_schema(request=None, responses={200: _WebhookEndpointSerializer})
+    def post(self, request: Request, name: str, webhook_id: int) -> Response:
+        user = request_user(request)
+        endpoint = _webhook(user, name, webhook_id)
+        services.webhook_deactivate(endpoint=endpoint, user=user)
+        endpoint = selectors.webhook_get(user=user, deployment=endpoint.deployment, webhook_id=endpoint.pk)
+        return Response(_WebhookEndpointSerializer(endpoint).data)
+
+
+class WebhookDeliveryListApi(APIView):
+    """A webhook endpoint's delivery log, newest first (administrators): each event's body, attempts,
+    status and the last answer (``response_body_head`` is the receiver's text: untrusted)."""
+
+    pagination_class = DefaultPagination
+
+    @extend_schema(responses=_WebhookDeliverySerializer(many=True))
+    def get(self, request: Request, name: str, webhook_id: int) -> Response:
+        user = request_user(request)
+        endpoint = _webhook(user, name, webhook_id)
+        paginator = DefaultPagination()
+        page = paginator.paginate_queryset(selectors.webhook_deliveries(endpoint=endpoint), request, view=self)
+        return paginator.get_paginated_response(_WebhookDeliverySerializer(page or [], many=True).data)
+
+
+def _webhook(user: User, name: str, webhook_id: int) -> WebhookEndpoint:
+    """The endpoint the URL names: 404 for an unknown deployment (or an account without a role), 403
+    for a member who is not an administrator, 404 for an endpoint the deployment does not have."""
+    deployment = _deployment(user, name)
+    rules.check_manage_webhooks(user)
+    try:
+        return selectors.webhook_get(user=user, deployment=deployment, webhook_id=webhook_id)
+    except Http404 as exc:
+        raise exceptions.NotFound(str(exc)) from None
 
 
 def _deployment(user: User, name: str) -> Deployment:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from django.urls import reverse
 
@@ -27,11 +27,15 @@ from auditportal.monitoring.models import (
     MonitorPolicy,
     MonitorPolicyProposal,
     PredictionBatch,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 from auditportal.monitoring.names import name_problem
 
 # How many earlier changes a status lists (the page and the history show them all).
 PREVIOUS_SHOWN: Final = 20
+# How many of an endpoint's latest deliveries its listing summarizes (the delivery log has them all).
+RECENT_DELIVERIES: Final = 5
 
 
 class DeploymentNotFound(Http404):
@@ -279,3 +283,30 @@ def look_latest(*, deployment: Deployment) -> Look | None:
 
 def look_list(*, deployment: Deployment) -> QuerySet[Look]:
     return deployment.looks.select_related("batch", "policy").order_by("-seq")
+
+
+def webhook_list(*, user: User, deployment: Deployment) -> QuerySet[WebhookEndpoint]:
+    """``deployment``'s endpoints, oldest first, each with its RECENT_DELIVERIES latest deliveries
+    prefetched as ``recent_deliveries`` (newest first); none for a user who may not manage them."""
+    if not rules.can_manage_webhooks(user):
+        return WebhookEndpoint.objects.none()
+    recent = WebhookDelivery.objects.order_by("-pk")[:RECENT_DELIVERIES]
+    return (
+        WebhookEndpoint.objects.filter(deployment=deployment)
+        .select_related("created_by", "deactivated_by")
+        .prefetch_related(Prefetch("deliveries", queryset=recent, to_attr="recent_deliveries"))
+        .order_by("pk")
+    )
+
+
+def webhook_get(*, user: User, deployment: Deployment, webhook_id: int) -> WebhookEndpoint:
+    """One endpoint of ``deployment`` that ``user`` may manage; Http404 naming it otherwise."""
+    found = webhook_list(user=user, deployment=deployment).filter(pk=webhook_id).first()
+    if found is None:
+        raise Http404(f"{deployment.name} has no webhook #{webhook_id}.")
+    return found
+
+
+def webhook_deliveries(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
+    """``endpoint``'s delivery log, newest first (read ``endpoint`` through webhook_get)."""
+    return WebhookDelivery.objects.filter(endpoint=endpoint).order_by("-pk")

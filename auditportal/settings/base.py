@@ -302,6 +302,7 @@ SPECTACULAR_SETTINGS = {
         "DeploymentStateEnum": "auditportal.monitoring.models.DeploymentState",
         "DeploymentChangeKindEnum": "auditportal.monitoring.models.ChangeKind",
         "BatchStateEnum": "auditportal.monitoring.models.BatchState",
+        "WebhookDeliveryStatusEnum": "auditportal.monitoring.models.WebhookDeliveryStatus",
         # The fairness policy's proposals and the monitor policies' share their states.
         "PolicyProposalStateEnum": "auditportal.policies.selectors.PROPOSAL_STATES",
     },

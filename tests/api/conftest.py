@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsWrapper
 
@@ -21,7 +22,7 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
 from auditportal.monitoring import services as monitoring_services
-from auditportal.monitoring.models import MonitorPolicyProposal
+from auditportal.monitoring.models import MonitorPolicyProposal, WebhookDelivery, WebhookDeliveryStatus
 from tests.approvals.conftest import approved, in_review, trial_document, vote, waive_all
 from tests.database import rows_shared_by_tests
 from tests.evidence.helpers import FAIR, UNFAIR
@@ -120,6 +121,21 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
         model="",
     )
     monitoring_services.batch_count(batch_id=received.batch.pk)
+    # A webhook endpoint with one delivered event in its log (written as the delivery task would leave it).
+    webhook, _ = monitoring_services.webhook_register(
+        deployment=deployment, user=erin, url="https://rollouts.example/hooks", description="Argo Rollouts"
+    )
+    WebhookDelivery.objects.create(
+        endpoint=webhook,
+        event="deployment.promoted",
+        body='{"event":"deployment.promoted"}',
+        attempts=1,
+        status=WebhookDeliveryStatus.DELIVERED,
+        response_code=200,
+        response_body_head="<b>ok</b>",
+        last_attempt_at=timezone.now(),
+        delivered_at=timezone.now(),
+    )
 
     requests = [audit_request, unfair_request, unwaived, fair_request]
     return Portal(
@@ -135,6 +151,7 @@ def portal_build(demo_version: DatasetVersion, runs: Path) -> Portal:
             "request_id": [r.pk for r in requests],
             "waiver_id": list(unfair_request.waivers.values_list("pk", flat=True)),
             "monitor_proposal_id": [proposal.pk],
+            "webhook_id": [webhook.pk],
         },
         names={"name": [deployment.name], "batch_id": [received.batch.batch_id]},
     )

@@ -545,6 +545,37 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         media_type="multipart/form-data",
     )
     assert labels["state"] == "received"
+    # Webhooks (administrators): the list never shows a secret; one registered (its secret shown once),
+    # deactivated; the portal's endpoint's delivery log.
+    [hook] = call("pat", "GET", "/api/v1/deployments/{name}/-/webhooks/", 200, path_parameters=prod)
+    assert "secret" not in hook
+    assert hook["recent_deliveries"][0]["status"] == "delivered"
+    registered = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/webhooks/",
+        201,
+        path_parameters=prod,
+        body={"url": "https://hooks.example/portal", "description": "Pager"},
+        media_type="application/json",
+    )
+    assert registered["secret"].startswith("whsec_")
+    deactivated = call(
+        "pat",
+        "POST",
+        "/api/v1/deployments/{name}/-/webhooks/{webhook_id}/deactivate/",
+        200,
+        path_parameters={**prod, "webhook_id": registered["id"]},
+    )
+    assert deactivated["active"] is False
+    log = call(
+        "pat",
+        "GET",
+        "/api/v1/deployments/{name}/-/webhooks/{webhook_id}/deliveries/",
+        200,
+        path_parameters={**prod, "webhook_id": hook["id"]},
+    )
+    assert [row["response_body_head"] for row in log["results"]] == ["<b>ok</b>"]
 
     operations = {(method, path) for path, item in SCHEMA.raw_schema["paths"].items() for method in item}
     assert operations - call.answered == set(), "operations this test never saw succeed"

@@ -450,4 +450,33 @@ CORPUS: list[BadInput] = [
         "No deployment is named 'no/such'.",
         json={"spec": {"alpha": 0.1}, "reason": "x"},
     ),
+    # Webhooks: a URL that is no http(s) URL with a host (named `url`), an unknown deployment.
+    BadInput(
+        "webhook-api javascript url",
+        "/api/v1/deployments/corpus/prod/-/webhooks/",
+        400,
+        "A webhook URL must start with https:// or http://, not javascript:.",
+        json={"url": "javascript:alert(1)"},
+    ),
+    BadInput(
+        "webhook-api url with a password",
+        "/api/v1/deployments/corpus/prod/-/webhooks/",
+        400,
+        "A webhook URL cannot carry a user or password",
+        json={"url": "https://user:pw@hooks.example/"},
+    ),
+    BadInput(
+        "webhook-api NUL in url",
+        "/api/v1/deployments/corpus/prod/-/webhooks/",
+        400,
+        "Null characters are not allowed",
+        json={"url": "https://hooks.example/\x00"},
+    ),
+    BadInput(
+        "webhook-api unknown deployment",
+        "/api/v1/deployments/no/such/-/webhooks/",
+        404,
+        "No deployment is named 'no/such'.",
+        json={"url": "https://hooks.example/"},
+    ),
 ]

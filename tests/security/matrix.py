@@ -261,6 +261,14 @@ api-deployment-policy-proposal-confirm GET -      401    405    405    405    40
 api-deployment-policy-proposal-confirm POST -     401    404    403    403    403    403    403    403    200    404
 api-deployment-policy-proposal-withdraw GET -     401    405    405    405    405    405    405    405    405    405
 api-deployment-policy-proposal-withdraw POST -    401    404    403    403    403    403    403    403    200    404
+# Webhooks: administrators only (a member 403; an account without roles, and the superuser, 404 for the
+# deployment); gate and monitoring tokens get 401 (test_the_gate_token_opens_the_gate_...).
+api-deployment-webhooks            GET  -         401    404    403    403    403    403    403    403    200    404
+api-deployment-webhooks            POST url       401    404    403    403    403    403    403    403    201    404
+api-deployment-webhook-deactivate  GET  -         401    405    405    405    405    405    405    405    405    405
+api-deployment-webhook-deactivate  POST -         401    404    403    403    403    403    403    403    200    404
+api-deployment-webhook-deliveries  GET  -         401    404    403    403    403    403    403    403    200    404
+api-deployment-webhook-deliveries  POST -         401    405    405    405    405    405    405    405    405    405
 api-report-verify                  GET  -         401    405    405    405    405    405    405    405    405    405
 api-report-verify                  POST -         401    403    415    415    415    415    415    415    415    403
 # Reports, as their pages: every member reads every report (an account without roles gets an empty
@@ -318,6 +326,8 @@ monitoring.deploymentchange      view-only
 monitoring.incident              view-only
 monitoring.monitorpolicy         view-only
 monitoring.monitorpolicyproposal view-only
+monitoring.webhookdelivery       view-only
+monitoring.webhookendpoint       view-only
 outbox.outboxmessage             view-only
 policies.fairnesspolicy          view-only
 reports.certificateauthority     view-only

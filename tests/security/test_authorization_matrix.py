@@ -79,6 +79,7 @@ BODIES: dict[str, Callable[[World, bool], dict[str, Any]]] = {
     "deployment": lambda w, api: {"name": "matrix-fraud/prod"},
     "model": lambda w, api: {"model": MODEL},
     "spec": lambda w, api: {"spec": {"alpha": 0.1}, "reason": _REASON},
+    "url": lambda w, api: {"url": "https://hooks.example/matrix"},
 }
 
 

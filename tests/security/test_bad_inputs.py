@@ -26,6 +26,7 @@ from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
 from auditportal.fairness.errors import UserError
 from auditportal.lib.lengths import fit_column
+from auditportal.monitoring import services as monitoring_services
 from tests.experiments.conftest import demo_version
 from tests.factories import PredictionAuditFactory, make_user
 from tests.security.bad_inputs import CORPUS, BadInput, row_counts, written_files
@@ -56,6 +57,8 @@ def member(demo_version: DatasetVersion, settings: SettingsWrapper, tmp_path: Pa
         documents=[document],
         model_identifier="vendor-score:2.1",
     )
+    # The webhook inputs' deployment (an empty one).
+    monitoring_services.deployment_create(user=pat, name="corpus/prod")
     client = Client()
     client.force_login(pat)
     return client, {

@@ -3,7 +3,7 @@ and a second engineer (the "other owners"), an account without roles, a superuse
 roles, and one object of every kind a URL names (dataset and version, staged uploads, experiment and
 trial, prediction audit, verdict documents, review request with comment, recommendation, vote and
 waiver, report and its authority, gate token, a deployment serving an approved model with its history,
-an incident and a proposal to loosen its monitor policy)."""
+an incident, a proposal to loosen its monitor policy and a webhook with a delivery)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.documents.findings import FAIL
 from auditportal.monitoring import services as monitoring_services
-from auditportal.monitoring.models import Deployment, Incident
+from auditportal.monitoring.models import Deployment, Incident, WebhookDelivery
 from auditportal.outbox.models import OutboxMessage
 from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
@@ -232,6 +232,13 @@ def build_world(runs: Path, scratch: Path) -> World:
         changes={"alpha": 0.01},
         reason="fewer alarms",
     )
+    # A webhook endpoint of the deployment (the administrators' webhook routes).
+    webhook, _ = monitoring_services.webhook_register(
+        deployment=deployment, user=users["admin"], url="https://rollouts.example/hooks"
+    )
+    WebhookDelivery.objects.create(  # an event in its log, as a worker leaves a refused one
+        endpoint=webhook, event="incident.opened", body="{}", attempts=1, status="failed", response_code=410
+    )
     gate_token = account_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret
@@ -276,5 +283,6 @@ def build_world(runs: Path, scratch: Path) -> World:
         "role_proposal_id": role_proposal.pk,
         "name": deployment.name,
         "monitor_proposal_id": monitor_proposal.pk,
+        "webhook_id": webhook.pk,
     }
     return world
