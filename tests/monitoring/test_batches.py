@@ -13,11 +13,22 @@ from django.test import Client, override_settings
 
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import TokenScope, User
+from auditportal.approvals import selectors as approval_selectors
+from auditportal.approvals.models import RequestState
 from auditportal.fairness.statistics import batchcount
 from auditportal.fairness.statistics.batchcount import AttributeCounts
 from auditportal.fairness.statistics.monitor import judge_look
 from auditportal.monitoring import selectors, services
-from auditportal.monitoring.models import BatchLabels, BatchState, Deployment, Look, PendingRow, PredictionBatch
+from auditportal.monitoring.models import (
+    BatchLabels,
+    BatchState,
+    Deployment,
+    DeploymentState,
+    Incident,
+    Look,
+    PendingRow,
+    PredictionBatch,
+)
 from auditportal.outbox.models import OutboxMessage
 from tests.monitoring.conftest import Approve
 
@@ -240,3 +251,55 @@ def test_late_labels_move_pending_rows_into_labelled_counts_and_judge_again(
     assert Look.objects.filter(labels=labels).count() == 1
     services.labels_count(labels_id=labels.pk)  # a retry changes nothing
     assert Look.objects.filter(deployment=serving).count() == 2
+
+
+def test_a_batch_whose_look_confirms_a_breach_suspends_the_model_and_rolls_the_deployment_back(
+    deployment: Deployment, approve: Approve, bob: User, pipeline: Client
+) -> None:
+    earlier, later = approve("credit:3"), approve("credit:4")
+    services.deployment_promote(deployment=deployment, model_identifier="credit:3", by=bob)
+    services.deployment_promote(deployment=deployment, model_identifier="credit:4", by=bob)
+    # Women's false-negative rate at 60/160 = 37.5% against the default limit of at most 5%.
+    counts = {
+        "gender": {
+            "groups": {
+                "f": {"tp": 100, "fn": 60, "fp": 10, "tn": 100},
+                "m": {"tp": 150, "fn": 3, "fp": 12, "tn": 140},
+            }
+        }
+    }
+    response = pipeline.post(URL, {"batch_id": "hour-1", "counts": counts}, content_type="application/json")
+    assert response.status_code == 202, response.content
+    batch = PredictionBatch.objects.get(batch_id="hour-1")
+    services.batch_count(batch_id=batch.pk)
+
+    look = Look.objects.get(batch=batch)
+    assert look.breached
+    incident = Incident.objects.get(model_identifier="credit:4")
+    assert incident.cause["look"] == look.pk
+    assert incident.cause["batches"] == [batch.pk]
+    assert incident.document["attribute"] == "gender"
+    assert "(gender)" in incident.reason
+    assert any(b["metric"] == "fnr" and b["group"] == "f" for b in incident.document["breaches"])
+    deployment.refresh_from_db()
+    assert (deployment.state, deployment.model_identifier) == (DeploymentState.ROLLED_BACK, "credit:3")
+    later.refresh_from_db()
+    earlier.refresh_from_db()
+    assert (later.state, earlier.state) == (RequestState.SUSPENDED, RequestState.APPROVED)
+    gate = approval_selectors.gate_answer(model_identifier="credit:4")
+    assert gate is not None
+    assert not gate.approved
+
+    # The next batch is the model now serving's (credit:3), with the same harm: it is suspended too, and
+    # with no earlier approved model left the deployment is suspended.
+    again = pipeline.post(URL, {"batch_id": "hour-2", "counts": counts}, content_type="application/json")
+    assert again.status_code == 202, again.content
+    second = PredictionBatch.objects.get(batch_id="hour-2")
+    assert second.model_identifier == "credit:3"
+    services.batch_count(batch_id=second.pk)
+    assert Incident.objects.filter(model_identifier="credit:4").count() == 1
+    assert Incident.objects.filter(model_identifier="credit:3").count() == 1
+    deployment.refresh_from_db()
+    assert (deployment.state, deployment.model_identifier) == (DeploymentState.SUSPENDED, "")
+    earlier.refresh_from_db()
+    assert earlier.state == RequestState.SUSPENDED

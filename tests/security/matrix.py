@@ -263,6 +263,14 @@ api-deployment-policy-proposal-withdraw GET -     401    405    405    405    40
 api-deployment-policy-proposal-withdraw POST -    401    404    403    403    403    403    403    403    200    404
 # Webhooks: administrators only (a member 403; an account without roles, and the superuser, 404 for the
 # deployment); gate and monitoring tokens get 401 (test_the_gate_token_opens_the_gate_...).
+api-deployment-batches             GET  -         401    404    403    403    200    200    403    403    200    404
+api-deployment-batches             POST -         401    403    403    403    403    403    403    403    403    403
+api-deployment-batch               GET  -         401    404    403    403    200    200    403    403    200    404
+api-deployment-batch               POST -         405    405    405    405    405    405    405    405    405    405
+api-deployment-batch-labels        GET  -         405    405    405    405    405    405    405    405    405    405
+api-deployment-batch-labels        POST -         401    403    403    403    403    403    403    403    403    403
+api-deployment-looks               GET  -         401    404    403    403    200    200    403    403    200    404
+api-deployment-looks               POST -         405    405    405    405    405    405    405    405    405    405
 api-deployment-webhooks            GET  -         401    404    403    403    403    403    403    403    200    404
 api-deployment-webhooks            POST url       401    404    403    403    403    403    403    403    201    404
 api-deployment-webhook-deactivate  GET  -         401    405    405    405    405    405    405    405    405    405

@@ -239,6 +239,15 @@ def build_world(runs: Path, scratch: Path) -> World:
     WebhookDelivery.objects.create(  # an event in its log, as a worker leaves a refused one
         endpoint=webhook, event="incident.opened", body="{}", attempts=1, status="failed", response_code=410
     )
+    # A counted production batch (its look) of the deployment, posted as pre-aggregated counts.
+    received = monitoring_services.batch_receive_counts(
+        deployment=deployment,
+        user=users["admin"],
+        batch_id="matrix-batch-1",
+        counts={"gender": {"groups": {"f": {"tp": 40, "fn": 2, "fp": 5, "tn": 60}, "m": {"tp": 45, "fn": 1}}}},
+        model="",
+    )
+    monitoring_services.batch_count(batch_id=received.batch.pk)
     gate_token = account_services.api_token_create(
         user=users["admin"], account="deploy-bot", name="pipeline", days=30
     ).secret
@@ -284,5 +293,6 @@ def build_world(runs: Path, scratch: Path) -> World:
         "name": deployment.name,
         "monitor_proposal_id": monitor_proposal.pk,
         "webhook_id": webhook.pk,
+        "batch_id": received.batch.batch_id,
     }
     return world
