@@ -278,9 +278,11 @@ def test_a_batch_whose_look_confirms_a_breach_suspends_the_model_and_rolls_the_d
     incident = Incident.objects.get(model_identifier="credit:4")
     assert incident.cause["look"] == look.pk
     assert incident.cause["batches"] == [batch.pk]
-    assert incident.document["attribute"] == "gender"
+    document = incident.document
+    assert document is not None
+    assert document["attribute"] == "gender"
     assert "(gender)" in incident.reason
-    assert any(b["metric"] == "fnr" and b["group"] == "f" for b in incident.document["breaches"])
+    assert any(b["metric"] == "fnr" and b["group"] == "f" for b in document["breaches"])
     deployment.refresh_from_db()
     assert (deployment.state, deployment.model_identifier) == (DeploymentState.ROLLED_BACK, "credit:3")
     later.refresh_from_db()
