@@ -19,8 +19,9 @@ run: install
 	HOST=$(HOST) PORT=$(PORT) PY=$(PY) bin/run-portal
 
 # In parallel on every core (pytest-xdist). Tests that must not share the machine with their own kind
-# (one real Celery worker, one browser, one module-wide fixture) carry @pytest.mark.xdist_group and
-# run on one worker (--dist loadgroup). The 25 slowest tests are listed at the end; a test not marked
+# (a module-wide trained checkpoint) carry @pytest.mark.xdist_group and run on one worker (--dist
+# loadgroup); the browser tests are dealt to two such groups, so at most two Chromiums run at once
+# (tests/browser/conftest.py). One more worker than cores measured no faster. The 25 slowest tests are listed at the end; a test not marked
 # slow that takes more than a few seconds fails (tests/time_limit.py). PARALLEL= runs serially.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on our
 # machines): each test process re-parsed and assertion-rewrote 600 modules without it (24 s of CPU a
