@@ -6,10 +6,9 @@ answer. Checked against a real HTTP server on loopback."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from auditportal.monitoring import tasks as monitoring_tasks
 from auditportal.monitoring.models import Deployment, WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint
 from auditportal.monitoring.services import webhooks
 from auditportal.outbox.models import OutboxMessage
+from tests.loopback import LoopbackServer
 from tests.monitoring.breaching import breaching_look
 from tests.monitoring.conftest import Approve
 
@@ -52,17 +52,15 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/portal"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.loopback = LoopbackServer(Handler)
+        self.url = f"{self.loopback.base_url}/hooks/portal"
 
     def __enter__(self) -> Receiver:
-        self.thread.start()
+        self.loopback.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 @pytest.fixture

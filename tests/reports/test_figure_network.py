@@ -9,15 +9,15 @@ this test runs, and the server must see no request, cold export and warm.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import plotly.graph_objects as go
 import pytest
 
 from auditportal.reports import figures
 from tests.browser.conftest import chromium_path, require_system_tool
+from tests.loopback import LoopbackServer
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +46,15 @@ class Listener:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.loopback = LoopbackServer(Handler)
+        self.url = self.loopback.base_url
 
     def __enter__(self) -> Listener:
-        self.thread.start()
+        self.loopback.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
 
 @pytest.fixture
