@@ -310,26 +310,18 @@ def _bounds(successes: int, trials: int, alpha: float, prior: MixturePrior) -> t
             log_m -= failures * math.log1p(-p)
         return log_m >= threshold
 
-    low = 0.0
-    if successes:
-        out, inside = 0.0, observed
+    def edge(out: float, inside: float) -> float:
+        """Bisection between a rate outside the sequence and one inside it: the outside end, kept."""
         for _ in range(_STEPS):
             middle = (out + inside) / 2
             if outside(middle):
                 out = middle
             else:
                 inside = middle
-        low = out
-    high = 1.0
-    if failures:
-        out, inside = 1.0, observed
-        for _ in range(_STEPS):
-            middle = (out + inside) / 2
-            if outside(middle):
-                out = middle
-            else:
-                inside = middle
-        high = out
+        return out
+
+    low = edge(0.0, observed) if successes else 0.0
+    high = edge(1.0, observed) if failures else 1.0
     return low, high
 
 
