@@ -213,11 +213,11 @@ def test_who_posts_must_be_named_and_hold_a_monitoring_token(world: Deployment, 
 def test_the_command_lines_the_docs_show_parse_and_help_names_them() -> None:
     docs = "\n".join((ROOT / name).read_text() for name in ("docs/monitoring.md", "README.md", "bin/run-portal"))
     # A shell line continued with a backslash is one command line.
-    lines = re.findall(r"manage\.py simulate_traffic[^\n]*", docs.replace("\\\n", " "))
+    lines = re.findall(r"manage\.py simulate_traffic --[^\n]*", docs.replace("\\\n", " "))
     assert len(lines) >= 4, lines
     parser = simulate_traffic.Command().create_parser("manage.py", "simulate_traffic")
     for line in lines:
-        words = shlex.split(line.split("simulate_traffic", 1)[1].split("#", 1)[0])
+        words = shlex.split(re.split(r"[#>&`]", line.split("simulate_traffic", 1)[1])[0].rstrip("\"' "))
         parser.parse_args(words)  # argparse exits on anything it does not know
     help_text = parser.format_help()
     for flag in ("--drift-after", "--drift-group", "--drift-fnr", "--labels-later", "--url", "--token-file"):
