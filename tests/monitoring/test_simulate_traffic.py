@@ -10,7 +10,6 @@ import io
 import math
 import re
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,9 @@ from auditportal.approvals.models import RequestState, ReviewRequest
 from auditportal.approvals.selectors import gate_answer
 from auditportal.celery import app
 from auditportal.fairness.files import traffic as gen
-from auditportal.monitoring.management.commands import seed_demo_deployment as demo
 from auditportal.monitoring import selectors
 from auditportal.monitoring import tasks as monitoring_tasks  # registers the worker's tasks
+from auditportal.monitoring.management.commands import seed_demo_deployment as demo
 from auditportal.monitoring.management.commands import simulate_traffic
 from auditportal.monitoring.models import (
     BatchState,
@@ -48,7 +47,9 @@ def world(db: None, settings: SettingsWrapper, dataset_storage: Path, tmp_path: 
     """The demo as `make run` seeds it: demo-credit:1 promoted, then demo-credit:2."""
     settings.DEBUG = True
     call_command("seed_demo", "--password", PASSWORD, stdout=io.StringIO())
-    call_command("seed_demo_deployment", "--password", PASSWORD, "--token-file", tmp_path / "token", stdout=io.StringIO())
+    call_command(
+        "seed_demo_deployment", "--password", PASSWORD, "--token-file", tmp_path / "token", stdout=io.StringIO()
+    )
     return Deployment.objects.get(name=demo.DEPLOYMENT)
 
 
@@ -104,8 +105,22 @@ def test_the_demo_is_seeded_once_however_often_make_run_seeds_it(world: Deployme
 
 
 def test_simulated_batches_are_counted_as_drawn_and_near_the_rates_asked_for(world: Deployment) -> None:
-    code, out = simulate("--account", demo.ACCOUNT, "--batches", "3", "--batch-size", "4000", "--seed", "7",
-                         "--batch-prefix", "t", "--fnr", "0.04", "--fpr", "0.2")
+    code, out = simulate(
+        "--account",
+        demo.ACCOUNT,
+        "--batches",
+        "3",
+        "--batch-size",
+        "4000",
+        "--seed",
+        "7",
+        "--batch-prefix",
+        "t",
+        "--fnr",
+        "0.04",
+        "--fpr",
+        "0.2",
+    )
     assert code == 0, out
     assert work() == 3
     batches = list(PredictionBatch.objects.filter(deployment=world).order_by("batch_id"))
@@ -136,9 +151,9 @@ def test_simulated_batches_are_counted_as_drawn_and_near_the_rates_asked_for(wor
         (cells["fp"] / (rows - positives), 0.2, rows - positives),
     ):
         assert abs(observed - expected) < 4 * math.sqrt(expected * (1 - expected) / n), (observed, expected)
-    female_rows = sum(sum(b.counts["gender"]["groups"]["female"][c] for c in cells) for b in batches)  # type: ignore[index]
-    female = shares["gender"]["female"]
-    assert abs(female_rows / rows - female) < 4 * math.sqrt(female * (1 - female) / rows)
+    female_rows = sum(int(b.counts["gender"]["groups"]["female"][c]) for b in batches for c in cells)  # type: ignore[index,misc]
+    share = shares["gender"]["female"]
+    assert abs(female_rows / rows - share) < 4 * math.sqrt(share * (1 - share) / rows)
 
 
 def test_labels_posted_later_by_row_key_join_the_counts(world: Deployment) -> None:
@@ -149,17 +164,31 @@ def test_labels_posted_later_by_row_key_join_the_counts(world: Deployment) -> No
     batch = PredictionBatch.objects.get(deployment=world)
     assert batch.counts["gender"]["groups"]["male"]["unlabelled"] > 0  # type: ignore[index]
     labels = batch.labels.get()
-    assert labels.counts is not None and sum(  # the delta moves every unlabelled row into a cell
+    assert labels.counts is not None
+    moved = sum(  # the delta moves every unlabelled row into a cell
         group["tp"] + group["fn"] + group["fp"] + group["tn"] for group in labels.counts["gender"]["groups"].values()
-    ) + sum(labels.counts["gender"]["unknown"][c] for c in ("tp", "fn", "fp", "tn")) == 500
+    )
+    assert moved + sum(labels.counts["gender"]["unknown"][c] for c in ("tp", "fn", "fp", "tn")) == 500
 
 
 def test_an_injected_drift_breaches_suspends_the_model_and_rolls_back_to_the_one_before(
     world: Deployment, worker_after_each_post: None
 ) -> None:
     code, out = simulate(
-        "--account", demo.ACCOUNT, "--batches", "60", "--batch-size", "2000", "--seed", "3",
-        "--drift-after", "2", "--drift-group", "gender=female", "--drift-fnr", "0.08",
+        "--account",
+        demo.ACCOUNT,
+        "--batches",
+        "60",
+        "--batch-size",
+        "2000",
+        "--seed",
+        "3",
+        "--drift-after",
+        "2",
+        "--drift-group",
+        "gender=female",
+        "--drift-fnr",
+        "0.08",
     )
     assert code == 0, out
     assert "demo-credit:2 no longer serves in demo-credit/prod (now: demo-credit:1)." in out
@@ -179,7 +208,10 @@ def test_an_injected_drift_breaches_suspends_the_model_and_rolls_back_to_the_one
     ("args", "message"),
     [
         (["--deployment", "fraud/prod", "--account", "demo-scoring"], "--deployment 'fraud/prod': No deployment"),
-        (["--drift-group", "martian", "--drift-fnr", "0.08"], "--drift-group 'martian' is not a group of the model's data"),
+        (
+            ["--drift-group", "martian", "--drift-fnr", "0.08"],
+            "--drift-group 'martian' is not a group of the model's data",
+        ),
         (["--drift-group", "colour=red", "--drift-fnr", "0.08"], "the model has no attribute 'colour'"),
         (["--drift-group", "female"], "--drift-group and --drift-fnr (or --drift-fpr) go together"),
         (["--drift-group", "female", "--drift-fnr", "1.5"], "--drift-fnr is a rate between 0 and 1, not 1.5"),
@@ -207,7 +239,8 @@ def test_who_posts_must_be_named_and_hold_a_monitoring_token(world: Deployment, 
     code, text = simulate("--account", "bob")
     assert (code, text) == (2, "--account 'bob': no active account holding a monitoring token")
     code, text = simulate("--url", "ftp://x", "--token-file", __file__)
-    assert code == 2 and "--url must be http(s)://HOST[:PORT]" in text
+    assert code == 2
+    assert "--url must be http(s)://HOST[:PORT]" in text
 
 
 def test_the_command_lines_the_docs_show_parse_and_help_names_them() -> None:

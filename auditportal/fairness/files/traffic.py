@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -62,9 +62,9 @@ class Traffic:
         for (attribute, group), rates in self.overrides.items():
             if group not in self.shares.get(attribute, {}):
                 raise UserError(f"{attribute}={group} is not a group of the model's data.", field="drift_group")
-            for name, value in (("fnr", rates.fnr), ("fpr", rates.fpr)):
-                if value is not None:
-                    _rate(value, f"drift_{name}")
+            for name, given in (("fnr", rates.fnr), ("fpr", rates.fpr)):
+                if given is not None:
+                    _rate(given, f"drift_{name}")
 
     def with_overrides(self, overrides: Mapping[tuple[str, str], Rates]) -> Traffic:
         return Traffic(self.shares, self.base_rate, self.fnr, self.fpr, {**self.overrides, **overrides})
@@ -95,7 +95,7 @@ def traffic_batch(traffic: Traffic, *, rows: int, seed: int, number: int, key_pr
     (0/1) and the prediction (0/1). The same arguments give the same table."""
     traffic.check()
     rng = np.random.default_rng([seed, number])
-    columns: dict[str, pa.Array] = {ROW_KEY: pa.array([f"{key_prefix}{number}-{i}" for i in range(rows)])}
+    columns: dict[str, pa.Array[Any]] = {ROW_KEY: pa.array([f"{key_prefix}{number}-{i}" for i in range(rows)])}
     fnr = np.full(rows, traffic.fnr)
     fpr = np.full(rows, traffic.fpr)
     for attribute, shares in traffic.shares.items():

@@ -27,7 +27,7 @@ from auditportal.monitoring.models import Deployment
 DEPLOYMENT: Final = "demo-credit/prod"
 MODELS: Final = ("demo-credit:1", "demo-credit:2")  # A, then B
 ACCOUNT: Final = "demo-scoring"
-TOKEN_NAME: Final = "demo traffic"
+TOKEN_NAME: Final = "demo traffic"  # noqa: S105 (a token's name, not its secret)
 # The demo dataset's groups and shares (datasets/demo.py): the audited data each model rests on.
 SHARES: Final = {
     "gender": {"female": 0.46, "male": 0.44, "nonbinary": 0.02, gen.UNKNOWN: 0.08},
@@ -55,7 +55,9 @@ class Command(PortalCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
-            raise CommandError("seed_demo_deployment refuses to run with DEBUG off: the demo does not belong in production")
+            raise CommandError(
+                "seed_demo_deployment refuses to run with DEBUG off: the demo does not belong in production"
+            )
         users = _demo_users()
         deployment = Deployment.objects.filter(name=DEPLOYMENT).first()
         if deployment is not None:

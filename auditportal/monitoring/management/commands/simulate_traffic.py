@@ -27,7 +27,7 @@ from auditportal.monitoring.models import Deployment
 
 # Exit codes (docs/monitoring.md, "Simulated traffic and the demo").
 DONE, REFUSED, USAGE = 0, 1, 2
-TOKEN_ENV = "PORTAL_MONITORING_TOKEN"
+TOKEN_ENV = "PORTAL_MONITORING_TOKEN"  # noqa: S105 (the variable's name)
 
 EXAMPLES = """
 examples:
