@@ -65,6 +65,9 @@ BAD_ARGUMENTS: list[tuple[str, list[str], str]] = [
      "--model: A model identifier is at most 255 characters"),
     ("deployment", ["status", "x" * 300], "NAME: No deployment is named"),
     ("deployment", ["promote", "credit/prod", "m:1", "--user", "x" * 300], "--user 'xxxxxxxxxx"),
+    ("simulate_traffic", ["--deployment", "x" * 300, "--account", "bot"], "--deployment 'xxxxxxxxxx"),
+    ("simulate_traffic", ["--deployment", "fraud/prod", "--batches", "x"], "argument --batches: invalid int value"),
+    ("seed_demo_deployment", ["--password", "x"], "refuses to run with DEBUG off"),
 ]  # fmt: skip
 
 
