@@ -293,9 +293,7 @@ def _incidents(deployment: Deployment, start: dt.datetime, end: dt.datetime) -> 
 def _policies(deployment: Deployment, looks: list[Look], end: dt.datetime) -> tuple[PolicyVersion, ...]:
     policies = {look.policy.version: look.policy for look in looks}
     if not policies:
-        active = (
-            monitoring_selectors.monitor_policy_history(deployment=deployment).filter(created_at__lt=end).first()
-        )
+        active = monitoring_selectors.monitor_policy_history(deployment=deployment).filter(created_at__lt=end).first()
         if active is not None:
             policies[active.version] = active
     return tuple(

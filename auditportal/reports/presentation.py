@@ -65,7 +65,10 @@ def _period(report: Report) -> dict[str, str] | None:
     """A monitoring report's period ``[from, to)``, UTC."""
     if report.period_start is None or report.period_end is None:
         return None
-    return {"from": report.period_start.astimezone(dt.UTC).isoformat(), "to": report.period_end.astimezone(dt.UTC).isoformat()}
+    return {
+        "from": report.period_start.astimezone(dt.UTC).isoformat(),
+        "to": report.period_end.astimezone(dt.UTC).isoformat(),
+    }
 
 
 def _signatory(person: dict[str, Any], revision: ReportRevision | None) -> dict[str, Any]:

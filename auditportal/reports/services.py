@@ -26,7 +26,6 @@ from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
 from auditportal.monitoring.models import Deployment
 from auditportal.reports import figures, rendering, rules, signing
-from auditportal.reports.monitoring_context import monitoring_report_context
 from auditportal.reports.models import (
     CertificateAuthority,
     CertificateKind,
@@ -35,6 +34,7 @@ from auditportal.reports.models import (
     RevisionKind,
     SigningCertificate,
 )
+from auditportal.reports.monitoring_context import monitoring_report_context
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -502,6 +502,10 @@ def report_sign_member(*, report: Report, member: User, password: str) -> Report
     Must not run inside an open transaction (a wrong password's record must commit).
     """
     rules.check_sign(member)
+    if report.is_monitoring:
+        raise NotASignatory(
+            f"Report #{report.pk} is a monitoring report: the organisation certifies it, no member signs it."
+        )
     context = ReportContext.from_json(report.context)
     index = next(
         (number for number, person in enumerate(context.signatories, start=1) if person.key == member.get_username()),

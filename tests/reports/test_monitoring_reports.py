@@ -31,10 +31,10 @@ from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import BatchState, Deployment, Incident, PredictionBatch
 from auditportal.reports import services
 from auditportal.reports.models import Report
-from tests.monitoring.conftest import Approve, approve, deployment, demo_version, fake_trainer, frank, runs
+from tests.monitoring.conftest import Approve, approve, demo_version, deployment, fake_trainer, frank, runs
 from tests.reports.helpers import ARTIFACTS, nss_database, pdf_tool
-from tests.reports.test_independent_tools import _pdfsig
 from tests.reports.pdfa import problems as pdfa_problems
+from tests.reports.test_independent_tools import _pdfsig
 
 __all__ = ["approve", "demo_version", "deployment", "fake_trainer", "frank", "runs"]
 
@@ -58,7 +58,9 @@ def _counts(f_fn: int, *, extra: bool = False) -> dict[str, Any]:
 
 def _batch(deployment: Deployment, user: User, batch_id: str, counts: dict[str, Any]) -> PredictionBatch:
     deployment = Deployment.objects.get(pk=deployment.pk)  # what serves now
-    received = monitoring_services.batch_receive_counts(deployment=deployment, user=user, batch_id=batch_id, counts=counts)
+    received = monitoring_services.batch_receive_counts(
+        deployment=deployment, user=user, batch_id=batch_id, counts=counts
+    )
     return monitoring_services.batch_count(batch_id=received.batch.pk)
 
 
@@ -116,18 +118,22 @@ def test_the_context_holds_what_served_the_batches_the_metrics_the_incident_and_
     women = next(total for total in context.totals if total.group == "f")
     assert (women.tp, women.fn, women.fp, women.tn) == (450, 63, 30, 420)
     assert {total.group for total in context.totals} >= {SCRIPT, FORMULA}
-    assert len(context.looks) == 3 and sum(look.breached for look in context.looks) == 1
+    assert len(context.looks) == 3
+    assert sum(look.breached for look in context.looks) == 1
     fnr = [row for row in context.metrics if row.metric == "fnr" and row.group == "f" and row.kind == "rate"]
     assert {row.model for row in fnr} == {"credit:3", "credit:4"}
     breached = next(row for row in fnr if row.model == "credit:4")
-    assert breached.status == "breach" and breached.low is not None and breached.low > breached.limit == 0.05
+    assert breached.status == "breach"
+    assert breached.low is not None
+    assert breached.low > breached.limit == 0.05
     incident = Incident.objects.get(deployment=seeded["deployment"])
     (entry,) = context.incidents
     assert (entry.id, entry.sha256) == (incident.pk, incident.document_sha256)
     assert hashlib.sha256(entry.canonical.encode()).hexdigest() == incident.document_sha256
     assert context.changes[-1].incident == incident.pk
     assert context.signatories == ()
-    assert report.signatory_count == 0 and report.deployment == seeded["deployment"]
+    assert report.signatory_count == 0
+    assert report.deployment == seeded["deployment"]
     event = Event.objects.get(verb=Verb.MONITORING_REPORT_CREATED)
     assert event.data["incidents"] == [{"id": incident.pk, "sha256": incident.document_sha256}]
     assert event.actor == erin
@@ -160,7 +166,9 @@ def test_the_pdf_is_certified_trusted_by_pdfsig_pdfa_and_carries_the_evidence(
     out.mkdir()
     files = {}
     for name in names:
-        subprocess.run([pdfdetach, "-savefile", name, "-o", str(out / name), str(path)], check=True, capture_output=True)
+        subprocess.run(
+            [pdfdetach, "-savefile", name, "-o", str(out / name), str(path)], check=True, capture_output=True
+        )
         files[name] = (out / name).read_bytes()
     assert hashlib.sha256(files[f"incident-{incident.pk}-{incident.document_sha256[:12]}.json"]).hexdigest() == (
         incident.document_sha256
@@ -192,10 +200,13 @@ def test_the_pdf_is_certified_trusted_by_pdfsig_pdfa_and_carries_the_evidence(
     )
 
 
-def test_a_period_is_reported_once_and_the_same_report_comes_back(seeded: dict[str, Any], erin: User, dave: User) -> None:
+def test_a_period_is_reported_once_and_the_same_report_comes_back(
+    seeded: dict[str, Any], erin: User, dave: User
+) -> None:
     first, created = _generate(seeded, erin)
     again, created_again = _generate(seeded, dave)
-    assert created and not created_again
+    assert created
+    assert not created_again
     assert again.pk == first.pk
     assert Report.objects.count() == 1
 
@@ -207,7 +218,8 @@ def test_a_period_without_batches_makes_a_report_saying_so(deployment: Deploymen
     )
     assert created
     context = MonitoringReportContext.from_json(report.context)
-    assert context.batches == () and context.incidents == ()
+    assert context.batches == ()
+    assert context.incidents == ()
     assert "No batches were received in this period: there was nothing to judge." in context.summary
 
 
@@ -264,11 +276,13 @@ def test_the_api_makes_the_report_201_then_answers_200_and_lists_it(seeded: dict
     assert made.status_code == 201, made.content
     answer = made.json()
     assert answer["deployment"] == "credit-scoring/prod"
-    assert answer["state"] == "signed" and answer["signatories"] == []
+    assert answer["state"] == "signed"
+    assert answer["signatories"] == []
     assert dt.datetime.fromisoformat(answer["period"]["from"]) == seeded["start"]
     assert dt.datetime.fromisoformat(answer["period"]["to"]) == seeded["end"]
     again = client.post(_url(), body, content_type="application/json")
-    assert again.status_code == 200 and again.json()["id"] == answer["id"]
+    assert again.status_code == 200
+    assert again.json()["id"] == answer["id"]
     listed = client.get("/api/v1/reports/?deployment=credit-scoring/prod").json()
     assert [item["id"] for item in listed["results"]] == [answer["id"]]
     assert listed["results"][0]["deployment"] == "credit-scoring/prod"
@@ -281,7 +295,9 @@ def test_the_api_names_the_field_of_a_bad_period_and_404s_an_unknown_deployment(
     client.force_login(erin)
     now = timezone.now()
     future = client.post(
-        _url(), {"from": now.isoformat(), "to": (now + dt.timedelta(days=1)).isoformat()}, content_type="application/json"
+        _url(),
+        {"from": now.isoformat(), "to": (now + dt.timedelta(days=1)).isoformat()},
+        content_type="application/json",
     )
     assert future.status_code == 400
     assert future.json()["field"] == "to"
@@ -290,7 +306,8 @@ def test_the_api_names_the_field_of_a_bad_period_and_404s_an_unknown_deployment(
         {"from": (now - dt.timedelta(hours=1)).isoformat(), "to": (now - dt.timedelta(hours=2)).isoformat()},
         content_type="application/json",
     )
-    assert backwards.status_code == 400 and backwards.json()["field"] == "from"
+    assert backwards.status_code == 400
+    assert backwards.json()["field"] == "from"
     missing = client.post(_url(), {"from": "yesterday"}, content_type="application/json")
     assert missing.status_code == 400
     assert {"from", "to"} <= set(missing.json())
