@@ -337,3 +337,35 @@ def test_the_api_refuses_an_ml_engineer_403_an_outsider_404_and_a_token_of_anoth
     token = Client(HTTP_AUTHORIZATION=f"Token {secret}")
     assert token.post(_url(), body, content_type="application/json").status_code in (401, 403)
     assert not Report.objects.exists()
+
+
+# ---------------------------------------------------------------------------------------------- pages
+
+
+def test_the_page_lists_the_reports_and_its_form_makes_one_or_names_the_bad_field(
+    seeded: dict[str, Any], carol: User, bob: User
+) -> None:
+    page = "/monitoring/credit-scoring/prod/-/reports/"
+    client = Client()
+    client.force_login(carol)
+    empty = client.get(page)
+    assert empty.status_code == 200
+    assert b'id="no-monitoring-reports"' in empty.content
+    assert b'id="monitoring-report-form"' in empty.content
+    fmt = "%Y-%m-%dT%H:%M:%S.%f"
+    bad = client.post(page, {"start": seeded["end"].strftime(fmt), "end": seeded["start"].strftime(fmt)})
+    assert bad.status_code == 400
+    assert b"The period must start before it ends" in bad.content
+    made = client.post(page, {"start": seeded["start"].strftime(fmt), "end": seeded["end"].strftime(fmt)})
+    report = Report.objects.get()
+    assert made.status_code == 302
+    assert made["Location"] == f"/reports/{report.pk}/"
+    detail = client.get(made["Location"])
+    assert b'id="deployment-reports"' in detail.content
+    listed = client.get(page)
+    assert f'href="/reports/{report.pk}/"'.encode() in listed.content
+    engineer = Client()
+    engineer.force_login(bob)
+    assert b'id="monitoring-report-form"' not in engineer.get(page).content
+    deployment_page = engineer.get("/monitoring/credit-scoring/prod/")
+    assert f'href="{page}"'.encode() in deployment_page.content
