@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from auditportal.datasets import views as dataset_views
 from auditportal.experiments import views as experiment_views
+from auditportal.reports import views as report_views
 
 urlpatterns = [
     path("", dataset_views.home, name="home"),
@@ -26,6 +27,13 @@ urlpatterns = [
         name="trial-validation-freeze",
     ),
     path("approvals/", include("auditportal.approvals.urls")),
+    # A deployment's monitoring reports are the reports app's (it sits above monitoring), on a page under
+    # the deployment's, after its "/-/" (monitoring/names.py).
+    path(
+        "monitoring/<deployment:name>/-/reports/",
+        report_views.deployment_reports,
+        name="deployment-reports",
+    ),
     path("monitoring/", include("auditportal.monitoring.urls")),
     path("reports/", include("auditportal.reports.urls")),
     path("api/v1/", include("auditportal.api.urls")),

@@ -89,6 +89,7 @@ class Verb(models.TextChoices):
     SIGNING_CERTIFICATE_ISSUED = "signing_certificate.issued", "report signing certificate issued"
     REPORT_CREATED = "report.created", "signed report created"
     REPORT_SIGNED = "report.signed", "report signed by a member"
+    MONITORING_REPORT_CREATED = "report.monitoring_created", "monitoring report of a deployment's period created"
     REPORT_SIGN_REAUTH_FAILED = "report.reauthentication_failed", "report signature refused: wrong password"
     ACTIVITY_LOG_HEAD_EXPORTED = "activity_log.head_exported", "activity log's signed head exported"
     ACTIVITY_LOG_VERIFIED = "activity_log.verified", "activity log's hash chain verified"

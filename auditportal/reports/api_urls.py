@@ -11,4 +11,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("reports/<int:report_id>/", apis.ReportDetailApi.as_view(), name="api-report"),
     path("reports/<int:report_id>/pdf", apis.ReportPdfApi.as_view(), name="api-report-pdf"),
     path("reports/<int:report_id>/sign/", apis.ReportSignApi.as_view(), name="api-report-sign"),
+    # A deployment's monitoring report: the deployment's name keeps its slashes (monitoring/names.py).
+    path(
+        "deployments/<deployment:name>/-/reports/",
+        apis.DeploymentReportCreateApi.as_view(),
+        name="api-deployment-reports",
+    ),
 ]

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import FileResponse
+from django.http import FileResponse, Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers
+from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -19,6 +19,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.lib.params import as_id
 from auditportal.lib.rest import DefaultPagination, FileContentNegotiation, SessionAuthentication
 from auditportal.lib.uploads import accepts_uploads
+from auditportal.monitoring import selectors as monitoring_selectors
 from auditportal.reports import rules, selectors, services
 from auditportal.reports.forms import too_large
 from auditportal.reports.models import Report, RevisionKind
@@ -125,6 +126,11 @@ class ReportVerifyApi(APIView):
 # ------------------------------------------------------------------------------ reports, for pipelines
 
 
+class _PeriodSerializer(serializers.Serializer[Any]):
+    to = serializers.DateTimeField(help_text="the period's end (excluded)")
+    vars()["from"] = serializers.DateTimeField(help_text="the period's start (included)")
+
+
 class _ReportSerializer(serializers.Serializer[Any]):
     """A signed report (presentation.report_as_json)."""
 
@@ -136,6 +142,10 @@ class _ReportSerializer(serializers.Serializer[Any]):
     )
     review_request = serializers.IntegerField(allow_null=True, help_text="the review request whose decision it records")
     decision = serializers.ChoiceField(choices=REQUEST_OUTCOMES, allow_null=True)
+    deployment = serializers.CharField(
+        allow_null=True, help_text="a monitoring report's deployment; null for a review request's report"
+    )
+    period = _PeriodSerializer(allow_null=True, help_text="a monitoring report's period [from, to), UTC; else null")
     state = serializers.ChoiceField(
         choices=REPORT_STATES,
         help_text="awaiting_signatures until every signatory has signed (each signature is a new revision); signed "
@@ -187,6 +197,7 @@ class ReportListApi(APIView):
             OpenApiParameter("request", int, description="only the reports of this review request"),
             OpenApiParameter("model", str, description="only the reports of review requests naming this model"),
             OpenApiParameter("state", str, enum=REPORT_STATES, description="only reports in this signing state"),
+            OpenApiParameter("deployment", str, description="only the monitoring reports of this deployment"),
         ],
         responses=_ReportSerializer(many=True),
     )
@@ -201,6 +212,7 @@ class ReportListApi(APIView):
             review_request_id=review_request_id,
             model=params.get("model") or None,
             state=params.get("state") or None,
+            deployment=params.get("deployment") or None,
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(reports, request, view=self)
@@ -282,3 +294,44 @@ class ReportSignApi(APIView):
 def _refetched(user: User, report: Report) -> Report:
     # Its revisions again (prefetched before the new one was stored).
     return selectors.report_get(user=user, report_id=report.pk)
+
+
+class DeploymentReportCreateApi(APIView):
+    """The certified monitoring report of the deployment over ``[from, to)`` (administrators,
+    ethics-committee members, reviewers; docs/monitoring.md, "Monitoring reports"): 201 with the report
+    made now, 200 with the one made before for the same period (one per deployment and period, never
+    regenerated). A period without batches makes a report saying so. 400 naming the field when ``from``
+    is not before ``to`` or ``to`` has not passed; 404 for an unknown deployment.
+
+    Synchronous, as signing is: the answer comes with the stored, certified PDF (``pdf_url``)."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        to = serializers.DateTimeField(help_text="the period's end, excluded; must have passed (ISO 8601)")
+        vars()["from"] = serializers.DateTimeField(help_text="the period's start, included (ISO 8601)")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OpenApiResponse(_ReportRecordSerializer, description="The report, made now."),
+            200: OpenApiResponse(_ReportRecordSerializer, description="The period's report, made before."),
+        },
+    )
+    def post(self, request: Request, name: str) -> Response:
+        user = request_user(request)
+        try:
+            deployment = monitoring_selectors.deployment_get(user=user, name=name)
+        except Http404 as exc:
+            raise exceptions.NotFound(str(exc)) from None
+        rules.check_request_monitoring_report(user)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        report, created = services.monitoring_report_generate(
+            actor=user,
+            deployment=deployment,
+            start=serializer.validated_data["from"],
+            end=serializer.validated_data["to"],
+        )
+        return Response(
+            report_as_json(_refetched(user, report), detail=True),
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )

@@ -41,3 +41,18 @@ class SignForm(forms.Form):
         widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
         help_text="Signing is your decision on the record: confirm it is you.",
     )
+
+
+class MonitoringReportForm(forms.Form):
+    """A deployment's period, UTC: the monitoring report's ``[from, to)`` (the service checks it)."""
+
+    start = forms.DateTimeField(
+        label="From (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": 1}, format="%Y-%m-%dT%H:%M:%S"),
+        help_text="The period's start, included.",
+    )
+    end = forms.DateTimeField(
+        label="To (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": 1}, format="%Y-%m-%dT%H:%M:%S"),
+        help_text="The period's end, excluded; it must have passed.",
+    )

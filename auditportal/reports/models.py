@@ -117,6 +117,14 @@ class Report(models.Model):
         "approvals.ReviewRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="reports"
     )
     request_outcome = models.CharField(max_length=16, blank=True)
+    # A monitoring report (docs/monitoring.md, "Monitoring reports"): the deployment and the period
+    # [period_start, period_end) it covers; one report per deployment and period. Null for the report
+    # of a review request's decision.
+    deployment = models.ForeignKey(
+        "monitoring.Deployment", on_delete=models.PROTECT, null=True, blank=True, related_name="reports"
+    )
+    period_start = models.DateTimeField(null=True, blank=True)
+    period_end = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -131,10 +139,28 @@ class Report(models.Model):
                 | models.Q(review_request__isnull=False, request_outcome__in=["approved", "rejected", "revoked"]),
                 name="reports_report_outcome_with_request",
             ),
+            models.UniqueConstraint(
+                fields=["deployment", "period_start", "period_end"],
+                condition=models.Q(deployment__isnull=False),
+                name="reports_report_one_per_deployment_period",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(deployment__isnull=True, period_start__isnull=True, period_end__isnull=True)
+                | models.Q(
+                    deployment__isnull=False,
+                    review_request__isnull=True,
+                    period_start__lt=models.F("period_end"),
+                ),
+                name="reports_report_period_with_deployment",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"Report #{self.pk}: {self.title}"
+
+    @property
+    def is_monitoring(self) -> bool:
+        return self.deployment_id is not None
 
     @property
     def context(self) -> dict[str, Any]:

@@ -29,6 +29,8 @@ def report_as_json(report: Report, *, detail: bool = False) -> dict[str, Any]:
         "model": (request.model_identifier or None) if request is not None else None,
         "review_request": report.review_request_id,
         "decision": report.request_outcome or None,
+        "deployment": report.deployment.name if report.deployment is not None else None,
+        "period": _period(report),
         "state": report_state(report=report),
         "created_at": report.created_at.isoformat(),
         "latest_revision": latest.number,
@@ -59,6 +61,16 @@ def report_as_json(report: Report, *, detail: bool = False) -> dict[str, Any]:
     return body
 
 
+def _period(report: Report) -> dict[str, str] | None:
+    """A monitoring report's period ``[from, to)``, UTC."""
+    if report.period_start is None or report.period_end is None:
+        return None
+    return {
+        "from": report.period_start.astimezone(dt.UTC).isoformat(),
+        "to": report.period_end.astimezone(dt.UTC).isoformat(),
+    }
+
+
 def _signatory(person: dict[str, Any], revision: ReportRevision | None) -> dict[str, Any]:
     return {
         "username": str(person.get("key") or ""),
@@ -77,7 +89,13 @@ def revision_file_names(report: Report, number: int) -> tuple[str, str]:
     The title part is left out when nothing of it is fit for a file name."""
 
     def name(ascii_only: bool) -> str:
-        if report.review_request_id is None:
+        if report.deployment is not None and report.period_start is not None and report.period_end is not None:
+            parts = [
+                f"monitoring-report-{report.pk}",
+                name_part(report.deployment.name.replace("/", "-"), ascii_only=ascii_only),
+                f"{report.period_start.astimezone(dt.UTC):%Y%m%dT%H%M}-{report.period_end.astimezone(dt.UTC):%Y%m%dT%H%M}",
+            ]
+        elif report.review_request_id is None:
             parts = [f"report-{report.pk}"]
         else:
             parts = [f"review-request-{report.review_request_id}", name_part(report.title, ascii_only=ascii_only)]

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from auditportal.fairness.documents.monitoring_report import MonitoringReportContext, batch_counts_csv
 from auditportal.fairness.documents.report_context import EvidenceDocument, ReportContext, group_table_csv
 from auditportal.reports.signing import FieldBox
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 PDF_VARIANT = "pdf/a-3b"
 TEMPLATE = "reports/report.html"
+MONITORING_TEMPLATE = "reports/monitoring_report.html"
 ORGANISATION_FIELD = "Organisation"
 # CSS pixels (1/96 in) to PDF points (1/72 in).
 PX_TO_PT = 0.75
@@ -70,7 +72,7 @@ def member_field(index: int) -> str:
     return f"Member{index}"
 
 
-def signature_boxes(context: ReportContext) -> list[SignatureBox]:
+def signature_boxes(context: ReportContext | MonitoringReportContext) -> list[SignatureBox]:
     boxes = [SignatureBox("signature-organisation", ORGANISATION_FIELD, f"Certified by {context.organisation}")]
     boxes += [
         SignatureBox(f"signature-member-{index}", member_field(index), f"{person.name}, {person.role}")
@@ -124,14 +126,71 @@ def render_html(context: ReportContext, *, attachments: tuple[EmbeddedFile, ...]
 
 
 def render(context: ReportContext, *, created: dt.datetime | None = None) -> RenderedReport:
+    attachments = embedded_files(context)
+    return _render(render_html(context, attachments=attachments), context, attachments, created=created)
+
+
+def monitoring_embedded_files(context: MonitoringReportContext) -> tuple[EmbeddedFile, ...]:
+    """A monitoring report's evidence: each incident's frozen document (its canonical bytes, whose
+    SHA-256 is the incident's), the per-batch per-group counts (CSV), and the context itself (JSON)."""
+    files = [
+        EmbeddedFile(
+            name=incident.file_name,
+            data=incident.canonical.encode(),
+            description=f"Frozen document of incident #{incident.id} (canonical JSON)",
+            relationship="Source",
+        )
+        for incident in context.incidents
+        if incident.canonical
+    ]
+    files.append(
+        EmbeddedFile(
+            name="batch-counts.csv",
+            data=batch_counts_csv(context).encode(),
+            description="Every batch of the period, per attribute and group (CSV)",
+            relationship="Data",
+        )
+    )
+    files.append(
+        EmbeddedFile(
+            name=f"monitoring-report-context-{context.sha256[:12]}.json",
+            data=context.canonical,
+            description="This report's context (canonical JSON): what every table of the report was made from",
+            relationship="Source",
+        )
+    )
+    return tuple(files)
+
+
+def render_monitoring(context: MonitoringReportContext, *, created: dt.datetime | None = None) -> RenderedReport:
+    """A monitoring report (docs/monitoring.md, "Monitoring reports"): its own template, the same
+    fonts, stylesheet, fetcher, PDF/A-3b writer and signature boxes (the organisation's only)."""
+    attachments = monitoring_embedded_files(context)
+    html = render_to_string(
+        MONITORING_TEMPLATE,
+        {
+            "report": context,
+            "summary": context.summary,
+            "signature_boxes": signature_boxes(context),
+            "attachments": attachments,
+            "context_sha256": context.sha256,
+        },
+    )
+    return _render(html, context, attachments, created=created)
+
+
+def _render(
+    html_text: str,
+    context: ReportContext | MonitoringReportContext,
+    attachments: tuple[EmbeddedFile, ...],
+    *,
+    created: dt.datetime | None,
+) -> RenderedReport:
     # Imported here: WeasyPrint takes half a second to import, which every process that loads the
     # reports app (each management command, through the admin) would otherwise pay, rendering or not.
     from weasyprint import HTML, Attachment
 
-    attachments = embedded_files(context)
-    html = HTML(
-        string=render_html(context, attachments=attachments), base_url=_base_url(), url_fetcher=static_fetcher()
-    )
+    html = HTML(string=html_text, base_url=_base_url(), url_fetcher=static_fetcher())
     document = html.render()
     boxes = signature_boxes(context)
     fields = tuple(_field_box(document, box) for box in boxes)

@@ -7,8 +7,11 @@ rest is for members.
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
+
 from auditportal.accounts import rules as account_rules
 from auditportal.accounts.models import Role, User
+from auditportal.monitoring import rules as monitoring_rules
 from auditportal.reports.models import Report
 
 # The page's refusal; the API answers the first sentence only.
@@ -38,6 +41,26 @@ def can_sign(user: User, report: Report) -> bool:
         return False
     signatories = report.context.get("signatories") or []
     return any(person.get("key") == user.get_username() for person in signatories)
+
+
+# Who asks for a deployment's monitoring report: those who oversee what was approved (docs/monitoring.md,
+# "Monitoring reports"); ML engineers read the deployment's records themselves.
+MONITORING_REPORT_ROLES = (Role.ADMIN, Role.ETHICS_COMMITTEE, Role.REVIEWER)
+
+
+def can_request_monitoring_report(user: User) -> bool:
+    return (
+        monitoring_rules.can_view(user)
+        and account_rules.has_any_role(user, *MONITORING_REPORT_ROLES)
+        and user.is_active
+    )
+
+
+def check_request_monitoring_report(user: User) -> None:
+    if not can_request_monitoring_report(user):
+        raise PermissionDenied(
+            "Only an administrator, an ethics-committee member or a reviewer can ask for a monitoring report."
+        )
 
 
 def check_sign(user: User) -> None:

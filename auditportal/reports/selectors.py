@@ -11,6 +11,8 @@ from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
 from auditportal.fairness.documents.report_context import REPORT_STATES, SIGNED, signing_state
 from auditportal.fairness.errors import UserError
+from auditportal.monitoring.models import Deployment
+from auditportal.monitoring.names import name_problem
 from auditportal.reports import rules, signing
 from auditportal.reports.models import CertificateAuthority, Report, ReportRevision, RevisionKind
 from auditportal.reports.verification import Bounds, PdfVerification, verify_pdf_bounded
@@ -20,19 +22,29 @@ if TYPE_CHECKING:
 
 
 def report_list(
-    *, user: User, review_request_id: int | None = None, model: str | None = None, state: str | None = None
+    *,
+    user: User,
+    review_request_id: int | None = None,
+    model: str | None = None,
+    state: str | None = None,
+    deployment: str | None = None,
 ) -> QuerySet[Report]:
     """The reports ``user`` may read, newest first; of one review request, of the requests naming one
-    model identifier, or in one signing state (report_context.REPORT_STATES) when given. A state or
-    model that cannot be one is a UserError naming the field."""
+    model identifier, in one signing state (report_context.REPORT_STATES), or the monitoring reports of
+    the deployment named ``deployment``, when given. A state or model that cannot be one is a UserError
+    naming the field."""
     if state is not None and state not in REPORT_STATES:
         raise UserError(f"The state is one of {', '.join(REPORT_STATES)}, not {state[:40]!r}.", field="state")
+    if deployment is not None and name_problem(deployment) is not None:
+        raise UserError(f"No deployment is named {deployment[:120]!r}: {name_problem(deployment)}", field="deployment")
     if model is not None and (not model.strip() or "\x00" in model):
         # PostgreSQL cannot even compare text holding a NUL.
         raise UserError("Name the model by its identifier, as its review request does.", field="model")
     if not rules.can_view(user):
         return Report.objects.none()
-    reports = Report.objects.select_related("review_request").prefetch_related("revisions__signer")
+    reports = Report.objects.select_related("review_request", "deployment").prefetch_related("revisions__signer")
+    if deployment is not None:
+        reports = reports.filter(deployment__name=deployment)
     if review_request_id is not None:
         reports = reports.filter(review_request_id=review_request_id)
     if model is not None:
@@ -60,6 +72,11 @@ def review_request_reports(*, request: ReviewRequest) -> QuerySet[Report]:
     return (
         Report.objects.filter(review_request=request).prefetch_related("revisions__signer").order_by("created_at", "id")
     )
+
+
+def deployment_reports(*, user: User, deployment: Deployment) -> QuerySet[Report]:
+    """The monitoring reports of ``deployment`` that ``user`` may read, newest period first."""
+    return report_list(user=user).filter(deployment=deployment).order_by("-period_end", "-period_start", "-id")
 
 
 def report_get(*, user: User, report_id: int) -> Report:

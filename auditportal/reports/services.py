@@ -5,6 +5,7 @@ here updates or deletes a row or rewrites a stored file.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import os
@@ -23,6 +24,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
+from auditportal.monitoring.models import Deployment
 from auditportal.reports import figures, rendering, rules, signing
 from auditportal.reports.models import (
     CertificateAuthority,
@@ -32,6 +34,7 @@ from auditportal.reports.models import (
     RevisionKind,
     SigningCertificate,
 )
+from auditportal.reports.monitoring_context import monitoring_report_context
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -386,6 +389,107 @@ def report_generate(
     return report
 
 
+def monitoring_report_generate(
+    *, actor: User, deployment: Deployment, start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None
+) -> tuple[Report, bool]:
+    """The certified monitoring report of ``deployment`` over ``[start, end)`` (docs/monitoring.md,
+    "Monitoring reports"), and whether it was made now (False: the period's report was stored before,
+    and is returned unchanged: one report per deployment and period, never regenerated).
+
+    Administrators, ethics-committee members and reviewers ask for one (rules.check_request_monitoring_report).
+    The period must start before it ends and must have ended (``now``, for tests): a report of a period
+    still running would say something else tomorrow. A period without batches makes a report that
+    says so. Certified by the organisation; no member signs it (nothing in it is a decision).
+
+    Synchronous, as a member's signature is: without figures a period's report renders in about a second
+    (the PDF lists at most the newest ``monitoring_report.PRINTED_ROWS`` batches and looks; the
+    attached CSV and JSON hold all). Runs outside a transaction.
+    """
+    rules.check_request_monitoring_report(actor)
+    monitoring_period_check(start=start, end=end, now=now)
+    existing = Report.objects.filter(deployment=deployment, period_start=start, period_end=end).first()
+    if existing is not None:
+        return existing, False
+    context = monitoring_report_context(deployment=deployment, start=start, end=end, requested_by=actor)
+    certificate = _organisation_current(actor=actor)
+    rendered = rendering.render_monitoring(context)
+    fields = rendered.fields
+    certified = signing.certify(
+        rendered.pdf,
+        credentials=_credentials(certificate),
+        organisation=certificate.authority.organisation,
+        certification=fields[0],
+        later=fields[1:],
+        font=_stamp_font(),
+    )
+    file_name, sha256 = _store(certified)
+    try:
+        with transaction.atomic():
+            report = Report.objects.create(
+                title=context.title,
+                subject_label=context.subject_label,
+                context_json=context.canonical.decode(),
+                context_sha256=context.sha256,
+                pages=rendered.pages,
+                signatory_count=0,
+                created_by=actor,
+                deployment=deployment,
+                period_start=start,
+                period_end=end,
+            )
+            revision = ReportRevision.objects.create(
+                report=report,
+                number=1,
+                kind=RevisionKind.CERTIFIED,
+                field_name=fields[0].name,
+                signer=None,
+                certificate=certificate,
+                sha256=sha256,
+                size_bytes=len(certified),
+                file_name=file_name,
+            )
+            event_record(
+                actor=actor,
+                verb=Verb.MONITORING_REPORT_CREATED,
+                target=report,
+                data={
+                    "deployment": deployment.name,
+                    "from": context.start,
+                    "to": context.end,
+                    "sha256": revision.sha256,
+                    "context_sha256": context.sha256,
+                    "pages": report.pages,
+                    "batches": len(context.batches),
+                    "incidents": [{"id": item.id, "sha256": item.sha256} for item in context.incidents],
+                    "certificate": certificate.fingerprint,
+                },
+            )
+    except IntegrityError:
+        # The same period asked for at the same moment by someone else: theirs is the report.
+        _discard(file_name)
+        return Report.objects.get(deployment=deployment, period_start=start, period_end=end), False
+    except BaseException:
+        _discard(file_name)
+        raise
+    return report, True
+
+
+def monitoring_period_check(*, start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None) -> None:
+    """A UserError naming the field (``from`` or ``to``) unless ``[start, end)`` is a period that has ended."""
+    if start >= end:
+        raise UserError(
+            f"The period must start before it ends: from {start.isoformat()} is not before to {end.isoformat()}.",
+            field="from",
+        )
+    moment = now or timezone.now()
+    if end > moment:
+        raise UserError(
+            f"The period must have ended: to {end.isoformat()} is after now ({moment.isoformat(timespec='seconds')}). "
+            "A report is made once per period and never changes, so its period must be over.",
+            field="to",
+        )
+
+
 def report_sign_member(*, report: Report, member: User, password: str) -> ReportRevision:
     """Add ``member``'s signature to the newest revision of ``report``, as a new stored revision.
 
@@ -398,6 +502,10 @@ def report_sign_member(*, report: Report, member: User, password: str) -> Report
     Must not run inside an open transaction (a wrong password's record must commit).
     """
     rules.check_sign(member)
+    if report.is_monitoring:
+        raise NotASignatory(
+            f"Report #{report.pk} is a monitoring report: the organisation certifies it, no member signs it."
+        )
     context = ReportContext.from_json(report.context)
     index = next(
         (number for number, person in enumerate(context.signatories, start=1) if person.key == member.get_username()),

@@ -10,13 +10,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from auditportal.accounts.permissions import request_user
+from auditportal.fairness.documents.monitoring_report import MonitoringReportContext
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
 from auditportal.lib.downloads import content_disposition
 from auditportal.lib.forms import add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.uploads import accepts_uploads
+from auditportal.monitoring import selectors as monitoring_selectors
 from auditportal.reports import rules, selectors, services
-from auditportal.reports.forms import SignForm, VerifyForm
+from auditportal.reports.forms import MonitoringReportForm, SignForm, VerifyForm
 from auditportal.reports.models import Report, ReportRevision
 from auditportal.reports.presentation import revision_file_names, verification_json
 from auditportal.reports.throttling import verify_wait
@@ -32,7 +34,11 @@ def report_list(request: HttpRequest) -> HttpResponse:
 
 def _detail(request: HttpRequest, report: Report, form: SignForm | None = None) -> HttpResponse:
     user = request_user(request)
-    context = ReportContext.from_json(report.context)
+    context: ReportContext | MonitoringReportContext = (
+        MonitoringReportContext.from_json(report.context)
+        if report.is_monitoring
+        else ReportContext.from_json(report.context)
+    )
     revisions = list(report.revisions.select_related("signer", "certificate").order_by("number"))
     signed_by = {revision.signer.get_username(): revision for revision in revisions if revision.signer is not None}
     signatories = [{"person": person, "revision": signed_by.get(person.key)} for person in context.signatories]
@@ -98,6 +104,52 @@ def report_sign(request: HttpRequest, report_id: int) -> HttpResponse:
         request, url=reverse("reports:detail", kwargs={"report_id": report.pk}), name="sign", form=form,
         anchor="#sign-form",
     )  # fmt: skip
+
+
+# The service's UserError names the API's fields; the form's are start and end.
+_PERIOD_FIELDS = {"from": "start", "to": "end"}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def deployment_reports(request: HttpRequest, name: str) -> HttpResponse:
+    """A deployment's monitoring reports, and (administrators, committee members, reviewers) the form
+    that asks for one: /monitoring/<name>/-/reports/ (docs/monitoring.md, "Monitoring reports")."""
+    user = request_user(request)
+    deployment = monitoring_selectors.deployment_get(user=user, name=name)
+    may_request = rules.can_request_monitoring_report(user)
+    form = MonitoringReportForm(request.POST) if request.method == "POST" else MonitoringReportForm()
+    status = 200
+    if request.method == "POST":
+        rules.check_request_monitoring_report(user)
+        if form.is_valid():
+            try:
+                report, created = services.monitoring_report_generate(
+                    actor=user,
+                    deployment=deployment,
+                    start=form.cleaned_data["start"],
+                    end=form.cleaned_data["end"],
+                )
+            except UserError as exc:
+                form.add_error(_PERIOD_FIELDS.get(exc.field or ""), str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Monitoring report #{report.pk} {'made' if created else 'was made before for this period'}: "
+                    f"{report.subject_label}.",
+                )
+                return redirect("reports:detail", report_id=report.pk)
+        status = 400
+    return render(
+        request,
+        "reports/deployment_reports.html",
+        {
+            "deployment": deployment,
+            "reports": selectors.deployment_reports(user=user, deployment=deployment),
+            "form": form if may_request else None,
+        },
+        status=status,
+    )
 
 
 @accepts_uploads(rules.can_verify, who="a member of the portal")

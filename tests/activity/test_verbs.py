@@ -6,6 +6,7 @@ scenario here fails, and so does a scenario whose call no longer writes its verb
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from collections.abc import Callable
 from io import StringIO
@@ -13,6 +14,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, RoleGrantProposal, User
@@ -523,6 +525,15 @@ def _report_created(request: pytest.FixtureRequest) -> Callable[[], object]:
     return lambda: report_services.report_generate(context=context)
 
 
+def _monitoring_report_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    _reports(request)
+    deployment = _deployment(request)
+    end = timezone.now()
+    return lambda: report_services.monitoring_report_generate(
+        actor=_user(request, "erin"), deployment=deployment, start=end - dt.timedelta(days=1), end=end, now=end
+    )
+
+
 def _report_signed(request: pytest.FixtureRequest) -> Callable[[], object]:
     report = report_services.report_generate(context=_report_context(request))
     return lambda: report_services.report_sign_member(report=report, member=_user(request, "dave"), password=PASSWORD)
@@ -653,6 +664,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.CERTIFICATE_AUTHORITY_CREATED: _certificate_authority_created,
     Verb.SIGNING_CERTIFICATE_ISSUED: _signing_certificate_issued,
     Verb.REPORT_CREATED: _report_created,
+    Verb.MONITORING_REPORT_CREATED: _monitoring_report_created,
     Verb.REPORT_SIGNED: _report_signed,
     Verb.REPORT_SIGN_REAUTH_FAILED: _report_sign_refused,
     Verb.ACTIVITY_LOG_HEAD_EXPORTED: _head_exported,

@@ -20,6 +20,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -576,6 +577,20 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
         path_parameters={**prod, "webhook_id": hook["id"]},
     )
     assert [row["response_body_head"] for row in log["results"]] == ["<b>ok</b>"]
+    # A monitoring report of the last day (a reviewer asks): certified, listed among the reports.
+    until = timezone.now()
+    monitoring_report = call(
+        "carol",
+        "POST",
+        "/api/v1/deployments/{name}/-/reports/",
+        201,
+        path_parameters=prod,
+        body={"from": (until - timedelta(days=1)).isoformat(), "to": until.isoformat()},
+        media_type="application/json",
+    )
+    assert (monitoring_report["deployment"], monitoring_report["state"]) == (prod["name"], "signed")
+    of_deployment = call("pat", "GET", "/api/v1/reports/", 200, query={"deployment": prod["name"]})
+    assert [item["id"] for item in of_deployment["results"]] == [monitoring_report["id"]]
 
     operations = {(method, path) for path, item in SCHEMA.raw_schema["paths"].items() for method in item}
     assert operations - call.answered == set(), "operations this test never saw succeed"

@@ -93,6 +93,8 @@ def test_a_decided_requests_answer_names_its_report_and_the_api_reads_it(decided
         "model": MODEL,
         "review_request": request.pk,
         "decision": "approved",
+        "deployment": None,
+        "period": None,
         "state": "awaiting_signatures",
         "created_at": decided.created_at.isoformat(),
         "latest_revision": 1,

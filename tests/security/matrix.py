@@ -177,6 +177,10 @@ approvals:resume                   POST resume    login  404    403    403    40
 # Deployments (monitoring): every member reads them (an account without a role: 403 on the list, 404 on one).
 monitoring:list                    GET  -         login  403    200    200    200    200    200    200    200    403
 monitoring:deployment              GET  -         login  404    200    200    200    200    200    200    200    404
+# A deployment's monitoring reports (the reports app's page): every member reads them; administrators,
+# committee members and reviewers ask for one (an empty form: 400, after the authorization).
+deployment-reports                 GET  -         login  404    200    200    200    200    200    200    200    404
+deployment-reports                 POST -         login  404    403    403    403    403    400    400    400    404
 # Reports are signed by the committee members named in them.
 reports:list                       GET  -         login  200    200    200    200    200    200    200    200    200
 reports:detail                     GET  -         login  404    200    200    200    200    200    200    200    404
@@ -277,6 +281,10 @@ api-deployment-webhook-deactivate  GET  -         401    405    405    405    40
 api-deployment-webhook-deactivate  POST -         401    404    403    403    403    403    403    403    200    404
 api-deployment-webhook-deliveries  GET  -         401    404    403    403    403    403    403    403    200    404
 api-deployment-webhook-deliveries  POST -         401    405    405    405    405    405    405    405    405    405
+# A deployment's monitoring report: administrators, committee members and reviewers (an empty body: 400,
+# after the authorization).
+api-deployment-reports             GET  -         401    405    405    405    405    405    405    405    405    405
+api-deployment-reports             POST -         401    404    403    403    403    403    400    400    400    404
 api-report-verify                  GET  -         401    405    405    405    405    405    405    405    405    405
 api-report-verify                  POST -         401    403    415    415    415    415    415    415    415    403
 # Reports, as their pages: every member reads every report (an account without roles gets an empty

@@ -505,6 +505,17 @@ def _was(number: int) -> str:
     return "was" if number == 1 else "were"
 
 
+def plain_json(value: Any) -> Any:
+    """``dataclasses.asdict``'s value as plain JSON: string keys, tuples as lists (the monitoring
+    report's context, fairness/documents/monitoring_report.py, is written with it too)."""
+    return _plain(value)
+
+
+def build_from_json(kind: Any, value: Any) -> Any:
+    """Plain JSON ``value`` as an instance of the dataclass ``kind`` (dataclasses, tuples, optionals)."""
+    return _build(kind, value)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}

@@ -12,9 +12,16 @@ from django import template
 
 from auditportal.accounts.models import User
 from auditportal.approvals.models import ReviewRequest
+from auditportal.fairness.documents.report_context import display_time
 from auditportal.reports import rules, selectors
 
 register = template.Library()
+
+
+@register.filter(is_safe=False)
+def report_time(value: str) -> str:
+    """An ISO 8601 time of a report's context as the report prints it (``2026-11-30 14:05 UTC``)."""
+    return display_time(str(value))
 
 
 @register.inclusion_tag("reports/_review_request_reports.html", takes_context=True)
