@@ -126,6 +126,8 @@ def test_two_workers_count_every_batch_of_one_deployment_once_and_the_windows_su
     while PredictionBatch.objects.filter(deployment=deployment, state=BatchState.COUNTED).count() < BATCHES:
         assert all(worker.poll() is None for worker in workers), [log.read_text()[-3000:] for log in logs]
         assert not PredictionBatch.objects.filter(state=BatchState.FAILED).exists()
+        raised = [line for log in logs for line in log.read_text(errors="replace").splitlines() if "] raised " in line]
+        assert not raised, raised  # e.g. two workers taking one position (an IntegrityError): a race
         assert time.monotonic() < deadline, [log.read_text(errors="replace")[-3000:] for log in logs]
         time.sleep(0.3)
 

@@ -160,6 +160,8 @@ def test_a_breach_posted_over_http_suspends_b_rolls_back_to_a_signs_a_webhook_ma
         assert status["reason"] == incident.reason
         assert "credit:4 breached its monitor in credit-scoring/prod" in status["reason"]
         assert "fnr of group 'f'" in status["reason"]
+        assert incident.document is not None
+        assert incident.document["attributes"] == ["gender"]
         assert status["review_request"] == earlier.pk
         assert [p["model"] for p in status["previous"][:2]] == ["credit:4", "credit:3"]
         later.refresh_from_db()
@@ -208,8 +210,11 @@ def test_a_breach_posted_over_http_suspends_b_rolls_back_to_a_signs_a_webhook_ma
     assert sorted(address for to, _ in breach_mail for address in to) == sorted(
         [dave.email, frank.email, later.requested_by.email]
     )
-    body = breach_mail[0][1].get_content()
+    payload = breach_mail[0][1].get_payload(decode=True)
+    assert isinstance(payload, bytes)
+    body = payload.decode()
     assert incident.document_sha256 in body
+    assert "fnr of gender f: interval [" in body
     assert "Serves now:       credit:3 (rolled back)" in body
 
     # The activity log's chain verifies, with the promotions, the suspension and the incident in it.
