@@ -77,6 +77,11 @@ def ready_and_idle(log: Path) -> bool:
     return log.exists() and " ready." in log.read_text(errors="replace") and not worker_tasks(log)[0]
 
 
+@pytest.mark.skipif(
+    settings.CELERY_BROKER_URL.startswith("filesystem://"),
+    reason="two workers on one queue need a broker that hands each message to one of them (Redis); the "
+    "filesystem broker of the SQLite run does not promise it (the PostgreSQL + Redis run runs this)",
+)
 def test_two_workers_count_every_batch_of_one_deployment_once_and_the_windows_sum_them_all(
     live_server: Any,
     approve: Approve,
@@ -86,11 +91,6 @@ def test_two_workers_count_every_batch_of_one_deployment_once_and_the_windows_su
     tmp_path: Path,
     start_worker: Callable[..., subprocess.Popen[bytes]],
 ) -> None:
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        pytest.skip(
-            "two workers on one queue need a broker that hands each message to one of them (Redis); the "
-            "filesystem broker of the SQLite run does not promise it (the PostgreSQL + Redis run runs this)"
-        )
     approve("credit:4")
     services.deployment_promote(deployment=deployment, model_identifier="credit:4", by=bob)
     token = account_services.api_token_create(
