@@ -48,8 +48,9 @@ def incident_opened(*, incident_id: int) -> int:
     for finding in document.get("breaches", []):
         group = finding.get("group") if not finding.get("unknown") else "(unknown group)"
         metric = finding.get("metric", "share")
+        attribute = f"{finding['attribute']} " if finding.get("attribute") else ""
         lines.append(
-            f"  {metric} of {group}: interval [{finding.get('low')}, {finding.get('high')}], "
+            f"  {metric} of {attribute}{group}: interval [{finding.get('low')}, {finding.get('high')}], "
             f"limit {finding.get('limit')} ({finding.get('bound') or finding.get('side') or 'drift'})"
         )
     lines += [

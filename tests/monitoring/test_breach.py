@@ -19,7 +19,7 @@ from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import RequestState, ReviewRequest
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.fairness.documents.canonical import canonical_json
-from auditportal.monitoring import services
+from auditportal.monitoring import notifications, services
 from auditportal.monitoring import tasks as monitoring_tasks  # registers its tasks (worker_runs)
 from auditportal.monitoring.models import (
     ChangeKind,
@@ -124,6 +124,48 @@ def test_the_incident_keeps_the_breached_findings_as_a_frozen_document_with_its_
     assert 0.05 < breach["low"] < 0.18 < breach["high"]
     assert breach["boundary"] is not None
     assert incident.cause == {"kind": "monitoring_breach", "look": 7, "batches": [11, 12], "findings": 1}
+
+
+def test_a_look_in_breach_under_two_attributes_opens_one_incident_naming_both(
+    deployment: Deployment, rolled_out: dict[str, ReviewRequest]
+) -> None:
+    judgements = {"gender": breaching_look(), "age_group": breaching_look(), "region": compliant_look()}
+    incident = services.breach_confirm(
+        deployment=deployment, model_identifier="credit:4", judgements=judgements, batch_ids=[11], look_id=7
+    )
+    assert incident is not None
+    document = incident.document
+    assert document is not None
+    assert document["attributes"] == ["age_group", "gender"]  # the compliant one is no breach
+    assert document["attribute"] == "age_group"
+    assert sorted(document["judgements"]) == ["age_group", "gender"]
+    assert document["judgements"]["gender"] == breaching_look().as_json()
+    assert sorted((b["attribute"], b["metric"], b["group"]) for b in document["breaches"]) == [
+        ("age_group", "fnr", "women"),
+        ("gender", "fnr", "women"),
+    ]
+    assert incident.cause["findings"] == 2
+    assert incident.document_sha256 == hashlib.sha256(canonical_json(document)).hexdigest()
+    assert "at look #7 (age_group, gender): age_group: fnr of group 'women'" in incident.reason
+    assert "; gender: fnr of group 'women'" in incident.reason
+    assert notifications.incident_opened(incident_id=incident.pk) == 3
+    assert "fnr of age_group women: interval [" in mail.outbox[-1].body
+    assert "fnr of gender women: interval [" in mail.outbox[-1].body
+    with pytest.raises(ValueError, match="confirms no breach"):
+        services.breach_confirm(
+            deployment=deployment,
+            model_identifier="credit:3",
+            judgements={"region": compliant_look()},
+            batch_ids=[11],
+        )
+    with pytest.raises(ValueError, match="one of them"):
+        services.breach_confirm(
+            deployment=deployment,
+            model_identifier="credit:3",
+            judgement=breaching_look(),
+            judgements={"gender": breaching_look()},
+            batch_ids=[11],
+        )
 
 
 def test_a_breach_writes_its_events_in_order(deployment: Deployment, rolled_out: dict[str, ReviewRequest]) -> None:

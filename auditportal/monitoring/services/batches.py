@@ -533,17 +533,14 @@ def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchL
     outcome = LookOutcome(look, judgements)
     if outcome.breached and batch.serving_change_id is not None:
         # A confirmed breach, in this transaction and under the deployment's lock: the model suspended,
-        # the deployment rolled back, an incident opened (its document names the first attribute in
-        # breach; the look holds every attribute's judgement). Nothing when the model already has an
-        # open incident.
-        attribute, judgement = sorted(outcome.breached_judgements.items())[0]
+        # the deployment rolled back, an incident opened naming every attribute in breach. Nothing when
+        # the model already has an open incident.
         breach_confirm(
             deployment=deployment,
             model_identifier=batch.model_identifier,
-            judgement=judgement,
+            judgements=outcome.breached_judgements,
             batch_ids=[member.pk for member in members],
             look_id=look.pk,
-            attribute=attribute,
         )
     return outcome
 

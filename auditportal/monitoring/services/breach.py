@@ -10,7 +10,7 @@ which look it rests on are the caller's ids, recorded in the incident's document
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from django.db import transaction
@@ -37,10 +37,11 @@ def breach_confirm(
     *,
     deployment: Deployment,
     model_identifier: str,
-    judgement: LookJudgement,
+    judgement: LookJudgement | None = None,
     batch_ids: list[int],
     look_id: int | None = None,
     attribute: str = "",
+    judgements: Mapping[str, LookJudgement] | None = None,
 ) -> Incident | None:
     """``judgement`` confirmed a breach of ``model_identifier``'s monitor in ``deployment``: open an
     incident, suspend the model's approval, roll back every deployment serving it. One transaction.
@@ -48,11 +49,19 @@ def breach_confirm(
     None, and nothing written, when the model already has an open breach incident (a second look that
     confirms the same breach). A model that no longer serves in ``deployment`` is still suspended (it
     must not come back) and the incident opened, but no deployment changes unless one serves it.
-    ValueError when ``judgement`` confirms no breach or the ids are not whole numbers. ``attribute``
-    names the sensitive attribute whose groups the judgement compares (a look judges each attribute
-    apart), written in the document and the reason.
+    ValueError when no judgement confirms a breach or the ids are not whole numbers. ``attribute``
+    names the sensitive attribute whose groups ``judgement`` compares (a look judges each attribute
+    apart); a look that breaches under several attributes passes ``judgements`` instead (attribute ->
+    judgement), and the incident names every attribute in breach: its reason, its document's
+    ``attributes``, ``breaches`` (each finding with its ``attribute``) and ``judgements``.
     """
-    if not judgement.breached:
+    if (judgement is None) == (judgements is None):
+        raise ValueError("give the judgement (with its attribute) or the judgements by attribute, one of them")
+    named: dict[str, LookJudgement] = dict(judgements or {})
+    if judgement is not None:
+        named[attribute] = judgement
+    breached = {name: named[name] for name in sorted(named) if named[name].breached}
+    if not breached:
         raise ValueError("the judgement confirms no breach: nothing to open an incident for")
     model = model_identifier.strip() if isinstance(model_identifier, str) else ""
     if not model or len(model) > 255 or "\x00" in model:
@@ -60,8 +69,13 @@ def breach_confirm(
     batches = _ids(batch_ids, "batch_ids")
     if look_id is not None:
         _ids([look_id], "look_id")
-    judged = judgement.as_json()
-    breaches = _breaches(judged)
+    judged_by = {name: found.as_json() for name, found in breached.items()}
+    breaches = [
+        {"attribute": name, **finding} if name else finding
+        for name, judged in judged_by.items()
+        for finding in _breaches(judged)
+    ]
+    attributes = [name for name in judged_by if name]
     with transaction.atomic():
         # The lock order (common.deployment_lock): deployments' rows (this one and every other serving
         # the model, by id), then the model's review requests (approval_suspend), then the event chain.
@@ -70,8 +84,8 @@ def breach_confirm(
         if incident_open(model_identifier=model) is not None:
             return None
         request = _request_to_suspend(model)
-        document = _document(primary, model, request, judged, breaches, batches, look_id, attribute)
-        reason = _reason(primary, model, breaches, look_id, attribute)
+        document = _document(primary, model, request, judged_by, breaches, batches, look_id)
+        reason = _reason(primary, model, breaches, look_id, attributes)
         incident = Incident.objects.create(
             deployment=primary,
             model_identifier=model,
@@ -224,12 +238,17 @@ def _document(
     deployment: Deployment,
     model: str,
     request: ReviewRequest | None,
-    judged: dict[str, Any],
+    judged_by: dict[str, dict[str, Any]],
     breaches: list[dict[str, Any]],
     batches: list[int],
     look_id: int | None,
-    attribute: str = "",
 ) -> dict[str, Any]:
+    """The evidence. ``judged_by``: each attribute in breach's judgement (sorted; the key "" when the
+    caller named none). The method, alpha and comparisons at the top and ``judgement`` are the first
+    attribute's (the same method and alpha for each: the spec's alpha split over the attributes);
+    ``judgements`` holds every attribute's."""
+    attributes = [name for name in judged_by if name]
+    first, judged = next(iter(judged_by.items()))
     policy = MonitorPolicy.objects.filter(deployment=deployment).order_by("-version").first()
     document = {
         "schema": INCIDENT_SCHEMA,
@@ -239,7 +258,8 @@ def _document(
         "review_request": request.pk if request is not None else None,
         "monitor_policy_version": policy.version if policy is not None else None,
         "look": look_id,
-        "attribute": attribute or None,
+        "attribute": first or None,
+        "attributes": attributes,
         "batches": batches,
         "method": judged["method"],
         "source": judged["source"],
@@ -251,17 +271,19 @@ def _document(
         "comparison_alpha": judged["comparison_alpha"],
         "breaches": breaches,
         "judgement": judged,
+        "judgements": {name: found for name, found in judged_by.items() if name},
     }
     canonical_json(document)  # refuses what is not canonical JSON (NaN), before anything is written
     return document
 
 
 def _reason(
-    deployment: Deployment, model: str, breaches: list[dict[str, Any]], look_id: int | None, attribute: str = ""
+    deployment: Deployment, model: str, breaches: list[dict[str, Any]], look_id: int | None, attributes: list[str]
 ) -> str:
     look = f" at look #{look_id}" if look_id is not None else ""
-    among = f" ({attribute})" if attribute else ""
-    parts = [_finding_text(finding) for finding in breaches]
+    among = f" ({', '.join(attributes)})" if attributes else ""
+    several = len(attributes) > 1
+    parts = [(f"{f['attribute']}: " if several else "") + _finding_text(f) for f in breaches]
     text = f"{model} breached its monitor in {deployment.name}{look}{among}: " + "; ".join(parts) + "."
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
