@@ -1,0 +1,353 @@
+"""The deployment page's figures: plain data in, a Plotly figure out (docs/monitoring.md, "The
+deployment page").
+
+- :func:`rate_figure`: one attribute's metric against an absolute limit over the looks, per group:
+  the observed rate, its confidence sequence as a band, the limit as a line and the sequential
+  boundary (the observed rate that would confirm a breach at that look's trials) dotted.
+- :func:`gap_figure`: one attribute's metric, each group minus the reference group, with the gap's
+  interval as a band and the limit on either side.
+- :func:`drift_figure`: each group's share of the production rows against its share of the training
+  data, with the production share's confidence sequence and the drift limit around the training
+  share; a group the training data never had is drawn with crosses and named "unseen in training".
+
+The values are those a look stores (``LookJudgement.as_json()`` per attribute, fairness/statistics/
+monitor.py): ``rates[i]`` estimate/low/high/limit/boundary/status, ``gaps[i]`` difference/low/high/
+limit/status, ``drift.findings[i]`` production_share (with ``production.low``/``high``)/
+training_share/status. The x axis is the look's number. Every line keeps at most
+:data:`~.downsample.MAX_POINTS` points (:func:`.downsample.downsample_indices`, status changes kept);
+every group name goes through :func:`.text.plain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from auditportal.fairness.figures import palette
+from auditportal.fairness.figures.downsample import MAX_POINTS, downsample_indices
+from auditportal.fairness.figures.text import plain, shorten
+from auditportal.fairness.text import numbers
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+HEIGHT = 340
+NAME_CHARS = 32
+LIMIT_COLOUR = palette.VERDICT_COLOURS["FAIL"]
+STATUS_LABELS = {
+    "breach": "breach confirmed",
+    "watching": "watching",
+    "within": "within the limit",
+    "too_few": "too few rows",
+    "unseen": "unseen in training",
+}
+
+Values = Sequence[float | None] | npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RateSeries:
+    """One group's rate against one absolute limit, at each look in ``seq`` (None where not judged)."""
+
+    group: str
+    seq: Sequence[int] | npt.NDArray[np.int64]
+    estimate: Values
+    low: Values
+    high: Values
+    limit: Values
+    boundary: Values
+    status: Sequence[str | None]
+
+
+@dataclass(frozen=True)
+class GapSeries:
+    """One group's rate minus the reference group's, at each look in ``seq``."""
+
+    group: str
+    reference: str
+    seq: Sequence[int] | npt.NDArray[np.int64]
+    difference: Values
+    low: Values
+    high: Values
+    limit: Values
+    status: Sequence[str | None]
+
+
+@dataclass(frozen=True)
+class ShareSeries:
+    """One group's production share (its confidence sequence ``low``/``high``) and training share at
+    each look; ``unseen``: the training data never had the group (no training share, never judged)."""
+
+    group: str
+    seq: Sequence[int] | npt.NDArray[np.int64]
+    production: Values
+    low: Values
+    high: Values
+    training: Values
+    limit: Values
+    status: Sequence[str | None]
+    unseen: bool = False
+
+
+def _floats(values: Values) -> npt.NDArray[np.float64]:
+    return np.array([np.nan if value is None else value for value in values], dtype=np.float64)
+
+
+def _kept(values: Values, status: Sequence[str | None], max_points: int) -> npt.NDArray[np.intp]:
+    return downsample_indices(_floats(values), max_points=max_points, labels=list(status))
+
+
+def _column(values: Values, kept: npt.NDArray[np.intp]) -> list[float | None]:
+    picked = _floats(values)[kept]
+    return [None if np.isnan(value) else round(float(value), 6) for value in picked]
+
+
+def _xs(seq: Sequence[int] | npt.NDArray[np.int64], kept: npt.NDArray[np.intp]) -> list[int]:
+    return [int(x) for x in np.asarray(seq, dtype=np.int64)[kept]]
+
+
+def _name(group: str) -> str:
+    return plain(shorten(group, NAME_CHARS))
+
+
+def _band(
+    go: Any, x: list[int], low: list[float | None], high: list[float | None], colour: str, group: str
+) -> list[Any]:
+    """The interval as a shaded band: its high end, then its low end filled up to it."""
+    fill = _translucent(colour)
+    common = {"x": x, "mode": "lines", "line": {"width": 0, "color": fill}, "hoverinfo": "skip", "showlegend": False}
+    return [
+        go.Scatter(y=high, legendgroup=group, **common),
+        go.Scatter(y=low, fill="tonexty", fillcolor=fill, legendgroup=group, **common),
+    ]
+
+
+def _translucent(colour: str, alpha: float = 0.16) -> str:
+    red, green, blue = (int(colour[at : at + 2], 16) for at in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def _empty(figure: go.Figure, text: str) -> go.Figure:
+    figure.add_annotation(
+        text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"color": palette.MUTED}
+    )
+    return figure
+
+
+def _layout(title: str, y_title: str, y_range: list[float] | None = None) -> dict[str, Any]:
+    return palette.base_layout(
+        template="none",
+        height=HEIGHT,
+        title={"text": plain(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
+        margin={"l": 56, "r": 16, "t": 40, "b": 40},
+        xaxis={"title": {"text": "look", "standoff": 4}, "gridcolor": palette.GRID, "zeroline": False},
+        yaxis={
+            "title": {"text": y_title},
+            "gridcolor": palette.GRID,
+            "zerolinecolor": palette.MUTED,
+            **({"range": y_range} if y_range is not None else {"rangemode": "tozero"}),
+        },
+        legend={"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top"},
+        hovermode="closest",
+    )
+
+
+def rate_figure(
+    series: Sequence[RateSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
+) -> go.Figure:
+    """``metric_label`` of each group in ``series`` against its absolute limit, over the looks."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure(layout=_layout(title, metric_label))
+    if not any(len(line.seq) for line in series):
+        return _empty(figure, "No look judged yet")
+    limit_drawn = False
+    for index, line in enumerate(series):
+        colour = palette.series_colour(index)
+        name = _name(line.group)
+        kept = _kept(line.estimate, line.status, max_points)
+        x = _xs(line.seq, kept)
+        estimate = _column(line.estimate, kept)
+        low, high = _column(line.low, kept), _column(line.high, kept)
+        status = [line.status[at] for at in kept]
+        for trace in _band(go, x, low, high, colour, name):
+            figure.add_trace(trace)
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=estimate,
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                line={"color": colour, "width": 2},
+                hovertext=[
+                    f"<b>{name}</b> · look {at}<br>{numbers.rate(value)} "
+                    f"(interval {numbers.interval(lo, hi, signed=False)})<br>{STATUS_LABELS.get(state or '', '—')}"
+                    for at, value, lo, hi, state in zip(x, estimate, low, high, status, strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=_column(line.boundary, kept),
+                mode="lines",
+                name=f"{name}: breach boundary",
+                legendgroup=name,
+                showlegend=index == 0,
+                line={"color": colour, "width": 1, "dash": "dot"},
+                hovertemplate="sequential boundary %{y:.3f}<extra></extra>",
+            )
+        )
+        if not limit_drawn:
+            limit_drawn = True
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=_column(line.limit, kept),
+                    mode="lines",
+                    name="limit",
+                    line={"color": LIMIT_COLOUR, "width": 2, "dash": "dash", "shape": "hv"},
+                    hovertemplate="limit %{y:.3f}<extra></extra>",
+                )
+            )
+    return figure
+
+
+def gap_figure(
+    series: Sequence[GapSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
+) -> go.Figure:
+    """Each group's ``metric_label`` minus the reference group's, with the gap limit on either side."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure(layout=_layout(title, f"{metric_label}: gap"))
+    if not any(len(line.seq) for line in series):
+        return _empty(figure, "No look judged yet")
+    limit_drawn = False
+    for index, line in enumerate(series):
+        colour = palette.series_colour(index)
+        name = f"{_name(line.group)} − {_name(line.reference)}"
+        kept = _kept(line.difference, line.status, max_points)
+        x = _xs(line.seq, kept)
+        difference = _column(line.difference, kept)
+        low, high = _column(line.low, kept), _column(line.high, kept)
+        for trace in _band(go, x, low, high, colour, name):
+            figure.add_trace(trace)
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=difference,
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                line={"color": colour, "width": 2},
+                hovertext=[
+                    f"<b>{name}</b> · look {at}<br>{numbers.gap(value)} (interval {numbers.interval(lo, hi)})"
+                    for at, value, lo, hi in zip(x, difference, low, high, strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
+        if not limit_drawn:
+            limit_drawn = True
+            limits = _column(line.limit, kept)
+            for sign in (1, -1):
+                figure.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=[None if value is None else sign * value for value in limits],
+                        mode="lines",
+                        name="limit",
+                        legendgroup="limit",
+                        showlegend=sign == 1,
+                        line={"color": LIMIT_COLOUR, "width": 2, "dash": "dash", "shape": "hv"},
+                        hovertemplate="limit %{y:.3f}<extra></extra>",
+                    )
+                )
+    figure.update_yaxes(rangemode="normal", zeroline=True)
+    return figure
+
+
+def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int = MAX_POINTS) -> go.Figure:
+    """Each group's production share against its training share ± the drift limit; groups unseen in
+    training drawn with crosses and named so."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure(layout=_layout(title, "share of rows", [0, 1]))
+    if not any(len(line.seq) for line in series):
+        return _empty(figure, "No look judged yet")
+    for index, line in enumerate(series):
+        colour = palette.MUTED if line.unseen else palette.series_colour(index)
+        name = _name(line.group) + (" (unseen in training)" if line.unseen else "")
+        kept = _kept(line.production, line.status, max_points)
+        x = _xs(line.seq, kept)
+        production = _column(line.production, kept)
+        if not line.unseen:
+            for trace in _band(go, x, _column(line.low, kept), _column(line.high, kept), colour, name):
+                figure.add_trace(trace)
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=production,
+                mode="lines+markers" if line.unseen else "lines",
+                name=name,
+                legendgroup=name,
+                line={"color": colour, "width": 2, **({"dash": "dot"} if line.unseen else {})},
+                marker={"symbol": "x", "size": 7, "color": colour},
+                hovertext=[
+                    f"<b>{name}</b> · look {at}<br>production share {numbers.percent(value)}"
+                    for at, value in zip(x, production, strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
+        if line.unseen:
+            continue
+        training = _column(line.training, kept)
+        limits = _column(line.limit, kept)
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=training,
+                mode="lines",
+                name=f"{name}: training share",
+                legendgroup=name,
+                showlegend=False,
+                line={"color": colour, "width": 1, "dash": "dash"},
+                hovertemplate="training share %{y:.3f}<extra></extra>",
+            )
+        )
+        for sign in (1, -1):
+            figure.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[
+                        None if share is None or limit is None else min(max(share + sign * limit, 0.0), 1.0)
+                        for share, limit in zip(training, limits, strict=True)
+                    ],
+                    mode="lines",
+                    name="training share ± limit",
+                    legendgroup="limit",
+                    showlegend=index == 0 and sign == 1,
+                    line={"color": colour, "width": 1, "dash": "dot", "shape": "hv"},
+                    hovertemplate="drift limit %{y:.3f}<extra></extra>",
+                )
+            )
+    if any(line.unseen for line in series):
+        figure.add_annotation(
+            text="× a group the training data never had: flagged, never judged",
+            x=0,
+            y=1,
+            xref="paper",
+            yref="paper",
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font={"size": 11, "color": palette.INK},
+        )
+    return figure
