@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from django.db import connection
 from django.db.models import Count, F, Func, JSONField, Max, Min, Prefetch, QuerySet
 from django.http import Http404
 from django.urls import reverse
@@ -363,8 +364,9 @@ SHARE_FIELDS: Final = (
 # Drift findings beyond those the first and last look of each model and policy show (groups that
 # appeared in production between them and left again) that the chart still reads.
 EXTRA_SHARES: Final = 4
-# Paths per JSON-picking column: PostgreSQL takes at most 100 function arguments, SQLite 127.
-PICK_CHUNK: Final = 90
+# Paths per JSON-picking column: PostgreSQL takes at most 100 function arguments, SQLite 127 (each
+# column costs SQLite a parse of the whole document per row).
+PICK_CHUNK: Final = {"postgresql": 95, "sqlite": 120}
 BATCHES_SHOWN: Final = 20
 
 
@@ -459,7 +461,8 @@ def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
                 (attribute, "drift", "findings", index, *((field,) if isinstance(field, str) else field))
                 for field in SHARE_FIELDS
             ]
-    chunks = [paths[start : start + PICK_CHUNK] for start in range(0, len(paths), PICK_CHUNK)]
+    size = PICK_CHUNK.get(connection.vendor, 90)
+    chunks = [paths[start : start + size] for start in range(0, len(paths), size)]
     picks = {f"pick{index}": _JsonPick("judgements", chunk) for index, chunk in enumerate(chunks)}
     rows = looks.order_by("seq").annotate(**picks).values_list("seq", *picks)
     series = _series(rows, shapes, [len(chunk) for chunk in chunks])
