@@ -101,9 +101,7 @@ def _judgements(looks: int, distinct: int) -> list[tuple[dict[str, Any], dict[st
                 window[attribute][group] = [a + b for a, b in zip(window[attribute][group], cells, strict=True)]
             batch[attribute] = {"groups": groups, "unknown": {}}
             counts = {group: WindowCounts(*cells) for group, cells in window[attribute].items()}
-            judgements[attribute] = judge_look(
-                policies[attribute], counts, window=index // WINDOW + 1
-            ).as_json()
+            judgements[attribute] = judge_look(policies[attribute], counts, window=index // WINDOW + 1).as_json()
         made.append((batch, judgements, (index % WINDOW + 1) * ROWS))
     return made
 

@@ -24,6 +24,8 @@ from typing import Any, Final
 from auditportal.monitoring.spec import METRIC_LABELS
 
 NEAR_FRACTION: Final = 0.2
+# Rates are stored rounded (fairness/statistics/sequential.rounded): 0.04 must count as 80% of 0.05.
+_SLACK: Final = 1e-9
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ def near(value: float | None, limit: float | None, *, bound: str = "at_most") ->
     if value is None or limit is None:
         return False
     if bound == "at_least":
-        return value <= limit * (1 + NEAR_FRACTION)
-    return value >= limit * (1 - NEAR_FRACTION)
+        return value <= limit * (1 + NEAR_FRACTION) + _SLACK
+    return value >= limit * (1 - NEAR_FRACTION) - _SLACK
 
 
 def _gap_near(difference: float | None, limit: float | None, side: str) -> bool:
