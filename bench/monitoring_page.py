@@ -77,7 +77,7 @@ def _judgements(looks: int, distinct: int) -> list[tuple[dict[str, Any], dict[st
             min_rows=100,
         )
     rng = np.random.default_rng(8760)
-    made = []
+    made: list[tuple[dict[str, Any], dict[str, Any], int]] = []
     window: dict[str, dict[str, list[int]]] = {}
     for index in range(looks):
         if index >= distinct:
@@ -90,16 +90,16 @@ def _judgements(looks: int, distinct: int) -> list[tuple[dict[str, Any], dict[st
         judgements: dict[str, Any] = {}
         for attribute, shares in GROUPS.items():
             rows = rng.multinomial(ROWS, list(shares.values()))
-            groups = {}
+            cells_by_group: dict[str, dict[str, int]] = {}
             for (group, _), n in zip(shares.items(), rows.tolist(), strict=True):
                 positives = int(rng.binomial(n, 0.3))
                 fnr = creep if group == "women" else 0.03
                 fn = int(rng.binomial(positives, fnr))
                 fp = int(rng.binomial(n - positives, 0.1))
                 cells = [positives - fn, fn, fp, n - positives - fp]
-                groups[group] = dict(zip(("tp", "fn", "fp", "tn"), cells, strict=True))
+                cells_by_group[group] = dict(zip(("tp", "fn", "fp", "tn"), cells, strict=True))
                 window[attribute][group] = [a + b for a, b in zip(window[attribute][group], cells, strict=True)]
-            batch[attribute] = {"groups": groups, "unknown": {}}
+            batch[attribute] = {"groups": cells_by_group, "unknown": {}}
             counts = {group: WindowCounts(*cells) for group, cells in window[attribute].items()}
             judgements[attribute] = judge_look(policies[attribute], counts, window=index // WINDOW + 1).as_json()
         made.append((batch, judgements, (index % WINDOW + 1) * ROWS))
@@ -114,7 +114,7 @@ def _build(looks: int, distinct: int) -> tuple[str, str]:
     from auditportal.monitoring import selectors, services
     from auditportal.monitoring.models import Look, PredictionBatch
 
-    engineer = User.objects.create_user(username="erin", password="-")
+    engineer = User.objects.create_user(username="erin")
     RoleGrant.objects.create(user=engineer, role=Role.ML_ENGINEER)
     deployment = services.deployment_create(user=engineer, name="bench/year", description="A year of hourly batches")
     services.deployment_create(user=engineer, name="bench/empty", description="No batch")
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     name, baseline = _build(args.looks, min(args.distinct, args.looks))
     print(f"built {args.looks:,} looks in {time.perf_counter() - started:.1f} s", flush=True)
-    reviewer = User.objects.create_user(username="rita", password="-")
+    reviewer = User.objects.create_user(username="rita")
     RoleGrant.objects.create(user=reviewer, role=Role.REVIEWER)
     setup_test_environment()  # the test client's host, as in the test suite
     client = Client()

@@ -124,13 +124,14 @@ def _alerts(judgements: Mapping[str, Mapping[str, Any]]) -> Iterator[Alert]:
         for finding in drift.get("findings") or ():
             status = str(finding.get("status"))
             shift = finding.get("shift")
-            if status == "unseen":
-                level: str | None = "unseen"
-            else:
-                level = _level(status, near(None if shift is None else abs(shift), drift.get("limit")))
-            if level is not None:
+            share_level = (
+                "unseen"
+                if status == "unseen"
+                else _level(status, near(None if shift is None else abs(shift), drift.get("limit")))
+            )
+            if share_level is not None:
                 yield Alert(
-                    level=level,
+                    level=share_level,
                     attribute=attribute,
                     kind="drift",
                     metric="share",

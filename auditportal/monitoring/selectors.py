@@ -471,7 +471,7 @@ def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
     return DeploymentCharts(
         looks=sum(segment["n"] for segment in segments),
         figures=_figures(series),
-        latest=latest,
+        latest=dict(latest),
         alerts=look_alerts(latest["judgements"] or {}),
     )
 
@@ -549,7 +549,7 @@ def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> lis
             title = f"{attribute}: {label}, {'at most' if bound == 'at_most' else 'at least'} the limit"
             figure = figures.rate_figure(
                 [figures.RateSeries(group=key[0], **values) for key, values in lines.items()],
-                title=title,
+                title="",
                 metric_label=label,
             )
         elif kind == "gap":
@@ -557,7 +557,7 @@ def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> lis
             title = f"{attribute}: {label}, gap to the reference group"
             figure = figures.gap_figure(
                 [figures.GapSeries(group=key[0], reference=key[1], **values) for key, values in lines.items()],
-                title=title,
+                title="",
                 metric_label=label,
             )
         else:
@@ -578,7 +578,7 @@ def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> lis
                     )
                     for key, values in shares
                 ],
-                title=title,
+                title="",
             )
         made.append({"id": f"monitor-figure-{number}", "kind": kind, "title": title, "figure": figure_json(figure)})
     return made

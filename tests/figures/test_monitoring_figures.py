@@ -4,6 +4,7 @@ names escaped, long series downsampled."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from tests.figures.plotly_json import decoded
 HOSTILE = ("<script>alert(1)</script>", "=cmd|' /C calc'!A0", "%{x}<b>")
 
 
-def figure_json(figure: object) -> dict[str, object]:
+def figure_json(figure: Any) -> dict[str, Any]:
     return decoded(plotly_json(figure))  # type: ignore[arg-type,no-any-return]
 
 
@@ -32,8 +33,8 @@ def rate(group: str, n: int = 3) -> figures.RateSeries:
     )
 
 
-def traces(figure: object) -> list[dict[str, object]]:
-    return figure_json(figure)["data"]  # type: ignore[arg-type]
+def traces(figure: Any) -> list[dict[str, Any]]:
+    return figure_json(figure)["data"]  # type: ignore[no-any-return]
 
 
 def test_the_rate_figure_draws_the_estimate_its_band_the_limit_and_the_boundary() -> None:

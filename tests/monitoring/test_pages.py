@@ -109,7 +109,7 @@ def serving(deployment: Deployment, approve: Approve, bob: User) -> Deployment:
 
 
 def test_the_charts_are_read_in_queries_that_do_not_grow_with_the_looks(serving: Deployment, bob: User) -> None:
-    counted = []
+    counted: list[int] = []
     for looks in (2, 7):
         while len(counted) < looks:
             _counted(serving, bob, len(counted))

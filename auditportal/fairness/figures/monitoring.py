@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 HEIGHT = 340
 NAME_CHARS = 32
-LIMIT_COLOUR = palette.VERDICT_COLOURS["FAIL"]
+LIMIT_COLOUR = palette.INK  # black, dashed: no series colour is near it
 STATUS_LABELS = {
     "breach": "breach confirmed",
     "watching": "watching",
@@ -176,7 +176,8 @@ def _layout(title: str, y_title: str, y_range: list[float] | None = None) -> dic
         template="none",
         height=HEIGHT,
         title={"text": plain(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
-        margin={"l": 56, "r": 16, "t": 40, "b": 40},
+        # Without a title (a page that writes it above the figure, where it wraps on a phone), no room for one.
+        margin={"l": 56, "r": 16, "t": 40 if title else 12, "b": 40},
         xaxis={"title": {"text": "look", "standoff": 4}, "gridcolor": palette.GRID, "zeroline": False},
         yaxis={
             "title": {"text": y_title},
@@ -364,8 +365,9 @@ def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int =
             xref="paper",
             yref="paper",
             xanchor="left",
-            yanchor="bottom",
+            yanchor="top",
             showarrow=False,
+            bgcolor="rgba(255, 255, 255, 0.85)",
             font={"size": 11, "color": palette.INK},
         )
     return figure
