@@ -7,11 +7,13 @@ checks the reader first: a member, an API token with a role, a gate or a monitor
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db.models import Prefetch, QuerySet
+from django.db import connection
+from django.db.models import Count, F, Func, JSONField, Max, Min, Prefetch, QuerySet
 from django.http import Http404
 from django.urls import reverse
 
@@ -19,10 +21,12 @@ from auditportal.accounts.models import User
 from auditportal.approvals import selectors as approval_selectors
 from auditportal.fairness.files.intersections import attribute_key
 from auditportal.monitoring import rules
+from auditportal.monitoring.alerts import Alert, look_alerts
 from auditportal.monitoring.models import (
     Deployment,
     DeploymentChange,
     DeploymentState,
+    Incident,
     Look,
     MonitorPolicy,
     MonitorPolicyProposal,
@@ -31,6 +35,7 @@ from auditportal.monitoring.models import (
     WebhookEndpoint,
 )
 from auditportal.monitoring.names import name_problem
+from auditportal.monitoring.spec import METRIC_LABELS
 
 # How many earlier changes a status lists (the page and the history show them all).
 PREVIOUS_SHOWN: Final = 20
@@ -265,6 +270,35 @@ def batch_list(*, deployment: Deployment) -> QuerySet[PredictionBatch]:
     return deployment.batches.order_by("-received_at", "-id")
 
 
+def batch_rows(*, deployment: Deployment) -> QuerySet[PredictionBatch]:
+    """The batches table of the deployment page, newest first: the columns it shows, and each batch's
+    rows per group of its first attribute (from its counts)."""
+    return batch_list(deployment=deployment).only(
+        "batch_id", "model_identifier", "received_at", "state", "rows", "error", "error_field", "counts", "format"
+    )
+
+
+def batch_group_rows(batch: PredictionBatch) -> list[tuple[str, list[tuple[str, int]]]]:
+    """Per attribute of ``batch``'s counts, each group's rows (its unknown rows last, as "unknown")."""
+    summary = []
+    for attribute, section in sorted((batch.counts or {}).items()):
+        cells = [(str(group), _rows(row)) for group, row in sorted((section.get("groups") or {}).items())]
+        unknown_rows = _rows(section.get("unknown") or {})
+        if unknown_rows:
+            cells.append(("unknown", unknown_rows))
+        summary.append((attribute, cells))
+    return summary
+
+
+def _rows(cells: dict[str, Any]) -> int:
+    return sum(int(cells.get(cell, 0)) for cell in ("tp", "fn", "fp", "tn", "unlabelled"))
+
+
+def incident_list(*, deployment: Deployment) -> QuerySet[Incident]:
+    """The deployment's incidents, newest first (their evidence document stays out: its SHA-256 names it)."""
+    return deployment.incidents.defer("document").order_by("-opened_at", "-pk")
+
+
 def batch_get(*, deployment: Deployment, batch_id: str) -> PredictionBatch:
     found = deployment.batches.filter(batch_id=batch_id).first()
     if found is None:
@@ -310,3 +344,241 @@ def webhook_get(*, user: User, deployment: Deployment, webhook_id: int) -> Webho
 def webhook_deliveries(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
     """``endpoint``'s delivery log, newest first (read ``endpoint`` through webhook_get)."""
     return WebhookDelivery.objects.filter(endpoint=endpoint).order_by("-pk")
+
+
+# --------------------------------------------------------------------------- the deployment page's charts
+
+# Fields of each finding the charts and their hover read (LookJudgement.as_json(), fairness/statistics/
+# monitor.py); the first ones name the finding, so that each look is read on its own.
+RATE_FIELDS: Final = ("metric", "bound", "group", "estimate", "low", "high", "limit", "boundary", "status")
+GAP_FIELDS: Final = ("metric", "group", "reference", "difference", "low", "high", "limit", "status")
+SHARE_FIELDS: Final = (
+    "group",
+    "unknown",
+    "status",
+    "production_share",
+    "training_share",
+    ("production", "low"),
+    ("production", "high"),
+)
+# Drift findings beyond those the first and last look of each model and policy show (groups that
+# appeared in production between them and left again) that the chart still reads.
+EXTRA_SHARES: Final = 4
+# Paths per JSON-picking column: PostgreSQL takes at most 100 function arguments, SQLite 127 (each
+# column costs SQLite a parse of the whole document per row).
+PICK_CHUNK: Final = {"postgresql": 95, "sqlite": 120}
+BATCHES_SHOWN: Final = 20
+
+
+class _JsonPick(Func):
+    """The values at ``paths`` (tuples of keys and list indices) of a JSON column, as one JSON array:
+    one parse of the document per row, not one per value."""
+
+    output_field = JSONField()
+
+    def __init__(self, column: str, paths: list[tuple[str | int, ...]]) -> None:
+        super().__init__(F(column))
+        self.paths = paths
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
+        column, params = compiler.compile(self.source_expressions[0])
+        if connection.vendor == "postgresql":
+            parts = ", ".join(f"({column} #> %s)" for _ in self.paths)
+            values: list[Any] = []
+            for path in self.paths:
+                values += [*params, [str(key) for key in path]]
+            return f"jsonb_build_array({parts})", values
+        # SQLite's json_extract with two paths or more answers a JSON array of their values.
+        paths = [_sqlite_path(path) for path in self.paths] + ['$."-"']
+        return f"json_extract({column}, {', '.join(['%s'] * len(paths))})", [*params, *paths]
+
+
+def _sqlite_path(path: tuple[str | int, ...]) -> str:
+    return "$" + "".join(f"[{key}]" if isinstance(key, int) else "." + json.dumps(key) for key in path)
+
+
+def _picked(value: Any) -> list[Any]:
+    return json.loads(value) if isinstance(value, str) else list(value or ())
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The findings a deployment's looks hold, per attribute: how many rates, gaps and shares."""
+
+    rates: int
+    gaps: int
+    shares: int
+
+
+@dataclass(frozen=True)
+class DeploymentCharts:
+    """What the deployment page draws and warns about: its figures (``{"id", "title", "figure"}``,
+    figure as plotly JSON), the latest look and its alerts (monitoring.alerts)."""
+
+    looks: int
+    figures: list[dict[str, Any]]
+    latest: dict[str, Any] | None
+    alerts: list[Alert]
+
+
+def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
+    """The deployment's looks as charts: a figure per attribute for each metric with an absolute limit
+    (per group), each metric with a gap limit, and the group shares. Three queries whatever the number
+    of looks: the (model, policy) segments, the full judgements of the first and last look of each
+    (the shape to read, the alerts of the latest), and the needed values of every look, picked out of
+    the JSON by the database."""
+    looks = deployment.looks.all()
+    segments = list(
+        looks.order_by()
+        .values("policy_id", "model_identifier")
+        .annotate(first=Min("seq"), last=Max("seq"), n=Count("id"))
+    )
+    if not segments:
+        return DeploymentCharts(looks=0, figures=[], latest=None, alerts=[])
+    sample_seqs = {segment[key] for segment in segments for key in ("first", "last")}
+    samples = {
+        row["seq"]: row for row in looks.filter(seq__in=sample_seqs).values("seq", "judgements", "status", "created_at")
+    }
+    shapes: dict[str, _Shape] = {}
+    for row in samples.values():
+        for attribute, judgement in (row["judgements"] or {}).items():
+            known = shapes.get(attribute, _Shape(0, 0, 0))
+            drift = judgement.get("drift") or {}
+            shapes[attribute] = _Shape(
+                max(known.rates, len(judgement.get("rates") or ())),
+                max(known.gaps, len(judgement.get("gaps") or ())),
+                max(known.shares, len(drift.get("findings") or ())),
+            )
+    paths: list[tuple[str | int, ...]] = []
+    for attribute, shape in shapes.items():
+        paths.append((attribute, "drift", "limit"))
+        for index in range(shape.rates):
+            paths += [(attribute, "rates", index, field) for field in RATE_FIELDS]
+        for index in range(shape.gaps):
+            paths += [(attribute, "gaps", index, field) for field in GAP_FIELDS]
+        for index in range(shape.shares + EXTRA_SHARES if shape.shares else 0):
+            paths += [
+                (attribute, "drift", "findings", index, *((field,) if isinstance(field, str) else field))
+                for field in SHARE_FIELDS
+            ]
+    size = PICK_CHUNK.get(connection.vendor, 90)
+    chunks = [paths[start : start + size] for start in range(0, len(paths), size)]
+    picks = {f"pick{index}": _JsonPick("judgements", chunk) for index, chunk in enumerate(chunks)}
+    rows = looks.order_by("seq").annotate(**picks).values_list("seq", *picks)
+    series = _series(rows, shapes, [len(chunk) for chunk in chunks])
+    latest_seq = max(segment["last"] for segment in segments)
+    latest = samples[latest_seq]
+    return DeploymentCharts(
+        looks=sum(segment["n"] for segment in segments),
+        figures=_figures(series),
+        latest=dict(latest),
+        alerts=look_alerts(latest["judgements"] or {}),
+    )
+
+
+_Line = dict[str, list[Any]]
+
+
+def _series(
+    rows: Any, shapes: dict[str, _Shape], sizes: list[int]
+) -> dict[tuple[str, ...], dict[tuple[str, ...], _Line]]:
+    """Per chart (``("rate", attribute, metric, bound)``, ``("gap", attribute, metric)``, ``("share",
+    attribute)``), per line (its group, and its reference for a gap), the looks' values."""
+    charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]] = {}
+
+    def line(chart: tuple[str, ...], key: tuple[str, ...], fields: tuple[str, ...]) -> _Line:
+        lines = charts.setdefault(chart, {})
+        found = lines.get(key)
+        if found is None:
+            found = lines[key] = {name: [] for name in ("seq", *fields)}
+        return found
+
+    rate_values = RATE_FIELDS[3:]
+    gap_values = GAP_FIELDS[3:]
+    share_values = ("status", "production_share", "training_share", "low", "high", "limit")
+    for seq, *parts in rows:
+        values = [value for part, size in zip(parts, sizes, strict=True) for value in _picked(part)[:size]]
+        at = 0
+        for attribute, shape in shapes.items():
+            drift_limit = values[at]
+            at += 1
+            for _ in range(shape.rates):
+                metric, bound, group, *rest = values[at : at + len(RATE_FIELDS)]
+                at += len(RATE_FIELDS)
+                if metric is None:
+                    continue
+                target = line(("rate", attribute, metric, bound), (str(group),), rate_values)
+                target["seq"].append(seq)
+                for name, value in zip(rate_values, rest, strict=True):
+                    target[name].append(value)
+            for _ in range(shape.gaps):
+                metric, group, reference, *rest = values[at : at + len(GAP_FIELDS)]
+                at += len(GAP_FIELDS)
+                if metric is None:
+                    continue
+                target = line(("gap", attribute, metric), (str(group), str(reference)), gap_values)
+                target["seq"].append(seq)
+                for name, value in zip(gap_values, rest, strict=True):
+                    target[name].append(value)
+            for _ in range(shape.shares + EXTRA_SHARES if shape.shares else 0):
+                group, unknown, status, production, training, low, high = values[at : at + len(SHARE_FIELDS)]
+                at += len(SHARE_FIELDS)
+                if status is None:
+                    continue
+                name = "unknown" if unknown else str(group)
+                target = line(("share", attribute), (name, "unseen" if status == "unseen" else ""), share_values)
+                target["seq"].append(seq)
+                for field_name, value in zip(
+                    share_values, (status, production, training, low, high, drift_limit), strict=True
+                ):
+                    target[field_name].append(value)
+    return charts
+
+
+def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> list[dict[str, Any]]:
+    from auditportal.fairness.figures import monitoring as figures
+    from auditportal.fairness.figures.serialize import figure_json
+
+    made: list[dict[str, Any]] = []
+    order = {"rate": 0, "gap": 1, "share": 2}
+    for number, (chart, lines) in enumerate(sorted(charts.items(), key=lambda item: (item[0][1], order[item[0][0]]))):
+        kind, attribute = chart[0], chart[1]
+        if kind == "rate":
+            metric, bound = chart[2], chart[3]
+            label = METRIC_LABELS.get(metric, metric)
+            title = f"{attribute}: {label}, {'at most' if bound == 'at_most' else 'at least'} the limit"
+            figure = figures.rate_figure(
+                [figures.RateSeries(group=key[0], **values) for key, values in lines.items()],
+                title="",
+                metric_label=label,
+            )
+        elif kind == "gap":
+            label = METRIC_LABELS.get(chart[2], chart[2])
+            title = f"{attribute}: {label}, gap to the reference group"
+            figure = figures.gap_figure(
+                [figures.GapSeries(group=key[0], reference=key[1], **values) for key, values in lines.items()],
+                title="",
+                metric_label=label,
+            )
+        else:
+            title = f"{attribute}: group shares against the training data"
+            shares = sorted(lines.items(), key=lambda item: item[0][1] == "unseen")
+            figure = figures.drift_figure(
+                [
+                    figures.ShareSeries(
+                        group=key[0],
+                        unseen=key[1] == "unseen",
+                        seq=values["seq"],
+                        production=values["production_share"],
+                        low=values["low"],
+                        high=values["high"],
+                        training=values["training_share"],
+                        limit=values["limit"],
+                        status=values["status"],
+                    )
+                    for key, values in shares
+                ],
+                title="",
+            )
+        made.append({"id": f"monitor-figure-{number}", "kind": kind, "title": title, "figure": figure_json(figure)})
+    return made

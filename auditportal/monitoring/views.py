@@ -4,12 +4,14 @@ history (docs/monitoring.md). Read only: promotions go through the API or ``mana
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from auditportal.accounts.permissions import request_user
 from auditportal.monitoring import rules, selectors
+from auditportal.monitoring.alerts import NEAR_FRACTION
 from auditportal.monitoring.models import DeploymentState
 from auditportal.monitoring.spec import METRIC_LABELS, METRICS
 
@@ -44,6 +46,10 @@ def deployment_page(request: HttpRequest, name: str) -> HttpResponse:
     policy = selectors.monitor_policy_active(deployment=deployment)
     spec = policy.monitor_spec
     limits = [{"metric": metric, "label": METRIC_LABELS[metric], **spec.limits(metric).as_json()} for metric in METRICS]
+    charts = selectors.deployment_charts(deployment=deployment)
+    batches = Paginator(selectors.batch_rows(deployment=deployment), selectors.BATCHES_SHOWN).get_page(
+        request.GET.get("batches")
+    )
     return render(
         request,
         "monitoring/deployment.html",
@@ -56,5 +62,12 @@ def deployment_page(request: HttpRequest, name: str) -> HttpResponse:
             "spec": spec,
             "limits": limits,
             "open_proposals": selectors.monitor_policy_proposals(deployment=deployment, open_only=True),
+            "charts": charts,
+            "metric_labels": METRIC_LABELS,
+            "batches": batches,
+            "batch_rows": [{"batch": batch, "groups": selectors.batch_group_rows(batch)} for batch in batches],
+            "incidents": selectors.incident_list(deployment=deployment),
+            "can_read_batches": rules.can_read_batches(user),
+            "near_percent": round(NEAR_FRACTION * 100),
         },
     )
