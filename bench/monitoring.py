@@ -149,6 +149,7 @@ class Pipeline:
         self.http = requests.Session()
         self.http.headers["Authorization"] = f"Token {secret}"
         self.url = f"{base}/api/v1/deployments/{DEPLOYMENT}/-/batches/"
+        self.errors: list[str] = []
 
     def post_until_judged(self, path: Path, batch_id: str, *, labels_later: bool) -> dict[str, Any]:
         fields = {"batch_id": batch_id, "score": "score", "threshold": "0.5", "label": "label"}
@@ -161,7 +162,12 @@ class Pipeline:
         location = self.base + response.headers["Location"]
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
-            batch: dict[str, Any] = self.http.get(location, timeout=WAIT).json()
+            answer = self.http.get(location, timeout=WAIT)
+            if answer.status_code != 200:  # e.g. SQLite's "database is locked" while a worker writes
+                self.errors.append(f"{answer.status_code} on reading batch {batch_id}")
+                time.sleep(POLL)
+                continue
+            batch: dict[str, Any] = answer.json()
             if batch["state"] == "failed":
                 raise SystemExit(f"batch {batch_id} failed: {batch['error']}")
             if batch["look"] is not None:
@@ -272,6 +278,8 @@ def main() -> None:
         pipeline.post_until_judged(directory / "warm-up.csv", "warm-up", labels_later=False)
         print(f"warm-up batch judged in {time.perf_counter() - started:.1f} s (the worker's start included)")
         medians = measure(pipeline, directory, args.rows, args.pairs)
+        if pipeline.errors:
+            print(f"reading a batch while it was counted failed {len(pipeline.errors)} times: {pipeline.errors[:3]}")
         for name, ratio in medians.items():
             print(
                 f"{name}: post until judged / pyarrow read, median {ratio:.2f}x; target <= {TARGET:.0f}x: "
