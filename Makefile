@@ -61,6 +61,7 @@ bench: install
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(PY) bench/ingest.py
 	$(PY) bench/dashboard.py
 	$(PY) bench/api_load.py
+	$(PY) bench/monitoring.py
 
 clean:
 	rm -rf $(VENV) var

@@ -565,7 +565,7 @@ def batch_as_json(batch: PredictionBatch) -> dict[str, Any]:
         "rows": batch.rows,
         "attributes": list(batch.parameters.get("attributes", [])),
         "counts": batch.counts,
-        "pending_rows": batch.pending_rows.count() if batch.state == BatchState.COUNTED else None,
+        "pending_rows": batch.pending_rows if batch.state == BatchState.COUNTED else None,
         "labels": [
             {
                 "id": labels.pk,

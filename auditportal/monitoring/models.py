@@ -33,7 +33,6 @@ __all__ = [
     "MonitorPolicy",
     "MonitorPolicyProposal",
     "MonitorPolicyProposalClosure",
-    "PendingRow",
     "PredictionBatch",
     "ProposalOutcome",
     "WebhookDelivery",
@@ -371,6 +370,11 @@ class PredictionBatch(models.Model):
     error_field = models.CharField(max_length=255, blank=True)
     # The file until it is counted (relative to DATASET_STORAGE_DIR); blank for counts and after counting.
     storage_path = models.CharField(max_length=500, blank=True)
+    # A batch posted with a row key: its unlabelled rows until their labels arrive (key, group per
+    # attribute, selected), as a Parquet side file relative to DATASET_STORAGE_DIR (not as database
+    # rows: a batch may leave a million); blank when none is pending. Not evidence (the counts are).
+    pending_path = models.CharField(max_length=500, blank=True)
+    pending_rows = models.BigIntegerField(default=0)
     rows = models.BigIntegerField(null=True, blank=True)
     counts = models.JSONField(null=True, blank=True)
     # 1, 2, 3... in the order counted among the batches of the same model since it last began serving
@@ -398,23 +402,6 @@ class PredictionBatch(models.Model):
 
     def __str__(self) -> str:
         return f"Batch {self.batch_id} of {self.deployment_id}"
-
-
-class PendingRow(models.Model):
-    """An unlabelled row of a batch posted with a row key, until its label arrives: its key, its group
-    per attribute (in the batch's attribute order; null: unknown) and whether the model selected it.
-    Not evidence (the batch's counts are): deleted once labelled."""
-
-    batch = models.ForeignKey(PredictionBatch, on_delete=models.CASCADE, related_name="pending_rows")
-    row_key = models.CharField(max_length=200)
-    groups = models.JSONField(default=list)
-    selected = models.BooleanField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["batch", "row_key"], name="monitoring_pending_row_unique")]
-
-    def __str__(self) -> str:
-        return f"Pending row {self.row_key} of batch #{self.batch_id}"
 
 
 class BatchLabels(models.Model):

@@ -241,6 +241,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         # Broadcast exchanges (remote control, pidbox) default to ./control otherwise.
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # How often an idle worker looks for a message (kombu's default is every second, which a
+        # batch waits half of on average before any worker starts on it); a directory listing.
+        "polling_interval": 0.1,
     }
     for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)

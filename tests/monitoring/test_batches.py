@@ -4,11 +4,13 @@ by the worker's service against a naive pandas count, late labels, and the looks
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from django.conf import settings
 from django.test import Client, override_settings
 
 from auditportal.accounts import services as account_services
@@ -26,7 +28,6 @@ from auditportal.monitoring.models import (
     DeploymentState,
     Incident,
     Look,
-    PendingRow,
     PredictionBatch,
 )
 from auditportal.monitoring.services import batches as batches_service
@@ -229,24 +230,32 @@ def test_another_scope_is_401_and_an_unknown_deployment_404(
 
 
 def test_late_labels_move_pending_rows_into_labelled_counts_and_judge_again(
-    serving: Deployment, pipeline: Client
+    serving: Deployment, pipeline: Client, django_capture_on_commit_callbacks: Any
 ) -> None:
     frame = _frame(400, label_missing=1.0)
     assert _post_file(pipeline, frame, "b1", row_key="id").status_code == 202
     batch = PredictionBatch.objects.get(batch_id="b1")
     services.batch_count(batch_id=batch.pk)
-    assert PendingRow.objects.filter(batch=batch).count() == 400
+    batch.refresh_from_db()
+    assert batch.pending_rows == 400
+    first_side_file = batch.pending_path
+    assert first_side_file
     labelled = frame.copy()
     labelled["label"] = np.random.default_rng(5).integers(0, 2, 400).astype(float)
     part = labelled.iloc[:300][["id", "label"]]
     response = pipeline.post(URL + "b1/labels/", {"file": _csv(part, "labels.csv"), "row_key": "id", "label": "label"})
     assert response.status_code == 202, response.content
     labels = BatchLabels.objects.get(batch=batch)
-    services.labels_count(labels_id=labels.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.labels_count(labels_id=labels.pk)
     labels.refresh_from_db()
     assert labels.labelled == 300
-    assert PendingRow.objects.filter(batch=batch).count() == 100
     batch.refresh_from_db()
+    assert batch.pending_rows == 100
+    assert pipeline.get(URL + "b1/").json()["pending_rows"] == 100
+    # The rows still pending are in a new side file; the old one is gone.
+    assert batch.pending_path not in ("", first_side_file)
+    assert not (Path(settings.DATASET_STORAGE_DIR) / first_side_file).exists()
     # The batch's own counts are unchanged; its counts plus the delta equal a naive count.
     total = AttributeCounts.from_json(_counts(batch)["gender"])
     total.add(AttributeCounts.from_json(_counts(labels)["gender"]))

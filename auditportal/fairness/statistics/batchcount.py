@@ -104,12 +104,19 @@ class BatchColumns:
 
 @dataclass(frozen=True)
 class PendingRows:
-    """The unlabelled rows of a batch with a row key: key, group per attribute (None: unknown), and
-    whether the model selected the row."""
+    """The unlabelled rows of a batch with a row key, as one Arrow table (kept by the portal as a
+    Parquet side file, not as database rows): ``key`` (text), ``selected`` (whether the model
+    selected the row) and, per attribute in the batch's order, ``group_<i>`` (text; null: unknown)."""
 
-    keys: list[str]
-    groups: list[list[str | None]]
-    selected: list[bool]
+    table: pa.Table
+
+    @property
+    def rows(self) -> int:
+        return int(self.table.num_rows)
+
+
+def group_column(index: int) -> str:
+    return f"group_{index}"
 
 
 @dataclass(frozen=True)
@@ -312,24 +319,26 @@ def _pending(
             row=int(np.flatnonzero(missing)[0]) + 1,
             column=name,
         )
-    if pc.count_distinct(keys).as_py() != len(keys):
+    if len(pc.unique(keys)) != len(keys):  # unique: half the time of count_distinct on a million keys
         raise DatasetError("row keys repeat; each row of a batch needs its own key", file=display_name, column=name)
-    if pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
+    # A key's characters are at most its bytes: count characters only when some key is that long in bytes.
+    if pc.max(pc.binary_length(keys)).as_py() > MAX_ROW_KEY and pc.max(pc.utf8_length(keys)).as_py() > MAX_ROW_KEY:
         raise DatasetError(f"a row key is longer than {MAX_ROW_KEY} characters", file=display_name, column=name)
-    where = np.flatnonzero(unlabelled)
-    taken = keys.take(_positions(where)).to_pylist()
-    per_row = [[groups[index] for index in codes[where]] for codes, groups in group_codes]
-    return PendingRows(
-        keys=[str(key) for key in taken],
-        groups=[list(values) for values in zip(*per_row, strict=True)] if per_row else [[] for _ in where],
-        selected=[bool(value) for value in selected[where]],
-    )
+    where = _positions(np.flatnonzero(unlabelled))
+    columns: dict[str, Any] = {"key": keys.take(where), "selected": pa.array(selected[where.to_numpy()])}
+    for index, (codes, groups) in enumerate(group_codes):
+        # per distinct value its group (None: unknown), taken by each pending row's code
+        columns[group_column(index)] = pa.array(groups, pa.string()).take(_positions(codes[where.to_numpy()]))
+    return PendingRows(pa.table(columns))
 
 
 @dataclass(frozen=True)
 class LabelRows:
-    keys: list[str]
-    positive: list[bool]
+    """The labelled rows of a labels file: their key and whether the label is positive (a key given
+    twice: its last label)."""
+
+    keys: pa.StringArray
+    positive: npt.NDArray[np.bool_]
 
 
 def read_labels(
@@ -344,10 +353,81 @@ def read_labels(
     known, is_positive = _labels(loaded.table.column(label), positive, display_name, label)
     keys = pc.utf8_trim_whitespace(_text(loaded.table.column(row_key)))
     where = np.flatnonzero(known)
-    return LabelRows(
-        keys=[str(key) for key in keys.take(_positions(where)).to_pylist()],
-        positive=[bool(value) for value in is_positive[where]],
+    return LabelRows(keys=keys.take(_positions(where)), positive=is_positive[where])
+
+
+@dataclass(frozen=True)
+class LabelsApplied:
+    """What labels did to a batch's pending rows: the delta per attribute (rows moved out of
+    ``unlabelled`` into tp/fn/fp/tn), how many pending rows were labelled, how many distinct keys
+    matched none, and the rows still pending."""
+
+    delta: dict[str, AttributeCounts]
+    labelled: int
+    unmatched: int
+    remaining: PendingRows
+
+
+def labels_apply(pending: PendingRows | None, labels: LabelRows, attributes: Sequence[str]) -> LabelsApplied:
+    """Match ``labels`` to ``pending`` (None: no row pending) by key, vectorised (a hash join in
+    Arrow): each matched row's cell from its label and selection, one ``bincount`` per attribute."""
+    if pending is None:
+        pending = PendingRows(
+            pa.table(
+                {
+                    "key": pa.array([], pa.string()),
+                    "selected": pa.array([], pa.bool_()),
+                    **{group_column(index): pa.array([], pa.string()) for index in range(len(attributes))},
+                }
+            )
+        )
+    # The last label of a key wins: look the keys up in the labels reversed.
+    count = len(labels.keys)
+    reversed_keys = labels.keys.take(_positions(np.arange(count - 1, -1, -1)))
+    distinct = int(pc.count_distinct(labels.keys).as_py()) if count else 0
+    table = pending.table
+    found = pc.index_in(table.column("key"), value_set=reversed_keys)
+    matched_mask = _bools(pc.is_valid(found))
+    where = np.flatnonzero(matched_mask)
+    label_row = count - 1 - np.asarray(_fill_null(found, 0).to_numpy(zero_copy_only=False), dtype=np.int64)[where]
+    positive = labels.positive[label_row] if count else np.zeros(0, dtype=bool)
+    selected = _bools(table.column("selected"))[where]
+    # tp 0, fn 1, fp 2, tn 3; the rows leave unlabelled, and unlabelled_selected when selected.
+    cell = (~positive).astype(np.int64) * 2 + (~selected).astype(np.int64)
+    delta: dict[str, AttributeCounts] = {}
+    taken = _positions(where)
+    for index, name in enumerate(attributes):
+        column = table.column(group_column(index)).take(taken)
+        codes, groups = _attribute_codes(column, "pending rows", name)
+        delta[name] = _moved(codes, groups, cell, selected)
+    remaining = table.filter(pa.array(~matched_mask))
+    return LabelsApplied(
+        delta=delta, labelled=len(where), unmatched=distinct - len(where), remaining=PendingRows(remaining)
     )
+
+
+def _moved(
+    codes: npt.NDArray[np.int64], groups: Sequence[str | None], cell: npt.NDArray[np.int64], selected: npt.NDArray[Any]
+) -> AttributeCounts:
+    width = 4
+    table = np.bincount(codes * width + cell, minlength=len(groups) * width).reshape(len(groups), width)
+    chosen = np.bincount(codes, weights=selected.astype(np.float64), minlength=len(groups))
+    counts = AttributeCounts()
+    for index, group in enumerate(groups):
+        row = table[index]
+        if not row.any():
+            continue
+        moved = {
+            "tp": int(row[0]),
+            "fn": int(row[1]),
+            "fp": int(row[2]),
+            "tn": int(row[3]),
+            "unlabelled": -int(row.sum()),
+            "unlabelled_selected": -int(chosen[index]),
+        }
+        target = counts.unknown if group is None else counts.groups.setdefault(group, cells_zero())
+        cells_add(target, moved)
+    return counts
 
 
 def counts_from_json(data: object, attributes: Sequence[str]) -> tuple[int, dict[str, AttributeCounts]]:

@@ -51,7 +51,6 @@ from auditportal.monitoring.models import (
     Deployment,
     DeploymentChange,
     Look,
-    PendingRow,
     PredictionBatch,
 )
 from auditportal.monitoring.selectors import ModelReference
@@ -139,6 +138,29 @@ def _keep(source: Path, name: str) -> str:
 def _discard(storage_path: str) -> None:
     if storage_path:
         shutil.rmtree((Path(settings.DATASET_STORAGE_DIR) / storage_path).parent, ignore_errors=True)
+
+
+PENDING_FILE: Final = "pending.parquet"
+
+
+def _pending_keep(pending: batchcount.PendingRows) -> str:
+    """A batch's pending rows as a Parquet side file in a folder of its own; its path relative to
+    DATASET_STORAGE_DIR."""
+    import pyarrow.parquet as pq
+
+    directory = _store_root() / uuid.uuid4().hex
+    private_dir(directory)
+    stored = directory / PENDING_FILE
+    # lz4: the fastest write measured (a million keys: 4.5 MiB, read back in about 0.1 s); kept only until labelled.
+    pq.write_table(pending.table, stored, compression="lz4")
+    stored.chmod(FILE_MODE)
+    return str(stored.relative_to(Path(settings.DATASET_STORAGE_DIR)))
+
+
+def _pending_read(pending_path: str) -> batchcount.PendingRows:
+    import pyarrow.parquet as pq
+
+    return batchcount.PendingRows(pq.read_table(Path(settings.DATASET_STORAGE_DIR) / pending_path))
 
 
 def _header(path: Path, display_name: str) -> list[str]:
@@ -341,10 +363,30 @@ def batch_count(*, batch_id: int) -> PredictionBatch:
             rows, counts, pending = counted.rows, counted.counts, counted.pending
     except UserError as exc:
         return _fail(batch, exc)
+    # Written before the transaction (a file, not rows); discarded when this worker's write rolls back
+    # or another worker counted the batch first.
+    pending_path = _pending_keep(pending) if pending is not None and pending.rows else ""
+    try:
+        return _counted_write(batch, rows, counts, attributes, pending_path, pending)
+    except BaseException:
+        _discard(pending_path)
+        raise
+
+
+def _counted_write(
+    batch: PredictionBatch,
+    rows: int,
+    counts: Mapping[str, AttributeCounts],
+    attributes: Sequence[str],
+    pending_path: str,
+    pending: batchcount.PendingRows | None,
+) -> PredictionBatch:
+    batch_id = batch.pk
     with transaction.atomic():
         deployment = deployment_lock(deployment=batch.deployment)
         batch = PredictionBatch.objects.select_for_update().get(pk=batch_id)
         if batch.state != BatchState.RECEIVED:
+            transaction.on_commit(lambda: _discard(pending_path))
             return batch  # another worker counted it
         batch.rows = rows
         batch.counts = {name: counts[name].as_json() for name in attributes}
@@ -356,15 +398,9 @@ def batch_count(*, batch_id: int) -> PredictionBatch:
             batch.serving_change = change
             last = PredictionBatch.objects.filter(serving_change=change).aggregate(last=Max("position"))["last"]
             batch.position = (last or 0) + 1
+        batch.pending_path = pending_path
+        batch.pending_rows = pending.rows if pending is not None else 0
         batch.save()
-        if pending is not None:
-            PendingRow.objects.bulk_create(
-                (
-                    PendingRow(batch=batch, row_key=key, groups=groups, selected=selected)
-                    for key, groups, selected in zip(pending.keys, pending.groups, pending.selected, strict=True)
-                ),
-                batch_size=5000,
-            )
         spec = selectors.monitor_policy_active(deployment=deployment).monitor_spec
         if change is not None and rows >= spec.min_batch_rows:
             look_write(deployment=deployment, batch=batch)
@@ -607,8 +643,8 @@ def labels_receive(
 
 def labels_count(*, labels_id: int) -> BatchLabels:
     """Move the labelled rows of a batch from its pending rows into labelled cells (the delta is the
-    BatchLabels' counts), delete those pending rows, and judge the window again. Waits for the batch to
-    be counted (the task retries)."""
+    BatchLabels' counts), keep the rows still pending in a new side file, and judge the window again.
+    Waits for the batch to be counted (the task retries)."""
     labels = BatchLabels.objects.select_related("batch", "batch__deployment").get(pk=labels_id)
     if labels.state != BatchState.RECEIVED:
         return labels
@@ -640,45 +676,38 @@ def labels_count(*, labels_id: int) -> BatchLabels:
                 transaction.on_commit(lambda: _discard(stored))
             return locked
     attributes = list(batch.parameters["attributes"])
-    positive_of = dict(zip(rows.keys, rows.positive, strict=True))
-    with transaction.atomic():
-        deployment = deployment_lock(deployment=batch.deployment)
-        labels = BatchLabels.objects.select_for_update().get(pk=labels_id)
-        if labels.state != BatchState.RECEIVED:
-            return labels
-        delta = {name: AttributeCounts() for name in attributes}
-        matched: list[int] = []
-        keys = list(positive_of)
-        for start in range(0, len(keys), 5000):
-            for pending in PendingRow.objects.filter(batch=batch, row_key__in=keys[start : start + 5000]):
-                cell = (
-                    ("tp" if pending.selected else "fn")
-                    if positive_of[pending.row_key]
-                    else ("fp" if pending.selected else "tn")
-                )
-                moved = {cell: 1, "unlabelled": -1, "unlabelled_selected": -1 if pending.selected else 0}
-                for name, group in zip(attributes, pending.groups, strict=True):
-                    target = (
-                        delta[name].unknown
-                        if group is None
-                        else delta[name].groups.setdefault(group, batchcount.cells_zero())
-                    )
-                    batchcount.cells_add(target, moved)
-                matched.append(pending.pk)
-        stored = labels.storage_path
-        labels.counts = {name: delta[name].as_json() for name in attributes}
-        labels.labelled, labels.unmatched = len(matched), len(keys) - len(matched)
-        labels.state, labels.counted_at, labels.storage_path = BatchState.COUNTED, timezone.now(), ""
-        labels.save()
-        for start in range(0, len(matched), 5000):
-            PendingRow.objects.filter(pk__in=matched[start : start + 5000]).delete()
-        if (
-            matched
-            and batch.position is not None
-            and _serving_change(deployment, batch.model_identifier) == batch.serving_change
-        ):
-            look_write(deployment=deployment, batch=batch, labels=labels)
-        transaction.on_commit(lambda: _discard(stored))
+    written = ""
+    try:
+        with transaction.atomic():
+            deployment = deployment_lock(deployment=batch.deployment)
+            labels = BatchLabels.objects.select_for_update().get(pk=labels_id)
+            if labels.state != BatchState.RECEIVED:
+                return labels
+            batch = PredictionBatch.objects.select_for_update().get(pk=batch.pk)
+            previous = batch.pending_path
+            applied = batchcount.labels_apply(_pending_read(previous) if previous else None, rows, attributes)
+            delta, labelled, remaining = applied.delta, applied.labelled, applied.remaining
+            stored = labels.storage_path
+            labels.counts = {name: delta[name].as_json() for name in attributes}
+            labels.labelled, labels.unmatched = labelled, applied.unmatched
+            labels.state, labels.counted_at, labels.storage_path = BatchState.COUNTED, timezone.now(), ""
+            labels.save()
+            if labelled:
+                # The rows still pending, in a new side file; the old one goes once this commits.
+                written = _pending_keep(remaining) if remaining.rows else ""
+                batch.pending_path, batch.pending_rows = written, remaining.rows
+                batch.save(update_fields=["pending_path", "pending_rows"])
+                transaction.on_commit(lambda: _discard(previous))
+            if (
+                labelled
+                and batch.position is not None
+                and _serving_change(deployment, batch.model_identifier) == batch.serving_change
+            ):
+                look_write(deployment=deployment, batch=batch, labels=labels)
+            transaction.on_commit(lambda: _discard(stored))
+    except BaseException:
+        _discard(written)
+        raise
     return labels
 
 
