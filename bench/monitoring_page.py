@@ -113,6 +113,7 @@ def _build(looks: int, distinct: int) -> tuple[str, str]:
     from auditportal.accounts.models import Role, RoleGrant, User
     from auditportal.monitoring import selectors, services
     from auditportal.monitoring.models import Look, PredictionBatch
+    from auditportal.monitoring.services.batches import look_points_fields
 
     engineer = User.objects.create_user(username="erin")
     RoleGrant.objects.create(user=engineer, role=Role.ML_ENGINEER)
@@ -153,6 +154,7 @@ def _build(looks: int, distinct: int) -> tuple[str, str]:
                 judgements=judgements,
                 status=min((j["status"] for j in judgements.values()), key=_worst),
                 breached=any(j["breached"] for j in judgements.values()),
+                **look_points_fields(judgements),  # as look_write stores them
             )
             for index, (batch, (_, judgements, rows)) in enumerate(zip(batches, judged, strict=True))
         ],

@@ -47,6 +47,8 @@ STATUS_LABELS = {
 }
 
 Values = Sequence[float | None] | npt.NDArray[np.float64]
+# A status per look: its name, or its code (fairness/figures/lookpoints.STATUSES; NaN for none).
+Statuses = Sequence[str | None] | npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class RateSeries:
     high: Values
     limit: Values
     boundary: Values
-    status: Sequence[str | None]
+    status: Statuses
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class GapSeries:
     low: Values
     high: Values
     limit: Values
-    status: Sequence[str | None]
+    status: Statuses
 
 
 @dataclass(frozen=True)
@@ -89,16 +91,25 @@ class ShareSeries:
     high: Values
     training: Values
     limit: Values
-    status: Sequence[str | None]
+    status: Statuses
     unseen: bool = False
 
 
 def _floats(values: Values) -> npt.NDArray[np.float64]:
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
     return np.array([np.nan if value is None else value for value in values], dtype=np.float64)
 
 
-def _kept(values: Values, status: Sequence[str | None], max_points: int) -> npt.NDArray[np.intp]:
-    return downsample_indices(_floats(values), max_points=max_points, labels=list(status))
+def _kept(values: Values, status: Statuses, max_points: int) -> npt.NDArray[np.intp]:
+    if len(values) <= max_points:
+        return np.arange(len(values), dtype=np.intp)
+    if isinstance(status, np.ndarray):
+        # Codes compared as integers: NaN (no status) is one label of its own, as None is.
+        labels: Sequence[object] | npt.NDArray[np.int64] = np.where(np.isnan(status), -1, status).astype(np.int64)
+    else:
+        labels = list(status)
+    return downsample_indices(_floats(values), max_points=max_points, labels=labels)
 
 
 def _column(values: Values, kept: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
