@@ -377,9 +377,7 @@ def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
         return DeploymentCharts(looks=0, figures=[], latest=None, alerts=[])
     missing = Case(When(points__isnull=True, then=F("judgements")), default=None, output_field=JSONField())
     rows = []
-    for seq, layout, values, judgements in looks.order_by("seq").values_list(
-        "seq", "points_layout", "points", missing
-    ):
+    for seq, layout, values, judgements in looks.order_by("seq").values_list("seq", "points_layout", "points", missing):
         if values is None:
             points = look_points(judgements or {})
             layout, values = points.layout, points.values
@@ -399,7 +397,7 @@ def _figures(lines: list[PointLine]) -> list[dict[str, Any]]:
     charts: dict[tuple[str, ...], list[PointLine]] = {}
     for line in lines:
         kind, attribute, metric, qualifier, _ = line.key
-        chart = (kind, attribute, metric, qualifier) if kind == "rate" else (kind, attribute, metric)
+        chart: tuple[str, ...] = (kind, attribute, metric, qualifier) if kind == "rate" else (kind, attribute, metric)
         charts.setdefault(chart if kind != "share" else (kind, attribute), []).append(line)
     made: list[dict[str, Any]] = []
     order = {"rate": 0, "gap": 1, "share": 2}

@@ -220,9 +220,7 @@ def test_the_monitoring_figures_show_group_names_as_text() -> None:
     # Legends shorten a group's name (the page's tables show it whole): what is shown is text.
     shortened = tuple(shorten(name, monitoring.NAME_CHARS) for name in HOSTILE)
     seq, values, status = [1, 2, 3], [0.02, 0.03, 0.04], ["watching"] * 3
-    rates = [
-        monitoring.RateSeries(name, seq, values, values, values, [0.05] * 3, values, status) for name in HOSTILE
-    ]
+    rates = [monitoring.RateSeries(name, seq, values, values, values, [0.05] * 3, values, status) for name in HOSTILE]
     assert_names_are_text(monitoring.rate_figure(rates, title="t", metric_label="FNR"), shortened)
     gaps = [monitoring.GapSeries(name, HOSTILE[0], seq, values, values, values, [0.05] * 3, status) for name in HOSTILE]
     assert_names_are_text(monitoring.gap_figure(gaps, title="t", metric_label="FNR"), shortened)

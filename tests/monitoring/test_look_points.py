@@ -51,9 +51,13 @@ def _expected(judgements: dict[str, Any]) -> dict[tuple[str, ...], list[Any]]:
 
 def _read(deployment: Deployment) -> dict[int, dict[tuple[str, ...], list[Any]]]:
     """Per look, each line's values as the page reads them back from the stored points."""
-    rows = deployment.looks.order_by("seq").values_list("seq", "points_layout", "points")
+    rows = [
+        (seq, layout, points)
+        for seq, layout, points in deployment.looks.order_by("seq").values_list("seq", "points_layout", "points")
+        if points is not None
+    ]
     looks: dict[int, dict[tuple[str, ...], list[Any]]] = {}
-    for line in points_lines(list(rows)):
+    for line in points_lines(rows):
         for at, seq in enumerate(line.seq.tolist()):
             values = [line.values[name][at] for name in FIELDS[line.key[0]]]
             status = values.pop()
@@ -90,9 +94,13 @@ def test_a_missing_value_is_a_gap_and_an_unseen_group_a_line_of_its_own() -> Non
     }  # fmt: skip
     lines = dict(look_lines(judgements))
     rate = lines[("rate", "age", "fnr", "at_most", "old")]
-    assert math.isnan(rate[0]) and math.isnan(rate[4]) and rate[5] == STATUSES.index("too_few")
+    assert math.isnan(rate[0])
+    assert math.isnan(rate[4])
+    assert rate[5] == STATUSES.index("too_few")
     share = lines[("share", "age", "share", "unseen", "new")]
-    assert share[0] == 0.2 and math.isnan(share[1]) and share[4] == 0.1
+    assert share[0] == 0.2
+    assert math.isnan(share[1])
+    assert share[4] == 0.1
     points = look_points(judgements)
     assert np.frombuffer(points.values).size == len(FIELDS["rate"]) + len(FIELDS["share"])
 
@@ -118,12 +126,13 @@ def test_a_group_that_comes_and_goes_is_one_line_across_layouts() -> None:
 def test_the_migration_back_fills_the_points_of_existing_looks(serving: Deployment, bob: User) -> None:
     for index in range(3):
         _counted(serving, bob, index)
-    written = dict(serving.looks.values_list("seq", "points"))
+    written = {seq: bytes(points or b"") for seq, points in serving.looks.values_list("seq", "points")}
     Look.objects.update(points=None, points_layout="")
     migration = importlib.import_module("auditportal.monitoring.migrations.0004_look_points")
     migration.fill_points(apps, None)
-    filled = {seq: bytes(points) for seq, points in serving.looks.values_list("seq", "points")}
-    assert filled == {seq: bytes(points) for seq, points in written.items()}
+    filled = {seq: bytes(points or b"") for seq, points in serving.looks.values_list("seq", "points")}
+    assert filled == written
+    assert all(written.values())
     assert not Look.objects.filter(points_layout="").exists()
 
 

@@ -129,13 +129,13 @@ def points_lines(rows: Iterable[tuple[int, str, bytes | memoryview]]) -> list[Po
     made = []
     for key, parts in pieces.items():
         if len(parts) == 1:
-            seq, block = parts[0]
+            line_seq, block = parts[0]
         else:
-            seq = np.concatenate([part[0] for part in parts])
+            line_seq = np.concatenate([part[0] for part in parts])
             block = np.concatenate([part[1] for part in parts])
-            order = np.argsort(seq, kind="stable")
-            seq, block = seq[order], block[order]
-        made.append(PointLine(key, seq, {name: block[:, index] for index, name in enumerate(FIELDS[key[0]])}))
+            order = np.argsort(line_seq, kind="stable")
+            line_seq, block = line_seq[order], block[order]
+        made.append(PointLine(key, line_seq, {name: block[:, index] for index, name in enumerate(FIELDS[key[0]])}))
     return made
 
 

@@ -142,7 +142,9 @@ def _scatter(**properties: Any) -> dict[str, Any]:
     }
 
 
-def _changes(x: npt.NDArray[np.int64], y: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+def _changes(
+    x: npt.NDArray[np.int64], y: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """A step line (shape ``hv``) drawn the same from only its points where the value changes, and its
     last: a limit is constant for as long as the policy is."""
     if y.size <= 2:
@@ -242,9 +244,7 @@ def _layout(title: str, y_title: str, y_range: list[float] | None = None) -> dic
     )
 
 
-def rate_figure(
-    series: Sequence[RateSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
-) -> Figure:
+def rate_figure(series: Sequence[RateSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS) -> Figure:
     """``metric_label`` of each group in ``series`` against its absolute limit, over the looks."""
     data: list[dict[str, Any]] = []
     figure: Figure = {"data": data, "layout": _layout(title, metric_label)}
@@ -300,9 +300,7 @@ def rate_figure(
     return figure
 
 
-def gap_figure(
-    series: Sequence[GapSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
-) -> Figure:
+def gap_figure(series: Sequence[GapSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS) -> Figure:
     """Each group's ``metric_label`` minus the reference group's, with the gap limit on either side."""
     data: list[dict[str, Any]] = []
     figure: Figure = {"data": data, "layout": _layout(title, f"{metric_label}: gap")}

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from auditportal.accounts.models import User
 from auditportal.fairness.errors import UserError
-from auditportal.fairness.files import tabular
 from auditportal.fairness.figures.lookpoints import look_points
+from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular.read import check_columns_present
 from auditportal.fairness.statistics import batchcount
 from auditportal.fairness.statistics.batchcount import AttributeCounts, BatchColumns
