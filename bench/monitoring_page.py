@@ -14,7 +14,8 @@ JSON as large as a judged one's; the shape of the series is what the page's cost
 Measured in one process through Django's test client as a logged-in reviewer, after one untimed
 request of each: ``GET /monitoring/<name>/`` (the whole request: middleware, selectors, queries,
 figures, template), median of ``--repeat``, for this deployment and, alternating, for a deployment with
-no batch (the baseline: the page without charts). Target: <= 300 ms for 8,760 looks. ``main()``
+no batch (the baseline: the page without charts). Target: <= 300 ms for 8,760 looks. The looks carry their
+points as look_write stores them (fairness/figures/lookpoints). ``main()``
 returns the result as a dict too (bench/monitoring.py prints it beside its own).
 """
 

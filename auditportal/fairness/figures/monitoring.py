@@ -1,4 +1,4 @@
-"""The deployment page's figures: plain data in, a Plotly figure out (docs/monitoring.md, "The
+"""The deployment page's figures: plain data in, a figure out as the JSON plotly.js draws (docs/monitoring.md, "The
 deployment page").
 
 - :func:`rate_figure`: one attribute's metric against an absolute limit over the looks, per group:
