@@ -14,7 +14,8 @@ JSON as large as a judged one's; the shape of the series is what the page's cost
 Measured in one process through Django's test client as a logged-in reviewer, after one untimed
 request of each: ``GET /monitoring/<name>/`` (the whole request: middleware, selectors, queries,
 figures, template), median of ``--repeat``, for this deployment and, alternating, for a deployment with
-no batch (the baseline: the page without charts). Target: <= 300 ms for 8,760 looks. ``main()``
+no batch (the baseline: the page without charts). Target: <= 300 ms for 8,760 looks. The looks carry their
+points as look_write stores them (fairness/figures/lookpoints). ``main()``
 returns the result as a dict too (bench/monitoring.py prints it beside its own).
 """
 
@@ -113,6 +114,7 @@ def _build(looks: int, distinct: int) -> tuple[str, str]:
     from auditportal.accounts.models import Role, RoleGrant, User
     from auditportal.monitoring import selectors, services
     from auditportal.monitoring.models import Look, PredictionBatch
+    from auditportal.monitoring.services.batches import look_points_fields
 
     engineer = User.objects.create_user(username="erin")
     RoleGrant.objects.create(user=engineer, role=Role.ML_ENGINEER)
@@ -153,6 +155,7 @@ def _build(looks: int, distinct: int) -> tuple[str, str]:
                 judgements=judgements,
                 status=min((j["status"] for j in judgements.values()), key=_worst),
                 breached=any(j["breached"] for j in judgements.values()),
+                **look_points_fields(judgements),  # as look_write stores them
             )
             for index, (batch, (_, judgements, rows)) in enumerate(zip(batches, judged, strict=True))
         ],

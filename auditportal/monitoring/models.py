@@ -459,6 +459,10 @@ class Look(models.Model):
     status = models.CharField(max_length=16, blank=True)
     breached = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the deployment page's charts draw of ``judgements``, as fairness/figures/lookpoints.look_points
+    # gives it (the layout's JSON, float64 values): the page reads a year of looks without parsing JSON.
+    points_layout = models.TextField(blank=True, default="", editable=False)
+    points = models.BinaryField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["deployment", "-seq"]

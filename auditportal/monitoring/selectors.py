@@ -7,13 +7,11 @@ checks the reader first: a member, an API token with a role, a gate or a monitor
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from django.db import connection
-from django.db.models import Count, F, Func, JSONField, Max, Min, Prefetch, QuerySet
+from django.db.models import Case, F, JSONField, Prefetch, QuerySet, When
 from django.http import Http404
 from django.urls import reverse
 
@@ -36,6 +34,9 @@ from auditportal.monitoring.models import (
 )
 from auditportal.monitoring.names import name_problem
 from auditportal.monitoring.spec import METRIC_LABELS
+
+if TYPE_CHECKING:
+    from auditportal.fairness.figures.lookpoints import PointLine
 
 # How many earlier changes a status lists (the page and the history show them all).
 PREVIOUS_SHOWN: Final = 20
@@ -348,66 +349,7 @@ def webhook_deliveries(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery
 
 # --------------------------------------------------------------------------- the deployment page's charts
 
-# Fields of each finding the charts and their hover read (LookJudgement.as_json(), fairness/statistics/
-# monitor.py); the first ones name the finding, so that each look is read on its own.
-RATE_FIELDS: Final = ("metric", "bound", "group", "estimate", "low", "high", "limit", "boundary", "status")
-GAP_FIELDS: Final = ("metric", "group", "reference", "difference", "low", "high", "limit", "status")
-SHARE_FIELDS: Final = (
-    "group",
-    "unknown",
-    "status",
-    "production_share",
-    "training_share",
-    ("production", "low"),
-    ("production", "high"),
-)
-# Drift findings beyond those the first and last look of each model and policy show (groups that
-# appeared in production between them and left again) that the chart still reads.
-EXTRA_SHARES: Final = 4
-# Paths per JSON-picking column: PostgreSQL takes at most 100 function arguments, SQLite 127 (each
-# column costs SQLite a parse of the whole document per row).
-PICK_CHUNK: Final = {"postgresql": 95, "sqlite": 120}
 BATCHES_SHOWN: Final = 20
-
-
-class _JsonPick(Func):
-    """The values at ``paths`` (tuples of keys and list indices) of a JSON column, as one JSON array:
-    one parse of the document per row, not one per value."""
-
-    output_field = JSONField()
-
-    def __init__(self, column: str, paths: list[tuple[str | int, ...]]) -> None:
-        super().__init__(F(column))
-        self.paths = paths
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
-        column, params = compiler.compile(self.source_expressions[0])
-        if connection.vendor == "postgresql":
-            parts = ", ".join(f"({column} #> %s)" for _ in self.paths)
-            values: list[Any] = []
-            for path in self.paths:
-                values += [*params, [str(key) for key in path]]
-            return f"jsonb_build_array({parts})", values
-        # SQLite's json_extract with two paths or more answers a JSON array of their values.
-        paths = [_sqlite_path(path) for path in self.paths] + ['$."-"']
-        return f"json_extract({column}, {', '.join(['%s'] * len(paths))})", [*params, *paths]
-
-
-def _sqlite_path(path: tuple[str | int, ...]) -> str:
-    return "$" + "".join(f"[{key}]" if isinstance(key, int) else "." + json.dumps(key) for key in path)
-
-
-def _picked(value: Any) -> list[Any]:
-    return json.loads(value) if isinstance(value, str) else list(value or ())
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """The findings a deployment's looks hold, per attribute: how many rates, gaps and shares."""
-
-    rates: int
-    gaps: int
-    shares: int
 
 
 @dataclass(frozen=True)
@@ -423,132 +365,50 @@ class DeploymentCharts:
 
 def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
     """The deployment's looks as charts: a figure per attribute for each metric with an absolute limit
-    (per group), each metric with a gap limit, and the group shares. Three queries whatever the number
-    of looks: the (model, policy) segments, the full judgements of the first and last look of each
-    (the shape to read, the alerts of the latest), and the needed values of every look, picked out of
-    the JSON by the database."""
+    (per group), each metric with a gap limit, and the group shares. Two queries whatever the number of
+    looks: the latest look's judgements (its alerts), and every look's points (what the charts draw,
+    written with the look: fairness/figures/lookpoints), read without parsing any JSON per look; a look
+    without points (written before they were, and not back-filled) is read from its judgements."""
+    from auditportal.fairness.figures.lookpoints import look_points, points_lines
+
     looks = deployment.looks.all()
-    segments = list(
-        looks.order_by()
-        .values("policy_id", "model_identifier")
-        .annotate(first=Min("seq"), last=Max("seq"), n=Count("id"))
-    )
-    if not segments:
+    latest = looks.order_by("-seq").values("seq", "judgements", "status", "created_at").first()
+    if latest is None:
         return DeploymentCharts(looks=0, figures=[], latest=None, alerts=[])
-    sample_seqs = {segment[key] for segment in segments for key in ("first", "last")}
-    samples = {
-        row["seq"]: row for row in looks.filter(seq__in=sample_seqs).values("seq", "judgements", "status", "created_at")
-    }
-    shapes: dict[str, _Shape] = {}
-    for row in samples.values():
-        for attribute, judgement in (row["judgements"] or {}).items():
-            known = shapes.get(attribute, _Shape(0, 0, 0))
-            drift = judgement.get("drift") or {}
-            shapes[attribute] = _Shape(
-                max(known.rates, len(judgement.get("rates") or ())),
-                max(known.gaps, len(judgement.get("gaps") or ())),
-                max(known.shares, len(drift.get("findings") or ())),
-            )
-    paths: list[tuple[str | int, ...]] = []
-    for attribute, shape in shapes.items():
-        paths.append((attribute, "drift", "limit"))
-        for index in range(shape.rates):
-            paths += [(attribute, "rates", index, field) for field in RATE_FIELDS]
-        for index in range(shape.gaps):
-            paths += [(attribute, "gaps", index, field) for field in GAP_FIELDS]
-        for index in range(shape.shares + EXTRA_SHARES if shape.shares else 0):
-            paths += [
-                (attribute, "drift", "findings", index, *((field,) if isinstance(field, str) else field))
-                for field in SHARE_FIELDS
-            ]
-    size = PICK_CHUNK.get(connection.vendor, 90)
-    chunks = [paths[start : start + size] for start in range(0, len(paths), size)]
-    picks = {f"pick{index}": _JsonPick("judgements", chunk) for index, chunk in enumerate(chunks)}
-    rows = looks.order_by("seq").annotate(**picks).values_list("seq", *picks)
-    series = _series(rows, shapes, [len(chunk) for chunk in chunks])
-    latest_seq = max(segment["last"] for segment in segments)
-    latest = samples[latest_seq]
+    missing = Case(When(points__isnull=True, then=F("judgements")), default=None, output_field=JSONField())
+    rows = []
+    for seq, layout, values, judgements in looks.order_by("seq").values_list("seq", "points_layout", "points", missing):
+        if values is None:
+            points = look_points(judgements or {})
+            layout, values = points.layout, points.values
+        rows.append((seq, layout, values))
     return DeploymentCharts(
-        looks=sum(segment["n"] for segment in segments),
-        figures=_figures(series),
+        looks=len(rows),
+        figures=_figures(points_lines(rows)),
         latest=dict(latest),
         alerts=look_alerts(latest["judgements"] or {}),
     )
 
 
-_Line = dict[str, list[Any]]
-
-
-def _series(
-    rows: Any, shapes: dict[str, _Shape], sizes: list[int]
-) -> dict[tuple[str, ...], dict[tuple[str, ...], _Line]]:
-    """Per chart (``("rate", attribute, metric, bound)``, ``("gap", attribute, metric)``, ``("share",
-    attribute)``), per line (its group, and its reference for a gap), the looks' values."""
-    charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]] = {}
-
-    def line(chart: tuple[str, ...], key: tuple[str, ...], fields: tuple[str, ...]) -> _Line:
-        lines = charts.setdefault(chart, {})
-        found = lines.get(key)
-        if found is None:
-            found = lines[key] = {name: [] for name in ("seq", *fields)}
-        return found
-
-    rate_values = RATE_FIELDS[3:]
-    gap_values = GAP_FIELDS[3:]
-    share_values = ("status", "production_share", "training_share", "low", "high", "limit")
-    for seq, *parts in rows:
-        values = [value for part, size in zip(parts, sizes, strict=True) for value in _picked(part)[:size]]
-        at = 0
-        for attribute, shape in shapes.items():
-            drift_limit = values[at]
-            at += 1
-            for _ in range(shape.rates):
-                metric, bound, group, *rest = values[at : at + len(RATE_FIELDS)]
-                at += len(RATE_FIELDS)
-                if metric is None:
-                    continue
-                target = line(("rate", attribute, metric, bound), (str(group),), rate_values)
-                target["seq"].append(seq)
-                for name, value in zip(rate_values, rest, strict=True):
-                    target[name].append(value)
-            for _ in range(shape.gaps):
-                metric, group, reference, *rest = values[at : at + len(GAP_FIELDS)]
-                at += len(GAP_FIELDS)
-                if metric is None:
-                    continue
-                target = line(("gap", attribute, metric), (str(group), str(reference)), gap_values)
-                target["seq"].append(seq)
-                for name, value in zip(gap_values, rest, strict=True):
-                    target[name].append(value)
-            for _ in range(shape.shares + EXTRA_SHARES if shape.shares else 0):
-                group, unknown, status, production, training, low, high = values[at : at + len(SHARE_FIELDS)]
-                at += len(SHARE_FIELDS)
-                if status is None:
-                    continue
-                name = "unknown" if unknown else str(group)
-                target = line(("share", attribute), (name, "unseen" if status == "unseen" else ""), share_values)
-                target["seq"].append(seq)
-                for field_name, value in zip(
-                    share_values, (status, production, training, low, high, drift_limit), strict=True
-                ):
-                    target[field_name].append(value)
-    return charts
-
-
-def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> list[dict[str, Any]]:
+def _figures(lines: list[PointLine]) -> list[dict[str, Any]]:
     from auditportal.fairness.figures import monitoring as figures
     from auditportal.fairness.figures.serialize import figure_json
 
+    charts: dict[tuple[str, ...], list[PointLine]] = {}
+    for line in lines:
+        kind, attribute, metric, qualifier, _ = line.key
+        chart: tuple[str, ...] = (kind, attribute, metric, qualifier) if kind == "rate" else (kind, attribute, metric)
+        charts.setdefault(chart if kind != "share" else (kind, attribute), []).append(line)
     made: list[dict[str, Any]] = []
     order = {"rate": 0, "gap": 1, "share": 2}
-    for number, (chart, lines) in enumerate(sorted(charts.items(), key=lambda item: (item[0][1], order[item[0][0]]))):
+    for number, (chart, members) in enumerate(sorted(charts.items(), key=lambda item: (item[0][1], order[item[0][0]]))):
         kind, attribute = chart[0], chart[1]
         if kind == "rate":
             metric, bound = chart[2], chart[3]
             label = METRIC_LABELS.get(metric, metric)
             title = f"{attribute}: {label}, {'at most' if bound == 'at_most' else 'at least'} the limit"
             figure = figures.rate_figure(
-                [figures.RateSeries(group=key[0], **values) for key, values in lines.items()],
+                [figures.RateSeries(group=line.key[4], seq=line.seq, **line.values) for line in members],
                 title="",
                 metric_label=label,
             )
@@ -556,27 +416,29 @@ def _figures(charts: dict[tuple[str, ...], dict[tuple[str, ...], _Line]]) -> lis
             label = METRIC_LABELS.get(chart[2], chart[2])
             title = f"{attribute}: {label}, gap to the reference group"
             figure = figures.gap_figure(
-                [figures.GapSeries(group=key[0], reference=key[1], **values) for key, values in lines.items()],
+                [
+                    figures.GapSeries(group=line.key[4], reference=line.key[3], seq=line.seq, **line.values)
+                    for line in members
+                ],
                 title="",
                 metric_label=label,
             )
         else:
             title = f"{attribute}: group shares against the training data"
-            shares = sorted(lines.items(), key=lambda item: item[0][1] == "unseen")
             figure = figures.drift_figure(
                 [
                     figures.ShareSeries(
-                        group=key[0],
-                        unseen=key[1] == "unseen",
-                        seq=values["seq"],
-                        production=values["production_share"],
-                        low=values["low"],
-                        high=values["high"],
-                        training=values["training_share"],
-                        limit=values["limit"],
-                        status=values["status"],
+                        group=line.key[4],
+                        unseen=line.key[3] == "unseen",
+                        seq=line.seq,
+                        production=line.values["production_share"],
+                        low=line.values["low"],
+                        high=line.values["high"],
+                        training=line.values["training_share"],
+                        limit=line.values["limit"],
+                        status=line.values["status"],
                     )
-                    for key, values in shares
+                    for line in sorted(members, key=lambda line: line.key[3] == "unseen")
                 ],
                 title="",
             )

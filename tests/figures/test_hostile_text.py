@@ -213,6 +213,24 @@ def test_the_dataset_group_figure_shows_group_names_as_text() -> None:
     assert_names_are_text(figure)
 
 
+def test_the_monitoring_figures_show_group_names_as_text() -> None:
+    from auditportal.fairness.figures import monitoring
+    from auditportal.fairness.figures.text import shorten
+
+    # Legends shorten a group's name (the page's tables show it whole): what is shown is text.
+    shortened = tuple(shorten(name, monitoring.NAME_CHARS) for name in HOSTILE)
+    seq, values, status = [1, 2, 3], [0.02, 0.03, 0.04], ["watching"] * 3
+    rates = [monitoring.RateSeries(name, seq, values, values, values, [0.05] * 3, values, status) for name in HOSTILE]
+    assert_names_are_text(monitoring.rate_figure(rates, title="t", metric_label="FNR"), shortened)
+    gaps = [monitoring.GapSeries(name, HOSTILE[0], seq, values, values, values, [0.05] * 3, status) for name in HOSTILE]
+    assert_names_are_text(monitoring.gap_figure(gaps, title="t", metric_label="FNR"), shortened)
+    shares = [
+        monitoring.ShareSeries(name, seq, values, values, values, values, [0.1] * 3, status, unseen=index == 0)
+        for index, name in enumerate(HOSTILE)
+    ]
+    assert_names_are_text(monitoring.drift_figure(shares, title="t"), shortened)
+
+
 def test_every_figure_module_is_fed_hostile_names_here() -> None:
     """A new figure module (or builder) is added to this file, or this test says so."""
     import inspect
@@ -224,6 +242,7 @@ def test_every_figure_module_is_fed_hostile_names_here() -> None:
         "experiment": {"eod_timeline", "group_recall", "worker_share_heatmap", "accuracy_scatter", "lowest_eod_bars"},
         "audit": {"forest_plot", "audit_forest_plot", "verdict_document_forest_plot"},
         "dataset": {"group_summary_figure"},
+        "monitoring": {"rate_figure", "gap_figure", "drift_figure"},
     }
     for module in pkgutil.iter_modules(package.__path__):
         loaded = __import__(f"{package.__name__}.{module.name}", fromlist=["_"])

@@ -43,7 +43,9 @@ def test_the_rate_figure_draws_the_estimate_its_band_the_limit_and_the_boundary(
     assert by_name["women"]["x"] == [1, 2, 3]
     assert by_name["women"]["y"] == [0.02, 0.03, 0.045]
     assert by_name["women"]["customdata"] == [[0.0, 0.2], [0.01, 0.1], [0.02, 0.08]]
-    assert by_name["limit"]["y"] == [0.05, 0.05, 0.05]
+    # A step line drawn from where the limit changes and its last point: the same line, fewer points.
+    assert by_name["limit"]["x"] == [1, 3]
+    assert by_name["limit"]["y"] == [0.05, 0.05]
     assert by_name["women: breach boundary"]["y"] == [None, 0.3, 0.12]
     band = next(trace for trace in data if trace.get("fill") == "toself")
     assert band["x"] == [1, 2, 3, 3, 2, 1]

@@ -31,7 +31,7 @@ def downsample_indices(
     values: Sequence[float | None] | npt.NDArray[np.float64],
     *,
     max_points: int = MAX_POINTS,
-    labels: Sequence[object] | None = None,
+    labels: Sequence[object] | npt.NDArray[np.int64] | None = None,
 ) -> IndexArray:
     """The indices (ascending) of the points to keep out of ``values``.
 
@@ -71,15 +71,19 @@ def downsample_indices(
     return np.union1d(required, _bucket_extremes(y, missing, buckets))
 
 
-def label_changes(labels: Sequence[object]) -> IndexArray:
+def label_changes(labels: Sequence[object] | npt.NDArray[np.int64]) -> IndexArray:
     """The indices where a label differs from the one before (the first point under a new label)."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iub":
+        return (np.flatnonzero(labels[1:] != labels[:-1]) + 1).astype(np.intp)
     # Compared as Python objects (None, strings): numpy's element-wise object equality.
     as_array = np.empty(len(labels), dtype=object)
     as_array[:] = list(labels)
     return (np.flatnonzero(as_array[1:] != as_array[:-1]) + 1).astype(np.intp)
 
 
-def _change_starts(missing: npt.NDArray[np.bool_], labels: Sequence[object] | None) -> IndexArray:
+def _change_starts(
+    missing: npt.NDArray[np.bool_], labels: Sequence[object] | npt.NDArray[np.int64] | None
+) -> IndexArray:
     starts = np.flatnonzero(missing[1:] != missing[:-1]) + 1
     if labels is not None:
         starts = np.union1d(starts, label_changes(labels))

@@ -1,4 +1,4 @@
-"""The deployment page's figures: plain data in, a Plotly figure out (docs/monitoring.md, "The
+"""The deployment page's figures: plain data in, a figure out as the JSON plotly.js draws (docs/monitoring.md, "The
 deployment page").
 
 - :func:`rate_figure`: one attribute's metric against an absolute limit over the looks, per group:
@@ -20,9 +20,10 @@ every group name goes through :func:`.text.plain`.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,10 +31,11 @@ import numpy.typing as npt
 from auditportal.fairness.figures import palette
 from auditportal.fairness.figures.downsample import MAX_POINTS, downsample_indices
 from auditportal.fairness.figures.text import plain, shorten
-from auditportal.fairness.text import numbers
 
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
+# A figure as the JSON the page's plotly.js draws, written here directly in the form
+# figures/serialize.figure_json gives a plotly Figure (checking a year of points through plotly's
+# validators cost 0.1-0.3 s a page): {"data": [traces], "layout": {...}}, arrays as typed arrays.
+Figure = dict[str, Any]
 
 HEIGHT = 340
 NAME_CHARS = 32
@@ -47,6 +49,8 @@ STATUS_LABELS = {
 }
 
 Values = Sequence[float | None] | npt.NDArray[np.float64]
+# A status per look: its name, or its code (fairness/figures/lookpoints.STATUSES; NaN for none).
+Statuses = Sequence[str | None] | npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class RateSeries:
     high: Values
     limit: Values
     boundary: Values
-    status: Sequence[str | None]
+    status: Statuses
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class GapSeries:
     low: Values
     high: Values
     limit: Values
-    status: Sequence[str | None]
+    status: Statuses
 
 
 @dataclass(frozen=True)
@@ -89,22 +93,65 @@ class ShareSeries:
     high: Values
     training: Values
     limit: Values
-    status: Sequence[str | None]
+    status: Statuses
     unseen: bool = False
 
 
 def _floats(values: Values) -> npt.NDArray[np.float64]:
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
     return np.array([np.nan if value is None else value for value in values], dtype=np.float64)
 
 
-def _kept(values: Values, status: Sequence[str | None], max_points: int) -> npt.NDArray[np.intp]:
-    return downsample_indices(_floats(values), max_points=max_points, labels=list(status))
+def _kept(values: Values, status: Statuses, max_points: int) -> npt.NDArray[np.intp]:
+    if len(values) <= max_points:
+        return np.arange(len(values), dtype=np.intp)
+    if isinstance(status, np.ndarray):
+        # Codes compared as integers: NaN (no status) is one label of its own, as None is.
+        labels: Sequence[object] | npt.NDArray[np.int64] = np.where(np.isnan(status), -1, status).astype(np.int64)
+    else:
+        labels = list(status)
+    return downsample_indices(_floats(values), max_points=max_points, labels=labels)
 
 
 def _column(values: Values, kept: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
-    """The kept values, rounded (NaN where missing: null in the figure's JSON). Arrays, not lists:
-    plotly validates a list element by element, an array at once (8,760 looks: seconds against ms)."""
-    return np.round(_floats(values)[kept], 6)
+    """The kept values (NaN where missing: a gap in the line)."""
+    return _floats(values)[kept]
+
+
+def _typed(values: Any) -> dict[str, str]:
+    """An array as plotly.js's typed array: integers in the smallest type that holds them, values in
+    single precision (7 significant digits, half the bytes of double; NaN stays a gap)."""
+    array = np.asarray(values)
+    if array.dtype.kind in "iu":
+        low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
+        dtype = next(kind for kind in ("i1", "i2", "i4") if np.iinfo(kind).min <= low and high <= np.iinfo(kind).max)
+    else:
+        dtype = "f4"
+    typed = {"dtype": dtype, "bdata": base64.b64encode(array.astype(f"<{dtype}").tobytes()).decode("ascii")}
+    if array.ndim > 1:
+        typed["shape"] = ", ".join(str(size) for size in array.shape)
+    return typed
+
+
+def _scatter(**properties: Any) -> dict[str, Any]:
+    """A scatter trace: ``properties`` as plotly names them, arrays as typed arrays."""
+    return {
+        "type": "scatter",
+        **{key: _typed(value) if isinstance(value, np.ndarray) else value for key, value in properties.items()},
+    }
+
+
+def _changes(
+    x: npt.NDArray[np.int64], y: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """A step line (shape ``hv``) drawn the same from only its points where the value changes, and its
+    last: a limit is constant for as long as the policy is."""
+    if y.size <= 2:
+        return x, y
+    same = (y[1:-1] == y[:-2]) | (np.isnan(y[1:-1]) & np.isnan(y[:-2]))
+    keep = np.concatenate([[True], ~same, [True]])
+    return x[keep], y[keep]
 
 
 def _xs(seq: Sequence[int] | npt.NDArray[np.int64], kept: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
@@ -121,7 +168,6 @@ def _name(group: str) -> str:
 
 
 def _band(
-    go: Any,
     x: npt.NDArray[np.int64],
     low: npt.NDArray[np.float64],
     high: npt.NDArray[np.float64],
@@ -135,7 +181,7 @@ def _band(
         return []
     xs, lows, highs = x[defined], low[defined], high[defined]
     return [
-        go.Scatter(
+        _scatter(
             x=np.concatenate([xs, xs[::-1]]),
             y=np.concatenate([highs, lows[::-1]]),
             mode="lines",
@@ -164,16 +210,24 @@ def _translucent(colour: str, alpha: float = 0.16) -> str:
     return f"rgba({red}, {green}, {blue}, {alpha})"
 
 
-def _empty(figure: go.Figure, text: str) -> go.Figure:
-    figure.add_annotation(
-        text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"color": palette.MUTED}
+def _empty(figure: Figure, text: str) -> Figure:
+    figure["layout"].setdefault("annotations", []).append(
+        {
+            "text": text,
+            "x": 0.5,
+            "y": 0.5,
+            "xref": "paper",
+            "yref": "paper",
+            "showarrow": False,
+            "font": {"color": palette.MUTED},
+        }
     )
     return figure
 
 
 def _layout(title: str, y_title: str, y_range: list[float] | None = None) -> dict[str, Any]:
     return palette.base_layout(
-        template="none",
+        template={"data": {"scatter": [{"type": "scatter"}]}},  # plotly's "none", as it writes it
         height=HEIGHT,
         title={"text": plain(title), "font": {"size": 14}, "x": 0, "xanchor": "left"},
         # Without a title (a page that writes it above the figure, where it wraps on a phone), no room for one.
@@ -190,13 +244,10 @@ def _layout(title: str, y_title: str, y_range: list[float] | None = None) -> dic
     )
 
 
-def rate_figure(
-    series: Sequence[RateSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
-) -> go.Figure:
+def rate_figure(series: Sequence[RateSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS) -> Figure:
     """``metric_label`` of each group in ``series`` against its absolute limit, over the looks."""
-    import plotly.graph_objects as go
-
-    figure = go.Figure(layout=_layout(title, metric_label))
+    data: list[dict[str, Any]] = []
+    figure: Figure = {"data": data, "layout": _layout(title, metric_label)}
     if not any(len(line.seq) for line in series):
         return _empty(figure, "No look judged yet")
     limit_drawn = False
@@ -207,10 +258,9 @@ def rate_figure(
         x = _xs(line.seq, kept)
         estimate = _column(line.estimate, kept)
         low, high = _column(line.low, kept), _column(line.high, kept)
-        for trace in _band(go, x, low, high, colour, name):
-            figure.add_trace(trace)
-        figure.add_trace(
-            go.Scatter(
+        data += _band(x, low, high, colour, name)
+        data.append(
+            _scatter(
                 x=x,
                 y=estimate,
                 mode="lines",
@@ -222,8 +272,8 @@ def rate_figure(
                 "(interval %{customdata[0]:.3f} to %{customdata[1]:.3f})<extra></extra>",
             )
         )
-        figure.add_trace(
-            go.Scatter(
+        data.append(
+            _scatter(
                 x=x,
                 y=_column(line.boundary, kept),
                 mode="lines",
@@ -236,10 +286,11 @@ def rate_figure(
         )
         if not limit_drawn:
             limit_drawn = True
-            figure.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=_column(line.limit, kept),
+            limit_x, limit_y = _changes(x, _column(line.limit, kept))
+            data.append(
+                _scatter(
+                    x=limit_x,
+                    y=limit_y,
                     mode="lines",
                     name="limit",
                     line={"color": LIMIT_COLOUR, "width": 2, "dash": "dash", "shape": "hv"},
@@ -249,13 +300,10 @@ def rate_figure(
     return figure
 
 
-def gap_figure(
-    series: Sequence[GapSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS
-) -> go.Figure:
+def gap_figure(series: Sequence[GapSeries], *, title: str, metric_label: str, max_points: int = MAX_POINTS) -> Figure:
     """Each group's ``metric_label`` minus the reference group's, with the gap limit on either side."""
-    import plotly.graph_objects as go
-
-    figure = go.Figure(layout=_layout(title, f"{metric_label}: gap"))
+    data: list[dict[str, Any]] = []
+    figure: Figure = {"data": data, "layout": _layout(title, f"{metric_label}: gap")}
     if not any(len(line.seq) for line in series):
         return _empty(figure, "No look judged yet")
     limit_drawn = False
@@ -266,10 +314,9 @@ def gap_figure(
         x = _xs(line.seq, kept)
         difference = _column(line.difference, kept)
         low, high = _column(line.low, kept), _column(line.high, kept)
-        for trace in _band(go, x, low, high, colour, name):
-            figure.add_trace(trace)
-        figure.add_trace(
-            go.Scatter(
+        data += _band(x, low, high, colour, name)
+        data.append(
+            _scatter(
                 x=x,
                 y=difference,
                 mode="lines",
@@ -283,26 +330,25 @@ def gap_figure(
         )
         if not limit_drawn:
             limit_drawn = True
-            limits = _column(line.limit, kept)
-            figure.add_trace(
-                go.Scatter(
-                    **_both_sides(x, limits, -limits),
+            limit_x, limits = _changes(x, _column(line.limit, kept))
+            data.append(
+                _scatter(
+                    **_both_sides(limit_x, limits, -limits),
                     mode="lines",
                     name="limit",
                     line={"color": LIMIT_COLOUR, "width": 2, "dash": "dash", "shape": "hv"},
                     hovertemplate="limit %{y:.3f}<extra></extra>",
                 )
             )
-    figure.update_yaxes(rangemode="normal", zeroline=True)
+    figure["layout"]["yaxis"].update(rangemode="normal", zeroline=True)
     return figure
 
 
-def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int = MAX_POINTS) -> go.Figure:
+def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int = MAX_POINTS) -> Figure:
     """Each group's production share against its training share ± the drift limit; groups unseen in
     training drawn with crosses and named so."""
-    import plotly.graph_objects as go
-
-    figure = go.Figure(layout=_layout(title, "share of rows", [0, 1]))
+    data: list[dict[str, Any]] = []
+    figure: Figure = {"data": data, "layout": _layout(title, "share of rows", [0, 1])}
     if not any(len(line.seq) for line in series):
         return _empty(figure, "No look judged yet")
     for index, line in enumerate(series):
@@ -312,10 +358,9 @@ def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int =
         x = _xs(line.seq, kept)
         production = _column(line.production, kept)
         if not line.unseen:
-            for trace in _band(go, x, _column(line.low, kept), _column(line.high, kept), colour, name):
-                figure.add_trace(trace)
-        figure.add_trace(
-            go.Scatter(
+            data += _band(x, _column(line.low, kept), _column(line.high, kept), colour, name)
+        data.append(
+            _scatter(
                 x=x,
                 y=production,
                 mode="lines+markers" if line.unseen else "lines",
@@ -323,32 +368,32 @@ def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int =
                 legendgroup=name,
                 line={"color": colour, "width": 2, **({"dash": "dot"} if line.unseen else {})},
                 marker={"symbol": "x", "size": 7, "color": colour},
-                hovertext=[
-                    f"<b>{name}</b> · look {at}<br>production share {numbers.percent(value)}"
-                    for at, value in zip(x, production, strict=True)
-                ],
-                hoverinfo="text",
+                # d3's "p": a percentage to 3 significant digits, as numbers.percent writes it.
+                hovertemplate=f"<b>{name}</b> · look %{{x}}<br>production share %{{y:.3p}}<extra></extra>",
             )
         )
         if line.unseen:
             continue
-        training = _column(line.training, kept)
-        limits = _column(line.limit, kept)
-        figure.add_trace(
-            go.Scatter(
-                x=x,
+        training_x, training = _changes(x, _column(line.training, kept))
+        data.append(
+            _scatter(
+                x=training_x,
                 y=training,
                 mode="lines",
                 name=f"{name}: training share",
                 legendgroup=name,
                 showlegend=False,
-                line={"color": colour, "width": 1, "dash": "dash"},
+                line={"color": colour, "width": 1, "dash": "dash", "shape": "hv"},
                 hovertemplate="training share %{y:.3f}<extra></extra>",
             )
         )
-        figure.add_trace(
-            go.Scatter(
-                **_both_sides(x, np.clip(training + limits, 0.0, 1.0), np.clip(training - limits, 0.0, 1.0)),
+        limits = _column(line.limit, kept)
+        upper_x, upper = _changes(x, np.clip(_column(line.training, kept) + limits, 0.0, 1.0))
+        lower_x, lower = _changes(x, np.clip(_column(line.training, kept) - limits, 0.0, 1.0))
+        data.append(
+            _scatter(
+                x=np.concatenate([upper_x, [upper_x[-1]], lower_x]),
+                y=np.concatenate([upper, [np.nan], lower]),
                 mode="lines",
                 name="training share ± limit",
                 legendgroup="limit",
@@ -358,16 +403,18 @@ def drift_figure(series: Sequence[ShareSeries], *, title: str, max_points: int =
             )
         )
     if any(line.unseen for line in series):
-        figure.add_annotation(
-            text="× a group the training data never had: flagged, never judged",
-            x=0,
-            y=1,
-            xref="paper",
-            yref="paper",
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            bgcolor="rgba(255, 255, 255, 0.85)",
-            font={"size": 11, "color": palette.INK},
+        figure["layout"].setdefault("annotations", []).append(
+            {
+                "text": "× a group the training data never had: flagged, never judged",
+                "x": 0,
+                "y": 1,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "left",
+                "yanchor": "top",
+                "showarrow": False,
+                "bgcolor": "rgba(255, 255, 255, 0.85)",
+                "font": {"size": 11, "color": palette.INK},
+            }
         )
     return figure

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from auditportal.accounts.models import User
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.figures.lookpoints import look_points
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular.read import check_columns_present
 from auditportal.fairness.statistics import batchcount
@@ -539,6 +540,13 @@ def look_judge(
     return judgements
 
 
+def look_points_fields(judgements: Mapping[str, Any]) -> dict[str, Any]:
+    """A look's ``points_layout`` and ``points``: what the deployment page's charts draw of its stored
+    judgements (fairness/figures/lookpoints, which the migration that added them back-fills with)."""
+    points = look_points(judgements)
+    return {"points_layout": points.layout, "points": points.values}
+
+
 def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchLabels | None = None) -> LookOutcome:
     """Judge ``batch``'s window and write the Look (inside the caller's transaction, under the
     deployment's row lock)."""
@@ -552,6 +560,7 @@ def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchL
     statuses = [judgement.status for judgement in judgements.values() if judgement.status is not None]
     worst = worst_status(statuses)
     last = Look.objects.filter(deployment=deployment).aggregate(last=Max("seq"))["last"]
+    stored = {name: judgement.as_json() for name, judgement in judgements.items()}
     look = Look.objects.create(
         deployment=deployment,
         seq=(last or 0) + 1,
@@ -562,9 +571,10 @@ def look_write(*, deployment: Deployment, batch: PredictionBatch, labels: BatchL
         labels=labels,
         batches=[member.batch_id for member in members],
         rows=sum(member.rows or 0 for member in members),
-        judgements={name: judgement.as_json() for name, judgement in judgements.items()},
+        judgements=stored,
         status="" if worst is None else worst.value,
         breached=any(judgement.breached for judgement in judgements.values()),
+        **look_points_fields(stored),
     )
     outcome = LookOutcome(look, judgements)
     if outcome.breached and batch.serving_change_id is not None:
