@@ -128,7 +128,7 @@ def test_the_migration_back_fills_the_points_of_existing_looks(serving: Deployme
         _counted(serving, bob, index)
     written = {seq: bytes(points or b"") for seq, points in serving.looks.values_list("seq", "points")}
     Look.objects.update(points=None, points_layout="")
-    migration = importlib.import_module("auditportal.monitoring.migrations.0004_look_points")
+    migration = importlib.import_module("auditportal.monitoring.migrations.0005_look_points")
     migration.fill_points(apps, None)
     filled = {seq: bytes(points or b"") for seq, points in serving.looks.values_list("seq", "points")}
     assert filled == written

@@ -27,7 +27,7 @@ def fill_points(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitoring', '0003_prediction_batches_and_looks'),
+        ('monitoring', '0004_pending_rows_side_file'),
     ]
 
     operations = [
