@@ -153,7 +153,7 @@ class Command(PortalCommand):
         if options["url"]:
             if options["account"]:
                 raise _usage("--account is for posting in-process; with --url the token names the account")
-            token = os.environ.get(TOKEN_ENV, "")
+            token = os.environ.get("PORTAL_MONITORING_TOKEN", "")
             if options["token_file"] is not None:
                 try:
                     token = options["token_file"].read_text(encoding="utf-8").strip()
