@@ -2,9 +2,9 @@
 
 Plotly's static export drives a headless Chromium through kaleido (Debian's ``chromium``; set
 ``BROWSER_PATH`` for another). A cold export starts a browser for each call (seconds: one for all of a
-call's figures, closed after it); the Celery
-worker keeps one warm instead (``start_warm_export``, called when a worker process starts: about
-1 GB, so never in a web process), which draws a report's figures in a fraction of a second each.
+call's figures, closed after it); the Celery worker keeps one warm instead (``start_warm_export``,
+called when a worker process starts: about 1 GB, so never in a web process), which draws a report's
+figures in a fraction of a second each.
 """
 
 from __future__ import annotations
