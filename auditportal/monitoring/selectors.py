@@ -369,25 +369,44 @@ def deployment_charts(*, deployment: Deployment) -> DeploymentCharts:
     looks: the latest look's judgements (its alerts), and every look's points (what the charts draw,
     written with the look: fairness/figures/lookpoints), read without parsing any JSON per look; a look
     without points (written before they were, and not back-filled) is read from its judgements."""
-    from auditportal.fairness.figures.lookpoints import look_points, points_lines
+    from auditportal.fairness.figures.lookpoints import points_lines
 
     looks = deployment.looks.all()
     latest = looks.order_by("-seq").values("seq", "judgements", "status", "created_at").first()
     if latest is None:
         return DeploymentCharts(looks=0, figures=[], latest=None, alerts=[])
-    missing = Case(When(points__isnull=True, then=F("judgements")), default=None, output_field=JSONField())
-    rows = []
-    for seq, layout, values, judgements in looks.order_by("seq").values_list("seq", "points_layout", "points", missing):
-        if values is None:
-            points = look_points(judgements or {})
-            layout, values = points.layout, points.values
-        rows.append((seq, layout, values))
+    rows = _point_rows(looks)
     return DeploymentCharts(
         looks=len(rows),
         figures=_figures(points_lines(rows)),
         latest=dict(latest),
         alerts=look_alerts(latest["judgements"] or {}),
     )
+
+
+def look_figures(*, deployment: Deployment, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The deployment page's figures (``deployment_charts``) drawn from the looks made in ``[start, end)``
+    only: what a monitoring report of that period prints (docs/monitoring.md, "Monitoring reports").
+    One query; none when no look was made in the period."""
+    from auditportal.fairness.figures.lookpoints import points_lines
+
+    looks = deployment.looks.filter(created_at__gte=start, created_at__lt=end)
+    return _figures(points_lines(_point_rows(looks)))
+
+
+def _point_rows(looks: QuerySet[Look]) -> list[tuple[int, str, bytes | memoryview]]:
+    """Each of ``looks``' (seq, points layout, points), by seq; a look without points (written before
+    they were, and not back-filled) is read from its judgements."""
+    from auditportal.fairness.figures.lookpoints import look_points
+
+    missing = Case(When(points__isnull=True, then=F("judgements")), default=None, output_field=JSONField())
+    rows: list[tuple[int, str, bytes | memoryview]] = []
+    for seq, layout, values, judgements in looks.order_by("seq").values_list("seq", "points_layout", "points", missing):
+        if values is None:
+            points = look_points(judgements or {})
+            layout, values = points.layout, points.values
+        rows.append((seq, layout, values))
+    return rows
 
 
 def _figures(lines: list[PointLine]) -> list[dict[str, Any]]:

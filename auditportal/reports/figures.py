@@ -1,15 +1,17 @@
 """Plotly figures as static SVG for the reports (docs/reports.md): WeasyPrint runs no JavaScript.
 
 Plotly's static export drives a headless Chromium through kaleido (Debian's ``chromium``; set
-``BROWSER_PATH`` for another). A cold export starts a browser for each call (seconds); the Celery
-worker keeps one warm instead (``start_warm_export``, called when a worker process starts: about
-1 GB, so never in a web process), which draws a report's figures in a fraction of a second each.
+``BROWSER_PATH`` for another). A cold export starts a browser for each call (seconds: one for all of a
+call's figures, closed after it); the Celery worker keeps one warm instead (``start_warm_export``,
+called when a worker process starts: about 1 GB, so never in a web process), which draws a report's
+figures in a fraction of a second each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import copy
 import dataclasses
 import logging
 import re
@@ -207,13 +209,16 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
     """Each of ``drawings`` as SVG text, in the report's font with no text under
     ``printing.MIN_FONT_PX``, in order; the figures are not changed.
 
-    With the warm Chromium, all of them in one go; without, kaleido's cold export (a browser per figure).
+    With the warm Chromium, all of them in one go; without, kaleido's cold export: one browser for one
+    figure, one browser started for the call and closed after it for several (about 2 s, not 2 s each).
+    A figure is a plotly figure or the JSON dict plotly.js draws (fairness/figures/monitoring.py's).
     """
     specs = []
     for drawing in drawings:
         # The figure's dict (a copy), straight to kaleido: plotly's to_image would deep-copy the figure
         # object and validate it again, a tenth of a second per figure.
-        spec = printing.raise_fonts(drawing.figure.to_dict())
+        figure = drawing.figure
+        spec = printing.raise_fonts(copy.deepcopy(figure) if isinstance(figure, dict) else figure.to_dict())
         layout = spec["layout"]
         for name, axis in list(layout.items()):
             if re.fullmatch(r"yaxis\d*", name) and isinstance(axis, dict):
@@ -226,6 +231,12 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
     warm = _warm
     if warm is not None:
         drawn = warm.svgs(specs)
+    elif len(specs) > 1:
+        session = _WarmChromium()
+        try:
+            drawn = session.svgs(specs)
+        finally:
+            session.close()
     else:
         import kaleido
 
@@ -400,3 +411,58 @@ def _height(plot: Any, *, low: int, high: int) -> int:
     # The dashboard sizes a plot for its rows; keep that height, within a page.
     height = plot.layout.height
     return max(low, min(int(height), high)) if height else (low + high) // 2
+
+
+# ----------------------------------------------------------------------------- a monitoring report's figures
+
+# The deployment page's figures on paper: a legend row holds about this many entries at WIDTH pixels,
+# and each row past the first makes the figure this much taller (the plot keeps its height).
+MONITORING_LEGEND_PER_ROW = 4
+MONITORING_LEGEND_ROW_PX = 24
+# Over a period of at most this many looks (after the first), a tick at every look.
+MONITORING_TICK_EVERY_LOOK = 12
+MONITORING_CAPTIONS = {
+    "rate": (
+        "Each group's observed value at each look of the period with its confidence sequence (shaded, valid "
+        "over every look of the monitor's horizon); the dotted line is the sequential breach boundary, the "
+        "dashed line the limit. A breach is confirmed when the interval lies entirely beyond the limit."
+    ),
+    "gap": (
+        "Each group's value minus the reference group's at each look of the period, with the interval of the "
+        "difference (shaded); the dashed lines are the gap limit on either side."
+    ),
+    "share": (
+        "Each group's share of the production rows at each look of the period with its confidence sequence "
+        "(shaded), its share of the training data (dashed) and the drift limit around it (dotted); a group "
+        "the training data never had is drawn with crosses: flagged, never judged."
+    ),
+}
+MONITORING_THINNED = "The x axis is the look's number; long series are thinned for print (status changes kept)."
+
+
+def monitoring_figures(charts: Sequence[dict[str, Any]], *, looks: Sequence[int] = ()) -> tuple[Figure, ...]:
+    """The deployment page's figures of a monitoring report's period (``monitoring.selectors.look_figures``:
+    ``{"kind", "title", "figure"}``, the figure as plotly JSON) as the report's: SVG, with their titles
+    and captions for paper. ``looks``: the period's look numbers; a look is a whole number on the x axis
+    (a tick per look over a short period, never 1.5). The figures given are not changed."""
+    drawings = [
+        Drawing(_whole_looks(chart["figure"], looks), height=_monitoring_height(chart["figure"])) for chart in charts
+    ]
+    svgs = figures_svg(drawings) if drawings else []
+    return tuple(
+        Figure(title=chart["title"], svg=svg, caption=f"{MONITORING_CAPTIONS[chart['kind']]} {MONITORING_THINNED}")
+        for chart, svg in zip(charts, svgs, strict=True)
+    )
+
+
+def _monitoring_height(figure: dict[str, Any]) -> int:
+    entries = sum(1 for trace in figure["data"] if trace.get("showlegend", True) and trace.get("name"))
+    rows = max(1, -(-entries // MONITORING_LEGEND_PER_ROW))
+    return int(figure["layout"]["height"]) + MONITORING_LEGEND_ROW_PX * (rows - 1)
+
+
+def _whole_looks(figure: dict[str, Any], looks: Sequence[int]) -> dict[str, Any]:
+    xaxis = {**figure["layout"].get("xaxis", {}), "tickformat": "d"}
+    if looks and max(looks) - min(looks) <= MONITORING_TICK_EVERY_LOOK:
+        xaxis.update(tick0=min(looks), dtick=1)
+    return {**figure, "layout": {**figure["layout"], "xaxis": xaxis}}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from auditportal.fairness.documents.monitoring_report import MonitoringReportContext, batch_counts_csv
-from auditportal.fairness.documents.report_context import EvidenceDocument, ReportContext, group_table_csv
+from auditportal.fairness.documents.report_context import EvidenceDocument, Figure, ReportContext, group_table_csv
 from auditportal.reports.signing import FieldBox
 
 if TYPE_CHECKING:
@@ -162,15 +163,23 @@ def monitoring_embedded_files(context: MonitoringReportContext) -> tuple[Embedde
     return tuple(files)
 
 
-def render_monitoring(context: MonitoringReportContext, *, created: dt.datetime | None = None) -> RenderedReport:
+def render_monitoring(
+    context: MonitoringReportContext, *, figures: Sequence[Figure] = (), created: dt.datetime | None = None
+) -> RenderedReport:
     """A monitoring report (docs/monitoring.md, "Monitoring reports"): its own template, the same
-    fonts, stylesheet, fetcher, PDF/A-3b writer and signature boxes (the organisation's only)."""
+    fonts, stylesheet, fetcher, PDF/A-3b writer and signature boxes (the organisation's only).
+    ``figures``: the period's charts as SVG (reports.figures.monitoring_figures), printed, not part of
+    the context (drawn from the same looks, whose values the context's tables and files hold)."""
     attachments = monitoring_embedded_files(context)
     html = render_to_string(
         MONITORING_TEMPLATE,
         {
             "report": context,
             "summary": context.summary,
+            "figures": [
+                {"title": figure.title, "caption": figure.caption, "src": svg_data_uri(figure.svg)}
+                for figure in figures
+            ],
             "signature_boxes": signature_boxes(context),
             "attachments": attachments,
             "context_sha256": context.sha256,

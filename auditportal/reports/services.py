@@ -24,6 +24,7 @@ from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.errors import UserError
+from auditportal.monitoring import selectors as monitoring_selectors
 from auditportal.monitoring.models import Deployment
 from auditportal.reports import figures, rendering, rules, signing
 from auditportal.reports.models import (
@@ -390,7 +391,13 @@ def report_generate(
 
 
 def monitoring_report_generate(
-    *, actor: User, deployment: Deployment, start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None
+    *,
+    actor: User,
+    deployment: Deployment,
+    start: dt.datetime,
+    end: dt.datetime,
+    now: dt.datetime | None = None,
+    with_figures: bool = True,
 ) -> tuple[Report, bool]:
     """The certified monitoring report of ``deployment`` over ``[start, end)`` (docs/monitoring.md,
     "Monitoring reports"), and whether it was made now (False: the period's report was stored before,
@@ -401,9 +408,15 @@ def monitoring_report_generate(
     still running would say something else tomorrow. A period without batches makes a report that
     says so. Certified by the organisation; no member signs it (nothing in it is a decision).
 
-    Synchronous, as a member's signature is: without figures a period's report renders in about a second
-    (the PDF lists at most the newest ``monitoring_report.PRINTED_ROWS`` batches and looks; the
-    attached CSV and JSON hold all). Runs outside a transaction.
+    The PDF prints the page's charts over the period's looks (each watched metric per group with its
+    band and limit, the group shares against training: ``figures.monitoring_figures``); they are drawn
+    from the looks, not stored in the context. ``with_figures=False`` leaves them out (tests of the
+    context alone).
+
+    Synchronous, as a member's signature is: a period's report renders in about a second, plus about
+    two for the figures where no warm Chromium runs (one browser for all of them; the PDF lists at most
+    the newest ``monitoring_report.PRINTED_ROWS`` batches and looks; the attached CSV and JSON hold
+    all). Runs outside a transaction.
     """
     rules.check_request_monitoring_report(actor)
     monitoring_period_check(start=start, end=end, now=now)
@@ -412,7 +425,11 @@ def monitoring_report_generate(
         return existing, False
     context = monitoring_report_context(deployment=deployment, start=start, end=end, requested_by=actor)
     certificate = _organisation_current(actor=actor)
-    rendered = rendering.render_monitoring(context)
+    drawn = figures.monitoring_figures(
+        monitoring_selectors.look_figures(deployment=deployment, start=start, end=end) if with_figures else [],
+        looks=[look.seq for look in context.looks],
+    )
+    rendered = rendering.render_monitoring(context, figures=drawn)
     fields = rendered.fields
     certified = signing.certify(
         rendered.pdf,

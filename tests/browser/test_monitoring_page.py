@@ -35,6 +35,7 @@ def test_the_deployment_page_draws_its_charts_and_warns_near_the_limit(
     assert page.locator("#monitor-charts .monitor-figure[data-kind=rate] .scatterlayer .trace").count() >= 4
     alert = page.inner_text("#monitor-alerts")
     assert "Near its limit" in alert
+    assert page.inner_text("#monitor-alerts h2") == "Alerts at look 12"
     assert "gender = f" in alert
     assert page.locator("#batch-table tbody tr").count() == 12
     assert page_width(page) <= 1280

@@ -6,6 +6,7 @@ and the API."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime as dt
 import hashlib
@@ -15,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.test import Client
@@ -27,10 +29,12 @@ from auditportal.fairness.documents.canonical import canonical_sha256
 from auditportal.fairness.documents.monitoring_report import MonitoringReportContext
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.text.csvsafe import original_text
+from auditportal.monitoring import selectors as monitoring_selectors
 from auditportal.monitoring import services as monitoring_services
-from auditportal.monitoring.models import BatchState, Deployment, Incident, PredictionBatch
+from auditportal.monitoring.models import BatchState, Deployment, Incident, Look, PredictionBatch
 from auditportal.reports import services
 from auditportal.reports.models import Report
+from auditportal.reports.monitoring_context import monitoring_report_context
 from tests.monitoring.conftest import Approve, approve, demo_version, deployment, fake_trainer, frank, runs
 from tests.reports.helpers import ARTIFACTS, nss_database, pdf_tool
 from tests.reports.pdfa import problems as pdfa_problems
@@ -190,6 +194,15 @@ def test_the_pdf_is_certified_trusted_by_pdfsig_pdfa_and_carries_the_evidence(
     assert "Monitoring report: credit-scoring/prod" in text
     assert "rolled_back" in text
     assert incident.document_sha256 in "".join(text.split())  # wrapped in its table cell
+    # The page's charts over the period's looks, printed: each watched metric per group, the gap, the drift.
+    flat = " ".join(text.split())
+    for title in (
+        "gender: False-negative rate, at most the limit.",
+        "gender: group shares against the training data.",
+    ):
+        assert title in flat
+    assert "Over the period's looks" in flat
+    assert "f: breach boundary" in flat  # the figure's own legend: the SVG is drawn, its text kept as text
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "monitoring-report.pdf").write_bytes(path.read_bytes())
@@ -369,3 +382,41 @@ def test_the_page_lists_the_reports_and_its_form_makes_one_or_names_the_bad_fiel
     assert b'id="monitoring-report-form"' not in engineer.get(page).content
     deployment_page = engineer.get("/monitoring/credit-scoring/prod/")
     assert f'href="{page}"'.encode() in deployment_page.content
+
+
+def _looks_drawn(chart: dict[str, Any]) -> set[int]:
+    drawn: set[int] = set()
+    for trace in chart["figure"]["data"]:
+        x = trace["x"]
+        values = np.frombuffer(base64.b64decode(x["bdata"]), dtype=f"<{x['dtype']}") if isinstance(x, dict) else x
+        drawn |= {int(value) for value in values}
+    return drawn
+
+
+def test_the_report_draws_the_looks_of_its_period_only(seeded: dict[str, Any]) -> None:
+    deployment = seeded["deployment"]
+    looks = list(Look.objects.filter(deployment=deployment).order_by("seq"))
+    assert [look.seq for look in looks] == [1, 2, 3]
+    whole = monitoring_selectors.look_figures(deployment=deployment, start=seeded["start"], end=seeded["end"])
+    assert {"rate", "gap", "share"} == {chart["kind"] for chart in whole}
+    assert set().union(*(_looks_drawn(chart) for chart in whole)) == {1, 2, 3}
+    later = monitoring_selectors.look_figures(deployment=deployment, start=looks[1].created_at, end=seeded["end"])
+    assert [chart["title"] for chart in later] == [chart["title"] for chart in whole]
+    assert set().union(*(_looks_drawn(chart) for chart in later)) == {2, 3}
+    before = monitoring_selectors.look_figures(deployment=deployment, start=seeded["start"], end=looks[0].created_at)
+    assert before == []
+
+
+def test_a_report_without_figures_holds_the_same_context(seeded: dict[str, Any], erin: User) -> None:
+    context = monitoring_report_context(
+        deployment=seeded["deployment"], start=seeded["start"], end=seeded["end"], requested_by=erin
+    )
+    report, _ = services.monitoring_report_generate(
+        actor=erin,
+        deployment=seeded["deployment"],
+        start=seeded["start"],
+        end=seeded["end"],
+        now=seeded["end"],
+        with_figures=False,
+    )
+    assert report.context_sha256 == context.sha256
