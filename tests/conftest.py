@@ -36,13 +36,21 @@ def keys_from_the_pool(key_pool: KeyPool) -> None:
 
 @pytest.fixture(autouse=True)
 def tasks_left_purged(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a test whose rows commit (a transactional test, the live server's), the tasks it queued that
-    no worker ran (a decision's report and mails, an upload's registration) are removed from this test
-    process's queue: a later test's real worker would otherwise run them against that test's rows. An
+    """Around a test whose rows commit (a transactional test, the live server's: the tests that start
+    real workers), this test process's queue is emptied. Before: tasks an earlier test queued and no
+    worker ran (a test in a rolled-back transaction that ran its on-commit callbacks queues a decision's
+    mails, a breach's incident mail) would reach this test's workers and fail on rows that never
+    committed. After: the tasks it queued that no worker ran are not left for a later test's worker. An
     autouse fixture is torn down last, after the test's workers have stopped."""
+    commits = bool({"transactional_db", "live_server"} & set(request.fixturenames))
+    if commits:
+        _queue_purge()
     yield
-    if not {"transactional_db", "live_server"} & set(request.fixturenames):
-        return
+    if commits:
+        _queue_purge()
+
+
+def _queue_purge() -> None:
     with celery_app.connection_for_write() as connection:
         connection.default_channel.queue_purge(celery_app.conf.task_default_queue)
 
