@@ -152,8 +152,12 @@ def _pending_keep(pending: batchcount.PendingRows) -> str:
     directory = _store_root() / uuid.uuid4().hex
     private_dir(directory)
     stored = directory / PENDING_FILE
-    # lz4: the fastest write measured (a million keys: 4.5 MiB, read back in about 0.1 s); kept only until labelled.
-    pq.write_table(pending.table, stored, compression="lz4")
+    # lz4: the fastest write measured (a million keys: 4.5 MiB, read back in about 0.1 s); kept only until
+    # labelled. Only the groups dictionary-encoded (they arrive so; unique keys would be hashed for a
+    # dictionary only to fall back to plain values) and no min/max statistics (never read): about half
+    # the time of a default write (50-80 ms instead of 85-145 ms for a million pending rows, measured).
+    groups = [name for name in pending.table.column_names if name.startswith("group_")]
+    pq.write_table(pending.table, stored, compression="lz4", use_dictionary=groups, write_statistics=False)
     stored.chmod(FILE_MODE)
     return str(stored.relative_to(Path(settings.DATASET_STORAGE_DIR)))
 
