@@ -269,6 +269,32 @@ def test_late_labels_move_pending_rows_into_labelled_counts_and_judge_again(
     assert Look.objects.filter(deployment=serving).count() == 2
 
 
+def test_a_side_file_that_cannot_be_written_leaves_the_batch_received_and_no_file(
+    serving: Deployment, pipeline: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _post_file(pipeline, _frame(50, label_missing=1.0), "b1", row_key="id").status_code == 202
+    batch = PredictionBatch.objects.get(batch_id="b1")
+    root = Path(settings.DATASET_STORAGE_DIR) / "monitoring-batches"
+    before = set(root.iterdir())
+
+    def full_disk(pending: batchcount.PendingRows, relative: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(batches_service, "_pending_write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        services.batch_count(batch_id=batch.pk)
+    batch.refresh_from_db()
+    assert batch.state == BatchState.RECEIVED
+    assert batch.pending_path == ""
+    assert not Look.objects.filter(batch=batch).exists()
+    assert set(root.iterdir()) == before  # the side file's folder is gone; the batch's file stays for the retry
+    monkeypatch.undo()
+    services.batch_count(batch_id=batch.pk)  # the task's retry
+    batch.refresh_from_db()
+    assert (batch.state, batch.pending_rows) == (BatchState.COUNTED, 50)
+    assert (Path(settings.DATASET_STORAGE_DIR) / batch.pending_path).is_file()
+
+
 def test_two_label_posts_to_one_batch_count_each_row_once(
     serving: Deployment, pipeline: Client, django_capture_on_commit_callbacks: Any
 ) -> None:
