@@ -8,7 +8,7 @@ through the API, against a whole-process pyarrow read of the same file; then the
    settings with DEBUG off, as bench/api_load.py starts it) and a real Celery worker (``celery -A
    auditportal worker``, on kombu's filesystem transport under the temporary PORTAL_VAR_DIR as ``make
    run`` has it, or ``--broker-url``, e.g. ``redis://127.0.0.1:6379/7``), on a fresh SQLite database
-   (or ``--database-url``, e.g. PostgreSQL, migrated here). Seeded: a deployment serving a model
+   (or ``--database-url``, e.g. PostgreSQL, dropped, created and migrated here). Seeded: a deployment serving a model
    that two committee members approved (the tests' approval helpers, a prediction audit of the gender
    attribute) and a monitoring token. Timed: ``POST /api/v1/deployments/<name>/-/batches/`` of the
    file (multipart, as ``requests`` sends it) until ``GET .../-/batches/<id>/`` answers the batch
@@ -92,6 +92,20 @@ def _generate(directory: str, rows: int, queue: Any) -> None:
 
 def file_of(directory: Path, name: str, file_format: str) -> Path:
     return directory / f"batch-{name.replace(', ', '-').replace(' ', '-')}.{file_format}"
+
+
+def fresh_database(url: str) -> None:
+    """The PostgreSQL database ``url`` names, dropped and created empty (what flush did: it
+    erased everything too, but PostgreSQL's activity log refuses the TRUNCATE that flush sends)."""
+    from urllib.parse import urlparse
+
+    import psycopg
+
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    with psycopg.connect(parsed._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    ensure_database(url)
 
 
 def seed() -> str:
@@ -290,7 +304,7 @@ def main() -> None:
         in_child("generating the files", _generate, str(directory), args.rows)
         print(f"generated {len(VARIANTS)} files of {args.rows:,} rows in {time.perf_counter() - started:.1f} s")
         if args.database_url:
-            ensure_database(args.database_url)
+            fresh_database(args.database_url)
         env = server_env(var_dir, args.database_url)
         env["DJANGO_SETTINGS_MODULE"] = "auditportal.settings.base"
         if args.broker_url:
@@ -299,8 +313,6 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "compileall", "-q", "auditportal"], cwd=REPO, check=True)
         for command in (["migrate", "-v", "0"], ["collectstatic", "--noinput", "-v", "0"]):
             subprocess.run([sys.executable, "manage.py", *command], cwd=REPO, env=env, check=True)
-        if args.database_url:
-            subprocess.run([sys.executable, "manage.py", "flush", "--noinput"], cwd=REPO, env=env, check=True)
         secret = in_child("seeding", _seed_child, env)
         print(f"migrated and seeded in {time.perf_counter() - started:.1f} s")
         port = free_port()
