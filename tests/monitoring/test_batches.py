@@ -269,6 +269,66 @@ def test_late_labels_move_pending_rows_into_labelled_counts_and_judge_again(
     assert Look.objects.filter(deployment=serving).count() == 2
 
 
+def test_a_side_file_that_cannot_be_written_leaves_the_batch_received_and_no_file(
+    serving: Deployment, pipeline: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _post_file(pipeline, _frame(50, label_missing=1.0), "b1", row_key="id").status_code == 202
+    batch = PredictionBatch.objects.get(batch_id="b1")
+    root = Path(settings.DATASET_STORAGE_DIR) / "monitoring-batches"
+    before = set(root.iterdir())
+
+    def full_disk(pending: batchcount.PendingRows, relative: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(batches_service, "_pending_write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        services.batch_count(batch_id=batch.pk)
+    batch.refresh_from_db()
+    assert batch.state == BatchState.RECEIVED
+    assert batch.pending_path == ""
+    assert not Look.objects.filter(batch=batch).exists()
+    assert set(root.iterdir()) == before  # the side file's folder is gone; the batch's file stays for the retry
+    monkeypatch.undo()
+    services.batch_count(batch_id=batch.pk)  # the task's retry
+    batch.refresh_from_db()
+    assert (batch.state, batch.pending_rows) == (BatchState.COUNTED, 50)
+    assert (Path(settings.DATASET_STORAGE_DIR) / batch.pending_path).is_file()
+
+
+def test_two_label_posts_to_one_batch_count_each_row_once(
+    serving: Deployment, pipeline: Client, django_capture_on_commit_callbacks: Any
+) -> None:
+    frame = _frame(400, label_missing=1.0)
+    assert _post_file(pipeline, frame, "b1", row_key="id").status_code == 202
+    batch = PredictionBatch.objects.get(batch_id="b1")
+    services.batch_count(batch_id=batch.pk)
+    rng = np.random.default_rng(9)
+    first, second = frame.copy(), frame.copy()
+    first["label"] = rng.integers(0, 2, 400).astype(float)
+    second["label"] = 1.0 - first["label"]  # rows 200-299 are labelled again, otherwise
+    posts = [first.iloc[:300][["id", "label"]], second.iloc[200:][["id", "label"]]]
+    for index, part in enumerate(posts):
+        response = pipeline.post(
+            URL + "b1/labels/", {"file": _csv(part, f"labels-{index}.csv"), "row_key": "id", "label": "label"}
+        )
+        assert response.status_code == 202, response.content
+    for labels in BatchLabels.objects.filter(batch=batch).order_by("pk"):
+        with django_capture_on_commit_callbacks(execute=True):
+            services.labels_count(labels_id=labels.pk)
+    counted = list(BatchLabels.objects.filter(batch=batch).order_by("pk"))
+    assert [(labels.labelled, labels.unmatched) for labels in counted] == [(300, 0), (100, 100)]
+    batch.refresh_from_db()
+    assert batch.pending_rows == 0
+    assert batch.pending_path == ""
+    total = AttributeCounts.from_json(_counts(batch)["gender"])
+    for labels in counted:
+        total.add(AttributeCounts.from_json(_counts(labels)["gender"]))
+    # The first label of rows 200-299 stands: they were no longer pending when the second came.
+    expected = _naive(pd.concat([first.iloc[:300], second.iloc[300:]]))
+    assert total.unknown == expected.pop("unknown")
+    assert total.groups == expected
+
+
 def test_a_batch_whose_look_confirms_a_breach_suspends_the_model_and_rolls_the_deployment_back(
     deployment: Deployment, approve: Approve, bob: User, pipeline: Client
 ) -> None:
