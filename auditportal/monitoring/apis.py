@@ -550,6 +550,10 @@ def _batch_poster(request: Request, name: str) -> tuple[Deployment, User]:
 
 def batch_as_json(batch: PredictionBatch) -> dict[str, Any]:
     look = selectors.batch_look(batch=batch)
+    if look is not None and batch.counted_at is None:
+        # Counted and judged between the two reads (one transaction wrote both): the answer shows the
+        # batch as its look saw it, never a look beside a batch still without its counts.
+        batch.refresh_from_db()
     return {
         "batch_id": batch.batch_id,
         "url": reverse("api-deployment-batch", kwargs={"name": batch.deployment.name, "batch_id": batch.batch_id}),

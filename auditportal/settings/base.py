@@ -242,8 +242,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
         # How often an idle worker looks for a message (kombu's default is every second, which a
-        # batch waits half of on average before any worker starts on it); a directory listing.
-        "polling_interval": 0.1,
+        # batch waits half of on average before any worker starts on it); a directory listing. Every
+        # 20 ms an idle worker's main process used 0.45% of a core (measured over 20 s; 0.15% at 100 ms).
+        "polling_interval": 0.02,
     }
     for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
