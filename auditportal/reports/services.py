@@ -10,8 +10,9 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
@@ -325,68 +326,38 @@ def report_generate(
     if existing is not None:
         return existing
     certificate = _organisation_current(actor=actor)
-    rendered = rendering.render(context)
-    fields = rendered.fields
-    certified = signing.certify(
-        rendered.pdf,
-        credentials=_credentials(certificate),
-        organisation=certificate.authority.organisation,
-        certification=fields[0],
-        later=fields[1:],
-        font=_stamp_font(),
-    )
-    file_name, sha256 = _store(certified)
-    try:
-        with transaction.atomic():
-            report = Report.objects.create(
-                title=context.title,
-                subject_label=context.subject.label,
-                context_json=context.canonical.decode(),
-                context_sha256=context_sha256,
-                pages=rendered.pages,
-                signatory_count=len(context.signatories),
-                created_by=actor,
-                review_request_id=review_request_id,
-                request_outcome=outcome,
-            )
-            revision = ReportRevision.objects.create(
-                report=report,
-                number=1,
-                kind=RevisionKind.CERTIFIED,
-                field_name=fields[0].name,
-                signer=None,
-                certificate=certificate,
-                sha256=sha256,
-                size_bytes=len(certified),
-                file_name=file_name,
-            )
-            event_record(
-                actor=actor,
-                verb=Verb.REPORT_CREATED,
-                target=report,
-                data={
-                    "title": report.title,
-                    "subject": report.subject_label,
-                    "sha256": revision.sha256,
-                    "context_sha256": context_sha256,
-                    "pages": report.pages,
-                    "documents": [document.sha256 for document in context.documents],
-                    "signatories": [person.key for person in context.signatories],
-                    "certificate": certificate.fingerprint,
-                    "review_request": review_request_id,
-                    "outcome": outcome or None,
-                },
-            )
-    except IntegrityError:
-        # The same context (or request decision) generated at the same moment by another worker:
-        # theirs is the report.
-        _discard(file_name)
+
+    def theirs() -> Report:
+        # The same context (or request decision) generated at the same moment by another worker.
         if review_request_id is not None:
             return Report.objects.get(review_request_id=review_request_id, request_outcome=outcome)
         return Report.objects.get(context_sha256=context_sha256)
-    except BaseException:
-        _discard(file_name)
-        raise
+
+    report, _ = _report_store(
+        rendered=rendering.render(context),
+        certificate=certificate,
+        actor=actor,
+        report_fields={
+            "title": context.title,
+            "subject_label": context.subject.label,
+            "context_json": context.canonical.decode(),
+            "context_sha256": context_sha256,
+            "signatory_count": len(context.signatories),
+            "review_request_id": review_request_id,
+            "request_outcome": outcome,
+        },
+        verb=Verb.REPORT_CREATED,
+        event_data={
+            "title": context.title,
+            "subject": context.subject.label,
+            "context_sha256": context_sha256,
+            "documents": [document.sha256 for document in context.documents],
+            "signatories": [person.key for person in context.signatories],
+            "review_request": review_request_id,
+            "outcome": outcome or None,
+        },
+        theirs=theirs,
+    )
     return report
 
 
@@ -429,7 +400,49 @@ def monitoring_report_generate(
         monitoring_selectors.look_figures(deployment=deployment, start=start, end=end) if with_figures else [],
         looks=[look.seq for look in context.looks],
     )
-    rendered = rendering.render_monitoring(context, figures=drawn)
+    return _report_store(
+        rendered=rendering.render_monitoring(context, figures=drawn),
+        certificate=certificate,
+        actor=actor,
+        report_fields={
+            "title": context.title,
+            "subject_label": context.subject_label,
+            "context_json": context.canonical.decode(),
+            "context_sha256": context.sha256,
+            "signatory_count": 0,
+            "deployment": deployment,
+            "period_start": start,
+            "period_end": end,
+        },
+        verb=Verb.MONITORING_REPORT_CREATED,
+        event_data={
+            "deployment": deployment.name,
+            "from": context.start,
+            "to": context.end,
+            "context_sha256": context.sha256,
+            "batches": len(context.batches),
+            "incidents": [{"id": item.id, "sha256": item.sha256} for item in context.incidents],
+        },
+        # The same period asked for at the same moment by someone else.
+        theirs=lambda: Report.objects.get(deployment=deployment, period_start=start, period_end=end),
+    )
+
+
+def _report_store(
+    *,
+    rendered: rendering.RenderedReport,
+    certificate: SigningCertificate,
+    actor: User | None,
+    report_fields: dict[str, Any],
+    verb: Verb,
+    event_data: dict[str, Any],
+    theirs: Callable[[], Report],
+) -> tuple[Report, bool]:
+    """Certify ``rendered`` with the organisation's ``certificate``, store the file, and write the
+    report, its certified revision and its event (``event_data`` with the file's SHA-256, the pages and
+    the certificate) in one transaction; and whether this call made it. When the database refuses the
+    report as a duplicate (the same report made at the same moment elsewhere) the file is removed and
+    ``theirs()`` is the report; on any other failure the file is removed and the error raised."""
     fields = rendered.fields
     certified = signing.certify(
         rendered.pdf,
@@ -442,18 +455,7 @@ def monitoring_report_generate(
     file_name, sha256 = _store(certified)
     try:
         with transaction.atomic():
-            report = Report.objects.create(
-                title=context.title,
-                subject_label=context.subject_label,
-                context_json=context.canonical.decode(),
-                context_sha256=context.sha256,
-                pages=rendered.pages,
-                signatory_count=0,
-                created_by=actor,
-                deployment=deployment,
-                period_start=start,
-                period_end=end,
-            )
+            report = Report.objects.create(pages=rendered.pages, created_by=actor, **report_fields)
             revision = ReportRevision.objects.create(
                 report=report,
                 number=1,
@@ -467,24 +469,18 @@ def monitoring_report_generate(
             )
             event_record(
                 actor=actor,
-                verb=Verb.MONITORING_REPORT_CREATED,
+                verb=verb,
                 target=report,
                 data={
-                    "deployment": deployment.name,
-                    "from": context.start,
-                    "to": context.end,
+                    **event_data,
                     "sha256": revision.sha256,
-                    "context_sha256": context.sha256,
                     "pages": report.pages,
-                    "batches": len(context.batches),
-                    "incidents": [{"id": item.id, "sha256": item.sha256} for item in context.incidents],
                     "certificate": certificate.fingerprint,
                 },
             )
     except IntegrityError:
-        # The same period asked for at the same moment by someone else: theirs is the report.
         _discard(file_name)
-        return Report.objects.get(deployment=deployment, period_start=start, period_end=end), False
+        return theirs(), False
     except BaseException:
         _discard(file_name)
         raise
