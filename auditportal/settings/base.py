@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "auditportal.audits",
     "auditportal.policies",
     "auditportal.evidence",
+    "auditportal.comparisons",
     "auditportal.approvals",
     "auditportal.monitoring",
     "auditportal.reports",
