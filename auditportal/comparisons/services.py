@@ -12,9 +12,11 @@ from django.db import transaction
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
+from auditportal.audits.services import inline_read_limits, prediction_audit_runs_inline
 from auditportal.comparisons import rules
 from auditportal.comparisons.models import PairedComparison
 from auditportal.datasets.services import dataset_read_limits
+from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.statistics.paired_file import PairedSpec, compare_predictions
@@ -31,13 +33,16 @@ def comparison_create(
     spec: PairedSpec,
     sha256: str | None = None,
     limits: tabular.ReadLimits | None = None,
+    web: bool = False,
 ) -> PairedComparison:
     """Compare the champion's and the challenger's predictions in ``source`` per group and store the
     result; the file itself is not kept, only its SHA-256.
 
     The active fairness policy decides the tolerance and alpha (whatever ``spec`` says), as for a
     prediction audit; the comparison records its version. Raises DatasetError (the file) or
-    PairedInputError (the parameters), both UserErrors naming the field.
+    PairedInputError (the parameters), both UserErrors naming the field. ``web``: in a web request
+    (page or API) the file must be one an audit would run in the request (AUDIT_INLINE_MAX_SIZE,
+    AUDIT_INLINE_MAX_ROWS); larger files are compared with ``manage.py compare_predictions``.
     """
     rules.check_create(user)
     policy = policy_active()
@@ -46,6 +51,13 @@ def comparison_create(
     tabular.check_file_name(original_name)
     if not source.is_file():
         raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    if web:
+        if not prediction_audit_runs_inline(source=source):
+            raise UserError(
+                "the file is too large to compare in a web request; compare it with manage.py compare_predictions",
+                field="file",
+            )
+        limits = limits or inline_read_limits()
     outcome = compare_predictions(
         source,
         spec,
