@@ -21,7 +21,7 @@ from auditportal.fairness.text.sizes import human_size
 from auditportal.lib.rest import DefaultPagination, open_component
 from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
 
-_VERDICT = serializers.ChoiceField(choices=[(v, v.title()) for v in paired.VERDICT_ORDER], allow_null=True)
+_VERDICT = serializers.ChoiceField(choices=paired.VERDICT_CHOICES, allow_null=True)
 
 
 @open_component

@@ -89,6 +89,8 @@ EQUIVALENT: Final = "EQUIVALENT"
 INCONCLUSIVE: Final = "INCONCLUSIVE"
 # From best to worst: a comparison's verdict is its groups' worst.
 VERDICT_ORDER: Final = (BETTER, EQUIVALENT, DIFFERENT, INCONCLUSIVE, WORSE)
+# (value, label) pairs, for choice fields and the API schema's PairedVerdictEnum.
+VERDICT_CHOICES: Final = [(verdict, verdict.title()) for verdict in VERDICT_ORDER]
 EXACT_DISCORDANT_BELOW: Final = 25
 SCHEMA_VERSION: Final = 1
 METHODS: Final = {
