@@ -26,6 +26,7 @@ urlpatterns = [
         experiment_views.trial_validation_freeze,
         name="trial-validation-freeze",
     ),
+    path("comparisons/", include("auditportal.comparisons.urls")),
     path("approvals/", include("auditportal.approvals.urls")),
     # A deployment's monitoring reports are the reports app's (it sits above monitoring), on a page under
     # the deployment's, after its "/-/" (monitoring/names.py).

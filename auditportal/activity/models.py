@@ -94,6 +94,7 @@ class Verb(models.TextChoices):
     ACTIVITY_LOG_HEAD_EXPORTED = "activity_log.head_exported", "activity log's signed head exported"
     ACTIVITY_LOG_VERIFIED = "activity_log.verified", "activity log's hash chain verified"
     DATABASE_APP_ROLE_GRANTED = "database.app_role_granted", "database privileges set for the application role"
+    PAIRED_COMPARISON_CREATED = "paired_comparison.created", "paired comparison of two models created"
 
 
 class Event(models.Model):

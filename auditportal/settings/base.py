@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "auditportal.audits",
     "auditportal.policies",
     "auditportal.evidence",
+    "auditportal.comparisons",
     "auditportal.approvals",
     "auditportal.monitoring",
     "auditportal.reports",
@@ -298,6 +299,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "VerdictEnum": "auditportal.api.schema.VERDICT_CHOICES",
+        "PairedVerdictEnum": "auditportal.fairness.statistics.paired.VERDICT_CHOICES",
         "RequestStateEnum": "auditportal.approvals.models.RequestState",
         "WaiverStateEnum": "auditportal.approvals.models.WaiverState",
         "TrialStateEnum": "auditportal.experiments.models.TrialState",

@@ -44,6 +44,7 @@ from auditportal.reports.services import report_generate
 from tests.api.conftest import Portal, session_of
 from tests.api.schemas import portal_schema, strict_schema
 from tests.audits.conftest import PREDICTIONS_CSV
+from tests.comparisons.conftest import paired_csv_text
 from tests.factories import PASSWORD, client_for, make_user
 
 CHECKS = [
@@ -203,6 +204,24 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     )
     assert set(audit["attributes"]) == {"gender", "age_group", "gender&age_group"}
     assert [d["id"] for d in audit["documents"]] == [verdict_document_of_audit(audit=pat_audit(audit["id"])).pk]
+    # A paired comparison of two models on the same rows, then the list and the one stored.
+    compared = call(
+        "pat",
+        "POST",
+        "/api/v1/comparisons/",
+        201,
+        body={
+            "file": paired_csv_text(rows=300).encode(),
+            "label": "label",
+            "champion": "model_a",
+            "challenger": "model_b",
+            "attributes": ["gender"],
+        },
+        media_type="multipart/form-data",
+    )
+    assert compared["champion"]["column"] == "model_a"
+    call("pat", "GET", "/api/v1/comparisons/", 200)
+    call("pat", "GET", "/api/v1/comparisons/{comparison_id}/", 200, path_parameters={"comparison_id": compared["id"]})
     # A file over AUDIT_INLINE_MAX_SIZE: 202, and its status until a worker audits it.
     settings.AUDIT_INLINE_MAX_BYTES = 100
     queued = call(

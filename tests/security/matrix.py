@@ -126,6 +126,11 @@ audits:prediction-retire           POST reason    login  404    403    403    30
 # A large file's audit while a worker has it: its uploader's alone (404 to everyone else).
 audits:prediction-queued           GET  -         login  404    404    404    200    404    404    404    404    404
 audits:prediction-queued-status    GET  -         login  404    404    404    200    404    404    404    404    404
+# Paired comparisons: every member reads them (as audits); ML engineers and reviewers make them.
+comparisons:list                   GET  -         login  200    200    200    200    200    200    200    200    200
+comparisons:new                    GET  -         login  403    403    403    200    200    200    403    403    403
+comparisons:new                    POST -         login  403    403    403    200    200    200    403    403    403
+comparisons:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
 policies:page                      GET  -         login  403    200    200    200    200    200    200    200    403
 policies:page                      POST -         login  403    403    403    403    403    403    403    200    403
 # A proposal to loosen the policy (another administrator's): any other administrator confirms or withdraws it.
@@ -208,6 +213,9 @@ api-prediction-audit-list          POST -         401    403    403    403    41
 api-prediction-audit               GET  -         401    404    200    200    200    200    200    200    200    404
 api-prediction-audit-retire        GET  -         401    405    405    405    405    405    405    405    405    405
 api-prediction-audit-retire        POST reason    401    404    403    403    200    403    200    403    200    404
+api-comparison-list                GET  -         401    200    200    200    200    200    200    200    200    200
+api-comparison-list                POST -         401    403    403    403    415    415    415    403    403    403
+api-comparison                     GET  -         401    404    200    200    200    200    200    200    200    404
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
 api-policy                         GET  -         401    403    200    200    200    200    200    200    200    403
 api-policy                         POST -         401    403    403    403    403    403    403    403    400    403

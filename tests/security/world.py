@@ -18,12 +18,14 @@ from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit
+from auditportal.comparisons import services as comparison_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion, StagedUpload
 from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.documents.findings import FAIL
+from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import Deployment, Incident, WebhookDelivery
 from auditportal.outbox.models import OutboxMessage
@@ -31,6 +33,7 @@ from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
 from tests.approvals.conftest import approved, in_review, keys, trial_document, vote
+from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV
 from tests.evidence.helpers import UNFAIR
 from tests.factories import PASSWORD, DatasetVersionFactory, PredictionAuditFactory, make_user
@@ -157,6 +160,14 @@ def build_world(runs: Path, scratch: Path) -> World:
     experiment.save(update_fields=["name"])
     audit = PredictionAuditFactory.create(created_by=users["eng"], original_name=NAMES["audit"])
     other_audit = PredictionAuditFactory.create(created_by=users["eng2"])
+    paired_file = scratch / "matrix-paired.csv"
+    paired_file.write_text(paired_csv_text(rows=200), encoding="utf-8")
+    comparison = comparison_services.comparison_create(
+        user=users["eng"],
+        source=paired_file,
+        original_name="matrix-paired.csv",
+        spec=PairedSpec.from_input(label="label", attributes="gender", champion="model_a", challenger="model_b"),
+    )
     # A large file's audit a worker has not taken yet: its uploader's alone.
     queued = QueuedPredictionAudit.objects.create(
         owner=users["eng"],
@@ -280,6 +291,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         "experiment_id": trial.experiment_id,
         "trial_id": trial.pk,
         "audit_id": audit.pk,
+        "comparison_id": comparison.pk,
         "document_id": document.pk,
         "request_id": request.pk,
         "waiver_id": waiver.pk,

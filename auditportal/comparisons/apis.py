@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from auditportal.accounts.permissions import request_user
+from auditportal.comparisons import rules, selectors, services
+from auditportal.comparisons.models import PairedComparison
+from auditportal.fairness.statistics import paired, stats
+from auditportal.fairness.statistics.paired_file import PairedSpec
+from auditportal.fairness.text.sizes import human_size
+from auditportal.lib.rest import DefaultPagination, open_component
+from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
+
+_VERDICT = serializers.ChoiceField(choices=paired.VERDICT_CHOICES, allow_null=True)
+
+
+@open_component
+class _ModelSerializer(serializers.Serializer[Any]):
+    column = serializers.CharField()
+    threshold = serializers.FloatField(allow_null=True)
+
+
+@open_component
+class _PairedAttributeSerializer(serializers.Serializer[Any]):
+    groups = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    unknown = serializers.IntegerField()
+    metrics = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="per metric (tpr, fpr, fnr, selection_rate, accuracy): its name, direction, denominator and, "
+        "per group, each model's rate with its interval, the paired table, the difference B - A with its "
+        "interval and level, McNemar's p-value (raw and Holm-adjusted), the verdict and the rows needed",
+    )
+    verdicts = serializers.DictField(child=_VERDICT, help_text="per group: the verdict over the metrics")
+    verdict = _VERDICT
+
+
+@open_component
+class _PairedDocumentSerializer(serializers.Serializer[Any]):
+    """A stored paired comparison: champion (A) against challenger (B) on the same rows (docs/comparisons.md)."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField()
+    schema_version = serializers.IntegerField()
+    file = serializers.DictField()
+    rows = serializers.IntegerField()
+    champion = _ModelSerializer()
+    challenger = _ModelSerializer()
+    output = serializers.ChoiceField(choices=["prediction", "score"])
+    agreement = serializers.FloatField(allow_null=True, help_text="the share of rows where A and B agree")
+    tolerance = serializers.FloatField()
+    alpha = serializers.FloatField()
+    power = serializers.FloatField()
+    metrics = serializers.ListField(child=serializers.CharField())
+    methods = serializers.DictField(child=serializers.CharField())
+    policy = serializers.DictField(required=False)
+    verdict = _VERDICT
+    attributes = serializers.DictField(child=_PairedAttributeSerializer(), help_text="keyed by the attribute")
+
+
+def _document(comparison: PairedComparison) -> dict[str, Any]:
+    return {
+        "id": comparison.pk,
+        "created_at": comparison.created_at.isoformat(),
+        "created_by": comparison.created_by.username,
+        **comparison.result,
+    }
+
+
+@accepts_uploads(rules.can_create, who="an ML engineer or a reviewer")
+class ComparisonListCreateApi(APIView):
+    """GET: the paired comparisons this account may see. POST: compare two models' predictions in an
+    uploaded file (``multipart/form-data``; ML engineers and reviewers); the policy sets tolerance and alpha."""
+
+    parser_classes = [MultiPartParser, FormParser]
+    pagination_class = DefaultPagination
+
+    class InputSerializer(serializers.Serializer[Any]):
+        file = serializers.FileField(allow_empty_file=True)
+        label = serializers.CharField()  # type: ignore[assignment]  # a field, not Field.label
+        positive = serializers.CharField(default="1")
+        champion = serializers.CharField(allow_blank=True, help_text="the model in production (A): its column")
+        challenger = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="the model that would replace it (B)"
+        )
+        output = serializers.ChoiceField(choices=["prediction", "score"], default="prediction")
+        champion_threshold = serializers.FloatField(required=False, allow_null=True, default=None)
+        challenger_threshold = serializers.FloatField(required=False, allow_null=True, default=None)
+        attributes = serializers.ListField(child=serializers.CharField(), allow_empty=False)
+        metrics = serializers.ListField(
+            child=serializers.ChoiceField(choices=paired.METRICS), required=False, default=list(paired.METRICS)
+        )
+        unknown_tokens = serializers.ListField(
+            child=serializers.CharField(allow_blank=True), required=False, allow_empty=True
+        )
+        power = serializers.FloatField(default=stats.DEFAULT_POWER)
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        id = serializers.IntegerField()
+        original_name = serializers.CharField()
+        sha256 = serializers.CharField()
+        num_rows = serializers.IntegerField()
+        champion = serializers.CharField()
+        challenger = serializers.CharField()
+        verdict = serializers.CharField(allow_blank=True, help_text="the worst group's verdict; blank: none")
+        created_by = serializers.CharField(source="created_by.username")
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        user = request_user(request)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(selectors.comparison_list(user=user), request, view=self) or []
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={201: _PairedDocumentSerializer})
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_create(user)
+        serializer = self.InputSerializer(data=request.data)
+        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
+        if rejected:
+            item = rejected[0]
+            raise exceptions.ValidationError(
+                {
+                    "file": [
+                        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
+                        "(DATASET_MAX_UPLOAD_SIZE); nothing was stored."
+                    ]
+                }
+            )
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        spec = PairedSpec.from_input(
+            label=data["label"],
+            positive=data["positive"],
+            attributes=data["attributes"],
+            champion=data["champion"],
+            challenger=data["challenger"],
+            output=data["output"],
+            champion_threshold=data["champion_threshold"],
+            challenger_threshold=data["challenger_threshold"],
+            unknown_tokens=data.get("unknown_tokens"),
+            power=data["power"],
+            metrics=data["metrics"],
+        )
+        spec = dataclasses.replace(spec, max_groups=settings.DATASET_MAX_GROUPS)
+        uploaded = data["file"]
+        comparison = services.comparison_create(
+            user=user,
+            source=Path(uploaded.temporary_file_path()),
+            original_name=uploaded.name,
+            spec=spec,
+            sha256=received_sha256(uploaded),
+            web=True,
+        )
+        return Response(_document(comparison), status=201)
+
+
+class ComparisonDetailApi(APIView):
+    @extend_schema(responses=_PairedDocumentSerializer)
+    def get(self, request: Request, comparison_id: int) -> Response:
+        comparison = selectors.comparison_get(user=request_user(request), comparison_id=comparison_id)
+        return Response(_document(comparison))

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from auditportal.policies.models import FairnessPolicy
+
+
+class PairedComparison(models.Model):
+    """Two models' predictions on the same rows, compared per group (docs/comparisons.md).
+
+    Immutable, like a prediction audit: the file is not kept, only its SHA-256, the names of the two
+    models (their columns), the parameters as given and the result (fairness/statistics/paired).
+    """
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    original_name = models.CharField(max_length=255)
+    file_format = models.CharField(max_length=16)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    num_rows = models.BigIntegerField()
+    # The model in production (A) and the one that would replace it (B).
+    champion = models.CharField(max_length=255)
+    challenger = models.CharField(max_length=255)
+    parameters = models.JSONField(default=dict)
+    result = models.JSONField(default=dict)
+    # Worst per-group verdict over the comparison (better / equivalent / inconclusive / worse).
+    verdict = models.CharField(max_length=16, blank=True)
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="comparisons_paired_rows_positive"),
+            models.CheckConstraint(
+                condition=~models.Q(champion=models.F("challenger")), name="comparisons_paired_two_models"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Paired comparison #{self.pk}: {self.challenger} against {self.champion}"

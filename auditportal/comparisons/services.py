@@ -1,0 +1,100 @@
+"""Writes of the comparisons app: a paired comparison of two models on the same rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from auditportal.accounts.models import User
+from auditportal.activity.models import Verb
+from auditportal.activity.services import event_record
+from auditportal.audits.services import inline_read_limits, prediction_audit_runs_inline
+from auditportal.comparisons import rules
+from auditportal.comparisons.models import PairedComparison
+from auditportal.datasets.services import dataset_read_limits
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.files import tabular
+from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics.paired_file import PairedSpec, compare_predictions
+from auditportal.policies.selectors import policy_active
+
+logger = logging.getLogger(__name__)
+
+
+def comparison_create(
+    *,
+    user: User,
+    source: Path,
+    original_name: str,
+    spec: PairedSpec,
+    sha256: str | None = None,
+    limits: tabular.ReadLimits | None = None,
+    web: bool = False,
+) -> PairedComparison:
+    """Compare the champion's and the challenger's predictions in ``source`` per group and store the
+    result; the file itself is not kept, only its SHA-256.
+
+    The active fairness policy decides the tolerance and alpha (whatever ``spec`` says), as for a
+    prediction audit; the comparison records its version. Raises DatasetError (the file) or
+    PairedInputError (the parameters), both UserErrors naming the field. ``web``: in a web request
+    (page or API) the file must be one an audit would run in the request (AUDIT_INLINE_MAX_SIZE,
+    AUDIT_INLINE_MAX_ROWS); larger files are compared with ``manage.py compare_predictions``.
+    """
+    rules.check_create(user)
+    policy = policy_active()
+    spec = dataclasses.replace(spec, tolerance=policy.tolerance, alpha=policy.alpha)
+    spec.check()
+    tabular.check_file_name(original_name)
+    if not source.is_file():
+        raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    if web:
+        if not prediction_audit_runs_inline(source=source):
+            raise UserError(
+                "the file is too large to compare in a web request; compare it with manage.py compare_predictions",
+                field="file",
+            )
+        limits = limits or inline_read_limits()
+    outcome = compare_predictions(
+        source,
+        spec,
+        display_name=original_name,
+        max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+        sha256=sha256,
+        policy=policy.as_document(),
+        limits=limits or dataset_read_limits(),
+    )
+    with transaction.atomic():
+        comparison = PairedComparison.objects.create(
+            created_by=user,
+            original_name=original_name,
+            file_format=outcome.file_format,
+            sha256=outcome.sha256,
+            size_bytes=outcome.size_bytes,
+            num_rows=outcome.num_rows,
+            champion=spec.champion,
+            challenger=spec.challenger,
+            parameters=spec.parameters(),
+            result=outcome.document,
+            verdict=outcome.document["verdict"] or "",
+            policy=policy,
+        )
+        event_record(
+            actor=user,
+            verb=Verb.PAIRED_COMPARISON_CREATED,
+            target=comparison,
+            data={
+                "file": original_name,
+                "sha256": outcome.sha256,
+                "rows": outcome.num_rows,
+                "champion": spec.champion,
+                "challenger": spec.challenger,
+                "verdict": outcome.document["verdict"],
+                "policy": policy.version,
+            },
+        )
+    logger.info("%s: %d rows, verdict %s", comparison, comparison.num_rows, comparison.verdict or "none")
+    return comparison
