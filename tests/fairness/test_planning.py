@@ -12,6 +12,7 @@ from statsmodels.stats.proportion import proportion_effectsize, proportions_ztes
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.statistics import planning
+from auditportal.fairness.statistics.distributions import normal_quantile
 from auditportal.fairness.statistics.planning import GroupInput, plan_ab_test
 
 
@@ -132,7 +133,7 @@ def test_a_seeded_simulation_realises_the_planned_power(unit: str) -> None:
 
     success_a, units_a = arm(plan.rows_a, [group.rate for group in plan.groups])
     success_b, units_b = arm(plan.rows_b, [group.challenger_rate for group in plan.groups])
-    z_level = float(planning.normal_quantile(1 - plan.level / 2))
+    z_level = float(normal_quantile(1 - plan.level / 2))
     arcsine = (2 * np.arcsin(np.sqrt(success_b / units_b)) - 2 * np.arcsin(np.sqrt(success_a / units_a))) / np.sqrt(
         1 / units_a + 1 / units_b
     )
