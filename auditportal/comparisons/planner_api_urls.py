@@ -6,5 +6,5 @@ from auditportal.comparisons import planner_apis
 
 # Mounted under /api/v1/ by auditportal/api/urls.py.
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("comparisons/plan/", planner_apis.PlanApi.as_view(), name="api-comparisons-plan"),
+    path("comparisons/plan/", planner_apis.ComparisonPlanApi.as_view(), name="api-comparisons-plan"),
 ]

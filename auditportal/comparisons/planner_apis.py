@@ -50,7 +50,7 @@ def plan_as_json(plan: planning.Plan) -> dict[str, Any]:
     }
 
 
-class _GroupInputSerializer(serializers.Serializer[Any]):
+class _PlanGroupInputSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(max_length=200)
     share = serializers.FloatField(help_text="the group's share of all rows; the shares sum to 1")
     rate = serializers.FloatField(help_text="the champion's rate of the compared metric in the group, in (0, 1)")
@@ -61,7 +61,7 @@ class _GroupInputSerializer(serializers.Serializer[Any]):
     )
 
 
-class _GroupPlanSerializer(serializers.Serializer[Any]):
+class _PlanGroupSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     share = serializers.FloatField()
     rate = serializers.FloatField()
@@ -74,17 +74,17 @@ class _GroupPlanSerializer(serializers.Serializer[Any]):
     deciding = serializers.BooleanField(help_text="whether this group sets the size")
 
 
-class _CurvePointSerializer(serializers.Serializer[Any]):
+class _PlanCurvePointSerializer(serializers.Serializer[Any]):
     total = serializers.IntegerField(help_text="predictions in both arms")
     power = serializers.ListField(child=serializers.FloatField(), help_text="one per group, in the groups' order")
 
 
-class PlanApi(APIView):
+class ComparisonPlanApi(APIView):
     """How many predictions each arm of a live A/B test needs so that every group's comparison of the
     champion (A) with the challenger (B) reaches the power (members; nothing is stored)."""
 
     class InputSerializer(serializers.Serializer[Any]):
-        groups = serializers.ListField(child=_GroupInputSerializer(), max_length=planning.MAX_GROUPS)
+        groups = serializers.ListField(child=_PlanGroupInputSerializer(), max_length=planning.MAX_GROUPS)
         difference = serializers.FloatField(help_text="the smallest absolute difference of rates that matters")
         alpha = serializers.FloatField(
             required=False, help_text="familywise over the groups (Bonferroni); default: the active policy's alpha"
@@ -94,7 +94,7 @@ class PlanApi(APIView):
         unit = serializers.ChoiceField(choices=list(planning.UNITS), required=False, default="rows")
 
     class OutputSerializer(serializers.Serializer[Any]):
-        groups = _GroupPlanSerializer(many=True)
+        groups = _PlanGroupSerializer(many=True)
         deciding = serializers.CharField(help_text="the group that sets the size")
         champion = serializers.IntegerField(help_text="predictions arm A (champion) needs")
         challenger = serializers.IntegerField(help_text="predictions arm B (challenger) needs")
@@ -107,7 +107,7 @@ class PlanApi(APIView):
         ratio = serializers.FloatField()
         method = serializers.CharField()
         family = serializers.CharField()
-        curve = _CurvePointSerializer(many=True)
+        curve = _PlanCurvePointSerializer(many=True)
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request: Request) -> Response:

@@ -181,3 +181,16 @@ def test_the_api_refuses_a_malformed_body_naming_the_field(bob: User, body: dict
     response = _post(bob, body)
     assert response.status_code == 400
     assert field in response.json()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1e400", "\x00", "x" * 300, "1" * 400, ""])
+@pytest.mark.parametrize("field", ["difference", "alpha", "power", "ratio", "unit", "group-0-name", "group-0-share"])
+def test_the_page_answers_bad_values_with_a_form_error_never_a_server_error(bob: User, field: str, value: str) -> None:
+    query = _page_query([("a", "0.5", "0.5", ""), ("b", "0.5", "0.4", "")], **{field: value})
+    response = client_for(bob).get(reverse("planner:page"), query)
+    if field == "group-0-name" and value in {"nan", "inf", "-1e400", "1" * 400}:
+        # Names, not numbers: plain names, but "1" * 400 is longer than a name may be.
+        assert response.status_code == (400 if len(value) > 200 else 200)
+        return
+    assert response.status_code == 400
+    assert b'id="plan-result"' not in response.content
