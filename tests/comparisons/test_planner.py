@@ -14,7 +14,8 @@ from statsmodels.stats.proportion import proportion_effectsize
 
 from auditportal.accounts.models import User
 from auditportal.comparisons.planner_forms import ROWS
-from tests.factories import client_for
+from auditportal.fairness.files.tabular import DatasetSpec
+from tests.factories import DatasetVersionFactory, client_for
 
 HOSTILE = '<script>alert("x")</script>'
 
@@ -194,3 +195,24 @@ def test_the_page_answers_bad_values_with_a_form_error_never_a_server_error(bob:
         return
     assert response.status_code == 400
     assert b'id="plan-result"' not in response.content
+
+
+@pytest.mark.usefixtures("dataset_storage")
+def test_a_dataset_versions_groups_prefill_names_shares_and_positive_rates(bob: User) -> None:
+    version = DatasetVersionFactory(
+        content="approved,gender\n1,F\n0,F\n1,F\n0,F\n1,M\n1,M\n0,M\n1,M\n1,unknown\n",
+        spec=DatasetSpec(label="approved", positive="1", attributes=("gender",), unknown_tokens=("unknown",)),
+    )
+    response = client_for(bob).get(reverse("planner:page"), {"version": version.pk, "attribute": "gender"})
+    assert response.status_code == 200
+    initial = [form.initial for form in response.context["formset"].forms if form.initial]
+    assert initial == [
+        {"name": "F", "share": 0.5, "prevalence": 0.5},
+        {"name": "M", "share": 0.5, "prevalence": 0.75},
+    ]
+    assert b'id="plan-prefill"' in response.content
+
+
+def test_a_dataset_version_the_user_cannot_see_or_a_bad_id_is_a_404(bob: User) -> None:
+    assert client_for(bob).get(reverse("planner:page"), {"version": "99999"}).status_code == 404
+    assert client_for(bob).get(reverse("planner:page"), {"version": "x1"}).status_code == 404
