@@ -199,7 +199,7 @@ def test_the_page_answers_bad_values_with_a_form_error_never_a_server_error(bob:
 
 @pytest.mark.usefixtures("dataset_storage")
 def test_a_dataset_versions_groups_prefill_names_shares_and_positive_rates(bob: User) -> None:
-    version = DatasetVersionFactory(
+    version = DatasetVersionFactory.create(
         content="approved,gender\n1,F\n0,F\n1,F\n0,F\n1,M\n1,M\n0,M\n1,M\n1,unknown\n",
         spec=DatasetSpec(label="approved", positive="1", attributes=("gender",), unknown_tokens=("unknown",)),
     )
