@@ -203,7 +203,7 @@ def test_a_dataset_versions_groups_prefill_names_shares_and_positive_rates(bob: 
         content="approved,gender\n1,F\n0,F\n1,F\n0,F\n1,M\n1,M\n0,M\n1,M\n1,unknown\n",
         spec=DatasetSpec(label="approved", positive="1", attributes=("gender",), unknown_tokens=("unknown",)),
     )
-    response = client_for(bob).get(reverse("planner:page"), {"version": version.pk, "attribute": "gender"})
+    response = client_for(bob).get(reverse("planner:page"), {"version": str(version.pk), "attribute": "gender"})
     assert response.status_code == 200
     initial = [form.initial for form in response.context["formset"].forms if form.initial]
     assert initial == [
