@@ -22,4 +22,5 @@ urlpatterns = [
     path("", include("auditportal.approvals.api_urls")),
     path("", include("auditportal.monitoring.api_urls")),
     path("", include("auditportal.reports.api_urls")),
+    path("", include("auditportal.comparisons.planner_api_urls")),
 ]

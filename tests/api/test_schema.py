@@ -257,6 +257,32 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
             200,
             path_parameters={"proposal_id": proposal["id"]},
         )
+    # The A/B test planner stores nothing: a plan, and a refusal naming the field.
+    plan = call(
+        "pat",
+        "POST",
+        "/api/v1/comparisons/plan/",
+        200,
+        body={
+            "groups": [
+                {"name": "a", "share": 0.6, "rate": 0.8, "prevalence": 0.3},
+                {"name": "b", "share": 0.4, "rate": 0.7, "prevalence": 0.2},
+            ],
+            "difference": 0.05,
+            "unit": "positives",
+        },
+        media_type="application/json",
+    )
+    assert plan["deciding"] in {"a", "b"}
+    refused = call(
+        "pat",
+        "POST",
+        "/api/v1/comparisons/plan/",
+        400,
+        body={"groups": [{"name": "a", "share": 0.5, "rate": 0.5}], "difference": 0.05},
+        media_type="application/json",
+    )
+    assert refused["field"] == "groups"
     verified = call(
         "pat",
         "POST",

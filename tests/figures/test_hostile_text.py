@@ -19,10 +19,12 @@ import numpy as np
 import pytest
 
 from auditportal.fairness.figures import audit, dataset, experiment
+from auditportal.fairness.figures.planning import power_curve_figure
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.figures.text import plain
 from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.statistics import judge
+from auditportal.fairness.statistics.planning import GroupInput, plan_ab_test
 
 LINK = '<a href="http://evil.example/">click</a>'
 STYLE = '<span style="background:url(http://127.0.0.1:9/x)">y</span>'
@@ -243,6 +245,7 @@ def test_every_figure_module_is_fed_hostile_names_here() -> None:
         "audit": {"forest_plot", "audit_forest_plot", "verdict_document_forest_plot"},
         "dataset": {"group_summary_figure"},
         "monitoring": {"rate_figure", "gap_figure", "drift_figure"},
+        "planning": {"power_curve_figure"},
     }
     for module in pkgutil.iter_modules(package.__path__):
         loaded = __import__(f"{package.__name__}.{module.name}", fromlist=["_"])
@@ -254,3 +257,13 @@ def test_every_figure_module_is_fed_hostile_names_here() -> None:
             and "Figure" in str(inspect.signature(function).return_annotation)
         }
         assert builders <= tested.get(module.name, set()), f"{module.name}: {builders - tested.get(module.name, set())}"
+
+
+def test_the_planners_power_curve_shows_group_names_as_text() -> None:
+    plan = plan_ab_test(
+        groups=[GroupInput(name, 0.25, 0.3 + 0.1 * at) for at, name in enumerate(HOSTILE)],
+        difference=0.05,
+        alpha=0.05,
+        power=0.8,
+    )
+    assert_names_are_text(power_curve_figure(plan))

@@ -138,6 +138,8 @@ policies:proposal-confirm          GET  -         login  405    405    405    40
 policies:proposal-confirm          POST -         login  403    403    403    403    403    403    403    302    403
 policies:proposal-withdraw         GET  -         login  405    405    405    405    405    405    405    405    405
 policies:proposal-withdraw         POST -         login  403    403    403    403    403    403    403    302    403
+# The A/B test planner stores nothing: every member plans (a GET form).
+planner:page                       GET  -         login  403    200    200    200    200    200    200    200    403
 evidence:document                  GET  -         login  404    200    200    200    200    200    200    200    404
 evidence:canonical                 GET  -         login  404    200    200    200    200    200    200    200    404
 # Freezing a trial's validation: ML engineers and reviewers.
@@ -224,6 +226,8 @@ api-policy-proposal-confirm        GET  -         401    405    405    405    40
 api-policy-proposal-confirm        POST -         401    403    403    403    403    403    403    403    200    403
 api-policy-proposal-withdraw       GET  -         401    405    405    405    405    405    405    405    405    405
 api-policy-proposal-withdraw       POST -         401    403    403    403    403    403    403    403    200    403
+api-comparisons-plan               GET  -         401    405    405    405    405    405    405    405    405    405
+api-comparisons-plan               POST -         401    403    400    400    400    400    400    400    400    403
 # The documents' list: an account without a role (and the superuser) gets an empty list, as for audits.
 api-verdict-document-list          GET  -         401    200    200    200    200    200    200    200    200    200
 api-verdict-document               GET  -         401    404    200    200    200    200    200    200    200    404

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import URLPattern, URLResolver, path
+
+from auditportal.comparisons import planner_apis
+
+# Mounted under /api/v1/ by auditportal/api/urls.py.
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("comparisons/plan/", planner_apis.ComparisonPlanApi.as_view(), name="api-comparisons-plan"),
+]
