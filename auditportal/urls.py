@@ -18,7 +18,6 @@ urlpatterns = [
     path("experiments/", include("auditportal.experiments.urls")),
     path("audits/", include("auditportal.audits.urls")),
     path("policy/", include("auditportal.policies.urls")),
-    path("comparisons/", include("auditportal.comparisons.planner_urls")),
     path("documents/", include("auditportal.evidence.urls")),
     # Freezing a trial's validation is the experiments app's (it reads the trial's metrics and builds the
     # document; evidence, below it, stores it), at the path under the documents where it always was.

@@ -22,5 +22,4 @@ urlpatterns = [
     path("", include("auditportal.approvals.api_urls")),
     path("", include("auditportal.monitoring.api_urls")),
     path("", include("auditportal.reports.api_urls")),
-    path("", include("auditportal.comparisons.planner_api_urls")),
 ]

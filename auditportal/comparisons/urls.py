@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from auditportal.comparisons import views
+from auditportal.comparisons import planner_views, views
 
 app_name = "comparisons"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.comparison_list, name="list"),
     path("new/", views.comparison_new, name="new"),
+    path("plan/", planner_views.planner_page, name="planner"),
     path("<int:comparison_id>/", views.comparison_detail, name="detail"),
 ]

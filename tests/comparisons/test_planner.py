@@ -61,7 +61,7 @@ def _post(user: User, body: Any) -> Any:
 
 
 def test_the_page_without_a_question_shows_the_form_with_the_policys_alpha(bob: User) -> None:
-    response = client_for(bob).get(reverse("planner:page"))
+    response = client_for(bob).get(reverse("comparisons:planner"))
     assert response.status_code == 200
     assert b'id="plan-form"' in response.content
     assert b'id="plan-result"' not in response.content
@@ -70,7 +70,7 @@ def test_the_page_without_a_question_shows_the_form_with_the_policys_alpha(bob: 
 
 def test_the_page_plans_and_names_the_group_that_sets_the_size(bob: User) -> None:
     query = _page_query([("big", "0.8", "0.5", ""), (HOSTILE, "0.2", "0.5", "")])
-    response = client_for(bob).get(reverse("planner:page"), query)
+    response = client_for(bob).get(reverse("comparisons:planner"), query)
     assert response.status_code == 200
     body = response.content.decode()
     units = NormalIndPower().solve_power(
@@ -100,7 +100,7 @@ def test_the_page_plans_and_names_the_group_that_sets_the_size(bob: User) -> Non
 def test_the_page_shows_a_refusal_on_the_field_at_fault(
     bob: User, groups: list[tuple[str, str, str, str]], changes: dict[str, str], where: str, message: str
 ) -> None:
-    response = client_for(bob).get(reverse("planner:page"), _page_query(groups, **changes))
+    response = client_for(bob).get(reverse("comparisons:planner"), _page_query(groups, **changes))
     assert response.status_code == 400
     body = response.content.decode()
     assert message in body
@@ -115,7 +115,7 @@ def test_the_page_shows_a_refusal_on_the_field_at_fault(
 
 
 def test_an_account_without_a_role_may_not_plan(oscar: User) -> None:
-    assert client_for(oscar).get(reverse("planner:page")).status_code == 403
+    assert client_for(oscar).get(reverse("comparisons:planner")).status_code == 403
     assert _post(oscar, _api_body()).status_code == 403
 
 
@@ -188,7 +188,7 @@ def test_the_api_refuses_a_malformed_body_naming_the_field(bob: User, body: dict
 @pytest.mark.parametrize("field", ["difference", "alpha", "power", "ratio", "unit", "group-0-name", "group-0-share"])
 def test_the_page_answers_bad_values_with_a_form_error_never_a_server_error(bob: User, field: str, value: str) -> None:
     query = _page_query([("a", "0.5", "0.5", ""), ("b", "0.5", "0.4", "")], **{field: value})
-    response = client_for(bob).get(reverse("planner:page"), query)
+    response = client_for(bob).get(reverse("comparisons:planner"), query)
     if field == "group-0-name" and value in {"nan", "inf", "-1e400", "1" * 400}:
         # Names, not numbers: plain names, but "1" * 400 is longer than a name may be.
         assert response.status_code == (400 if len(value) > 200 else 200)
@@ -203,7 +203,7 @@ def test_a_dataset_versions_groups_prefill_names_shares_and_positive_rates(bob: 
         content="approved,gender\n1,F\n0,F\n1,F\n0,F\n1,M\n1,M\n0,M\n1,M\n1,unknown\n",
         spec=DatasetSpec(label="approved", positive="1", attributes=("gender",), unknown_tokens=("unknown",)),
     )
-    response = client_for(bob).get(reverse("planner:page"), {"version": str(version.pk), "attribute": "gender"})
+    response = client_for(bob).get(reverse("comparisons:planner"), {"version": str(version.pk), "attribute": "gender"})
     assert response.status_code == 200
     initial = [form.initial for form in response.context["formset"].forms if form.initial]
     assert initial == [
@@ -214,5 +214,5 @@ def test_a_dataset_versions_groups_prefill_names_shares_and_positive_rates(bob: 
 
 
 def test_a_dataset_version_the_user_cannot_see_or_a_bad_id_is_a_404(bob: User) -> None:
-    assert client_for(bob).get(reverse("planner:page"), {"version": "99999"}).status_code == 404
-    assert client_for(bob).get(reverse("planner:page"), {"version": "x1"}).status_code == 404
+    assert client_for(bob).get(reverse("comparisons:planner"), {"version": "99999"}).status_code == 404
+    assert client_for(bob).get(reverse("comparisons:planner"), {"version": "x1"}).status_code == 404

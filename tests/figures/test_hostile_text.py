@@ -233,6 +233,19 @@ def test_the_monitoring_figures_show_group_names_as_text() -> None:
     assert_names_are_text(monitoring.drift_figure(shares, title="t"), shortened)
 
 
+def test_the_paired_forest_plot_shows_group_names_as_text() -> None:
+    from auditportal.fairness.figures.paired import paired_forest_plot
+    from auditportal.fairness.statistics.paired import compare, joint_cells
+
+    rng = np.random.default_rng(7)
+    rows = 4000
+    groups = rng.integers(0, len(HOSTILE), rows)
+    label, a, b = (rng.integers(0, 2, rows) for _ in range(3))
+    cells = joint_cells(label, a, b, groups, len(HOSTILE))
+    document = compare({LINK: (list(HOSTILE), cells, 0)}, tolerance=0.05, alpha=0.05)
+    assert_names_are_text(paired_forest_plot(document))
+
+
 def test_every_figure_module_is_fed_hostile_names_here() -> None:
     """A new figure module (or builder) is added to this file, or this test says so."""
     import inspect
@@ -246,6 +259,7 @@ def test_every_figure_module_is_fed_hostile_names_here() -> None:
         "dataset": {"group_summary_figure"},
         "monitoring": {"rate_figure", "gap_figure", "drift_figure"},
         "planning": {"power_curve_figure"},
+        "paired": {"paired_forest_plot"},
     }
     for module in pkgutil.iter_modules(package.__path__):
         loaded = __import__(f"{package.__name__}.{module.name}", fromlist=["_"])

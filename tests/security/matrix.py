@@ -139,7 +139,7 @@ policies:proposal-confirm          POST -         login  403    403    403    40
 policies:proposal-withdraw         GET  -         login  405    405    405    405    405    405    405    405    405
 policies:proposal-withdraw         POST -         login  403    403    403    403    403    403    403    302    403
 # The A/B test planner stores nothing: every member plans (a GET form).
-planner:page                       GET  -         login  403    200    200    200    200    200    200    200    403
+comparisons:planner                GET  -         login  403    200    200    200    200    200    200    200    403
 evidence:document                  GET  -         login  404    200    200    200    200    200    200    200    404
 evidence:canonical                 GET  -         login  404    200    200    200    200    200    200    200    404
 # Freezing a trial's validation: ML engineers and reviewers.
