@@ -7,13 +7,20 @@ machine with Docker.
 
 from __future__ import annotations
 
+import ast
+import http.server
 import re
+import shutil
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from auditportal.experiments import configs
 from tests.stubs.expconf import config_errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,3 +155,192 @@ def test_the_readme_and_the_cluster_page_document_the_manual_check() -> None:
     assert "docker compose --profile determined up -d" in page
     assert "launch_experiment" in page
     assert "docs/determined-cluster.md" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+# -- start order: the master's health, the agent's restarts, DET_MASTER_HOST ---------------------
+
+
+def _compose_text() -> str:
+    """docker-compose.yml without its comment lines."""
+    text = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _shell(script: str) -> str:
+    """A compose command string as the shell sees it (Compose turns `$$` into `$`)."""
+    return script.replace("$$", "$")
+
+
+def test_the_agent_starts_once_the_master_answers_info_and_is_restarted(services: dict[str, Any]) -> None:
+    # agent/internal/agent.go (0.38): run() returns "initial connection to master failed" and the
+    # agent exits; a fresh master migrates its database before it serves HTTP.
+    master, agent = services["determined-master"], services["determined-agent"]
+    check = master["healthcheck"]
+    assert check["test"][:3] == ["CMD", "bash", "-c"]
+    _, config = _master_yaml(services)
+    assert f"/dev/tcp/127.0.0.1/{config['port']}" in check["test"][3]
+    assert "GET /info " in check["test"][3]
+    assert agent["depends_on"]["determined-master"] == {"condition": "service_healthy"}
+    assert agent["depends_on"]["determined-preflight"] == {"condition": "service_completed_successfully"}
+    assert agent["restart"] in ("unless-stopped", "always")
+    assert master["depends_on"]["determined-db"] == {"condition": "service_healthy"}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_masters_healthcheck_passes_on_200_from_info_and_fails_otherwise(services: dict[str, Any]) -> None:
+    script = _shell(services["determined-master"]["healthcheck"]["test"][3])
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        status = 200
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(self.status)
+            self.end_headers()
+            self.wfile.write(b'{"version": "0.38.1"}')
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        local = script.replace("/dev/tcp/127.0.0.1/8080", f"/dev/tcp/127.0.0.1/{port}")
+        assert subprocess.run(["bash", "-c", local], timeout=10).returncode == 0
+        Handler.status = 503
+        assert subprocess.run(["bash", "-c", local], timeout=10).returncode != 0
+        assert seen == ["/info", "/info"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Nothing listening: unhealthy, not hanging.
+    closed = script.replace("/dev/tcp/127.0.0.1/8080", f"/dev/tcp/127.0.0.1/{port}")
+    assert subprocess.run(["bash", "-c", closed], timeout=10, capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [("", "is empty"), ("127.0.0.1", "loopback"), ("localhost", "loopback"), ("192.168.1.20", None)],
+)
+def test_an_empty_or_loopback_master_host_is_refused_with_a_message(
+    services: dict[str, Any], address: str, refused: str | None
+) -> None:
+    preflight = services["determined-preflight"]
+    assert preflight["profiles"] == ["determined"]
+    assert preflight["environment"]["DET_MASTER_HOST"] == "${DET_MASTER_HOST:-}"
+    assert preflight["restart"] == "no"
+    script = _shell(preflight["entrypoint"][-1])
+    assert preflight["entrypoint"][:2] == ["sh", "-c"]
+    done = subprocess.run(
+        ["sh", "-c", script], env={"DET_MASTER_HOST": address, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    if refused is None:
+        assert (done.returncode, done.stderr) == (0, "")
+    else:
+        assert done.returncode == 1
+        assert refused in done.stderr
+        assert "DET_MASTER_HOST" in done.stderr
+
+
+def test_only_variables_every_profile_needs_are_required_at_interpolation() -> None:
+    # Compose interpolates the whole file whichever profile runs: a `${VAR:?}` that only the
+    # determined profile needs would stop `--profile local` as well.
+    required = set(re.findall(r"\$\{(\w+):\?", _compose_text()))
+    assert required == {"SECRET_KEY", "REPORT_KEY_PASSPHRASE", "POSTGRES_PASSWORD", "POSTGRES_APP_PASSWORD"}
+
+
+# -- slots: the CPU agent's artificial slots cover the portal's slots_per_trial --------------------
+
+# The agent's Options (agent/internal/options/options.go, 0.38): it reads agent.yaml with unknown
+# fields disallowed, so a misspelt key stops the agent.
+AGENT_OPTIONS = {
+    "config_file", "log", "master_host", "master_port", "agent_id", "resource_pool", "container_master_host",
+    "container_master_port", "slot_type", "visible_gpus", "security", "debug", "artificial_slots", "tls",
+    "tls_cert", "tls_key", "api_enabled", "bind_ip", "bind_port", "http_proxy", "https_proxy", "ftp_proxy",
+    "no_proxy", "agent_reconnect_attempts", "agent_reconnect_backoff", "container_runtime",
+    "container_auto_remove_disabled", "hooks", "fluent",
+}  # fmt: skip
+
+
+def test_the_cpu_agent_offers_as_many_slots_as_the_largest_trial(services: dict[str, Any]) -> None:
+    agent = services["determined-agent"]
+    mounts = dict(_mounts(agent))
+    source = next(host for host, container in mounts.items() if container == "/etc/determined/agent.yaml")
+    config = yaml.safe_load((ROOT / source).read_text(encoding="utf-8"))
+    assert set(config) <= AGENT_OPTIONS
+    assert config["artificial_slots"] == configs.SLOTS_PER_TRIAL_MAX
+    assert str(agent["volumes"][-1]).endswith(":ro")
+
+
+# -- the trainer image: only what it must hold ----------------------------------------------------
+
+
+def _trainer_third_party_imports() -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "trainer").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return {name for name in found if name not in sys.stdlib_module_names and name not in ("trainer", "__future__")}
+
+
+def _dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(instruction, arguments) of each Dockerfile instruction, continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_the_trainer_image_checks_the_trainers_imports_and_not_determined() -> None:
+    instructions = _dockerfile_instructions((ROOT / "Dockerfile.trainer").read_text(encoding="utf-8"))
+    assert [word for word, _ in instructions][:2] == ["ARG", "FROM"]
+    runs = [rest for word, rest in instructions if word == "RUN"]
+    checks = [match for run in runs for match in re.findall(r'python3 -c "import ([^"]+)"', run)]
+    assert len(checks) == 1
+    checked = {name.strip().split(".")[0] for name in checks[0].split(",")}
+    # Determined's images uninstall the determined package after building; the master installs its
+    # wheel into each task container when the task starts. The image holds the rest.
+    assert "determined" not in checked
+    assert not any(re.search(r"\bimport determined\b|\bdetermined\b", run) for run in runs)
+    assert checked == _trainer_third_party_imports() - {"determined"}
+    assert {"torch", "pyarrow", "numpy"} <= checked
+
+
+# -- `docker compose config`, where the Docker CLI has Compose -----------------------------------
+
+
+def _compose_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    done = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _compose_available(), reason="the Docker CLI here has no Compose plugin")
+@pytest.mark.parametrize("profile", ["local", "determined"])
+def test_docker_compose_config_validates_each_profile(profile: str) -> None:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "SECRET_KEY": "x",
+        "REPORT_KEY_PASSPHRASE": "x",
+        "POSTGRES_PASSWORD": "x",
+        "POSTGRES_APP_PASSWORD": "x",
+    }
+    done = subprocess.run(
+        ["docker", "compose", "--profile", profile, "config", "--quiet"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
