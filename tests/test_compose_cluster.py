@@ -271,6 +271,8 @@ def test_the_cpu_agent_offers_as_many_slots_as_the_largest_trial(services: dict[
     config = yaml.safe_load((ROOT / source).read_text(encoding="utf-8"))
     assert set(config) <= AGENT_OPTIONS
     assert config["artificial_slots"] == configs.SLOTS_PER_TRIAL_MAX
+    # More than the cluster has is refused at launch, not queued forever (the stub does the same).
+    assert _master_yaml(services)[1]["launch_error"] is True
     assert str(agent["volumes"][-1]).endswith(":ro")
 
 

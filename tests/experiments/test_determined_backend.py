@@ -38,9 +38,16 @@ def master(settings: SettingsWrapper) -> Iterator[DeterminedMasterStub]:
     stub.stop()
 
 
-def _launch(user: User, version: DatasetVersion, template: str = "random", max_trials: int = 2) -> Experiment:
+def _launch(
+    user: User, version: DatasetVersion, template: str = "random", max_trials: int = 2, slots_per_trial: int = 1
+) -> Experiment:
     experiment = services.experiment_create(
-        user=user, dataset_version=version, template=template, max_trials=max_trials, batches=32
+        user=user,
+        dataset_version=version,
+        template=template,
+        max_trials=max_trials,
+        batches=32,
+        slots_per_trial=slots_per_trial,
     )
     experiment_launch_task(experiment.pk)
     experiment.refresh_from_db()
@@ -107,6 +114,68 @@ def test_a_config_the_master_refuses_fails_the_launch_with_its_message_once(
     )
     assert master.count("POST", "/api/v1/experiments") == 1  # an answer, not a failure: never sent again
     assert master.experiments == {}
+
+
+def test_the_compose_cpu_agent_takes_the_largest_trial_and_the_master_refuses_more(
+    bob: User, demo_version: DatasetVersion, master: DeterminedMasterStub
+) -> None:
+    # The stub's default cluster is the compose profile's: one CPU agent with artificial_slots: 4.
+    assert master.agent_slots == (configs.SLOTS_PER_TRIAL_MAX,)
+    experiment = _launch(bob, demo_version, template="single", max_trials=1, slots_per_trial=4)
+    assert experiment.status == ExperimentStatus.RUNNING, experiment.error
+    assert from_yaml(master.experiments[experiment.det_experiment_id or 0].config)["resources"] == {
+        "slots_per_trial": 4
+    }
+    # A cluster of one plain CPU agent (all cores as one slot): a 2-slot trial can never be placed,
+    # and a master with launch_error: true refuses it at once rather than queueing it forever.
+    master.agent_slots = (1,)
+    refused = _launch(bob, demo_version, template="single", max_trials=1, slots_per_trial=2)
+    assert refused.status == ExperimentStatus.LAUNCH_FAILED
+    assert refused.error == (
+        "launch failed: the master refused to create the experiment (HTTP 500): "
+        "slots requested exceeds cluster capacity"
+    )
+    assert _launch(bob, demo_version, template="single", max_trials=1).status == ExperimentStatus.RUNNING
+
+
+def test_the_stub_refuses_what_one_agent_cannot_hold_for_a_single_node_trial() -> None:
+    stub = DeterminedMasterStub(username="u", password="p", agent_slots=(2, 2))
+    try:
+        single = {"resources": {"slots_per_trial": 3, "is_single_node": True}}
+        assert stub._capacity_refusal(single) == (
+            "validating resources: request unfulfillable, please try requesting less slots"
+        )
+        assert stub._capacity_refusal({"resources": {"slots_per_trial": 3}}) == ""  # spread over both agents
+        assert (
+            stub._capacity_refusal({"resources": {"slots_per_trial": 5}}) == "slots requested exceeds cluster capacity"
+        )
+    finally:
+        stub.server.server_close()
+
+
+def test_checkpoint_rows_and_the_best_checkpoint_are_read_as_the_master_sends_them(
+    bob: User, demo_version: DatasetVersion, master: DeterminedMasterStub
+) -> None:
+    experiment = _launch(bob, demo_version, template="single", max_trials=1)
+    det_trial = master.trials[master.experiments[experiment.det_experiment_id or 0].trials[0]]
+    master.advance(steps=3)
+    for step in (8, 16):
+        master.add_metrics(det_trial.id, "training", step, {"loss": 1.0 / step})
+        master.add_metrics(det_trial.id, "validation", step, {**VALIDATION, "eod": 1.0 / step})
+        master.add_checkpoint(f"ckpt-{step}", det_trial.id, experiment.det_experiment_id or 0, step=step)
+    _poll(experiment)
+    trial = experiment.trials.get()
+    # The unfiltered read held checkpoint rows among the metrics: none of them became a metric.
+    assert _points(trial) == {
+        **{(8, name): value for name, value in {**VALIDATION, "eod": 1 / 8}.items()},
+        **{(16, name): value for name, value in {**VALIDATION, "eod": 1 / 16}.items()},
+    }
+    assert _points(trial, "training") == {(8, "loss"): 1 / 8, (16, "loss"): 1 / 16}
+    assert (trial.steps_done, trial.metrics_offset, trial.checkpoint) == (16, 16, "ckpt-16")
+    master.complete(det_trial.id)
+    _poll(experiment)
+    trial.refresh_from_db()
+    assert (trial.state, trial.checkpoint) == (TrialState.COMPLETED, "ckpt-16")
 
 
 @pytest.mark.parametrize("status", [502, 503])

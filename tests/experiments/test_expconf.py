@@ -119,6 +119,8 @@ _DROP = object()
     [
         ("searcher.num_rungs", 3, '<config>.searcher: unknown field "num_rungs"'),
         ("searcher.max_time", _DROP, '<config>.searcher: missing "max_time"'),
+        # ASHA's length is max_time in time_metric units (0.38: searcher.max_length is deprecated).
+        ("searcher.time_metric", _DROP, '<config>.searcher: missing "time_metric"'),
         ("searcher.metric", _DROP, '<config>.searcher: missing "metric"'),
         (
             "searcher.mode",

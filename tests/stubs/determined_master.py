@@ -8,12 +8,23 @@ Where it matters it is as strict as a 0.38.1 master:
 - A create request's config is checked against expconf v0 (tests/stubs/expconf_v0): an unknown key,
   a wrong type or a missing field is answered with HTTP 500 and the master's message, as
   master/internal/api_experiment.go does (``parseCreateExperiment``'s error is returned as is).
+- The cluster has ``agent_slots`` (one entry per agent, default one agent of 4 slots: the compose
+  profile's CPU agent with ``artificial_slots: 4``). A trial needing more slots than the cluster has
+  is refused as a 0.38.1 master with ``launch_error: true`` refuses it: HTTP 500, "slots requested
+  exceeds cluster capacity" (the master's experiment creation: ``ValidateResources`` returns the
+  CurrentSlotsExceeded launch warning and ``if m.config.LaunchError && len(launchWarnings) > 0``
+  returns that error); with ``resources.is_single_node`` a trial needing more slots than one agent
+  has is refused with "validating resources: request unfulfillable, please try requesting less
+  slots" (agentrm ``ValidateResources``).
 - The searcher creates the trials (one for ``single``, ``max_trials`` otherwise), with
   hyperparameters drawn from the config's space; they start QUEUED and ``advance`` moves them
   through PULLING, STARTING and RUNNING. A kill moves the experiment and its unfinished trials to
   STOPPING_KILLED; ``settle_kills`` ends them CANCELED (Determined has no KILLED end state).
 - Metric reports carry ``batches`` and ``epochs`` as the harness adds them; ``resume`` archives what
   a trial reported after a checkpoint and starts a new run, as the master does.
+- A trial carries ``bestCheckpoint`` (a v1CheckpointWorkload) once it has a checkpoint, and an
+  unfiltered workload read (``filter`` unset) holds checkpoint rows (``{"checkpoint": ...}``) among
+  the training and validation rows, as the master's ``proto_get_trial_workloads`` does.
 - Trial workloads (``GET /api/v1/trials/{id}/workloads``) are sorted by batches and paged with
   ``offset`` and ``limit``; ``break_off`` breaks such a read part-way.
 
@@ -68,6 +79,7 @@ class StubCheckpoint:
     trial_id: int
     experiment_id: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    batches: int = 0
     # Every metadata body the portal posted, in order.
     posted: list[dict[str, Any]] = field(default_factory=list)
 
@@ -80,9 +92,10 @@ class StubRequest:
 
 
 class DeterminedMasterStub:
-    def __init__(self, *, username: str, password: str) -> None:
+    def __init__(self, *, username: str, password: str, agent_slots: tuple[int, ...] = (4,)) -> None:
         self.username = username
         self.password = password
+        self.agent_slots = agent_slots
         self.lock = threading.Lock()
         self.log: list[StubRequest] = []
         self.experiments: dict[int, StubExperiment] = {}
@@ -199,9 +212,14 @@ class DeterminedMasterStub:
             trial.batches = from_step
             trial.state = "STATE_RUNNING"
 
-    def add_checkpoint(self, uuid: str, trial_id: int, experiment_id: int = 1) -> StubCheckpoint:
+    def add_checkpoint(
+        self, uuid: str, trial_id: int, experiment_id: int = 1, *, step: int | None = None
+    ) -> StubCheckpoint:
+        """A checkpoint of the trial at ``step`` batches (default: the trial's batch count, or 0)."""
         with self.lock:
-            checkpoint = StubCheckpoint(uuid=uuid, trial_id=trial_id, experiment_id=experiment_id)
+            trial = self.trials.get(trial_id)
+            batches = step if step is not None else (trial.batches if trial is not None else 0)
+            checkpoint = StubCheckpoint(uuid=uuid, trial_id=trial_id, experiment_id=experiment_id, batches=batches)
             self.checkpoints[uuid] = checkpoint
             return checkpoint
 
@@ -346,6 +364,9 @@ class DeterminedMasterStub:
         if errors:
             # The master returns parseCreateExperiment's error as is: gRPC Unknown, HTTP 500.
             return _send(request, 500, _error(500, master_message(errors)))
+        refusal = self._capacity_refusal(config)
+        if refusal:
+            return _send(request, 500, _error(500, refusal))
         experiment = StubExperiment(
             id=self._new_id(),
             config=body["config"],
@@ -359,6 +380,15 @@ class DeterminedMasterStub:
             hparams = {name: _draw(spec, rng) for name, spec in (config.get("hyperparameters") or {}).items()}
             self._new_trial(experiment.id, hparams)
         return _send(request, 200, {"experiment": self._experiment(experiment), "config": config})
+
+    def _capacity_refusal(self, config: dict[str, Any]) -> str:
+        resources = config.get("resources") or {}
+        slots = int(resources.get("slots_per_trial") or 1)
+        if resources.get("is_single_node") and slots > max(self.agent_slots, default=0):
+            return "validating resources: request unfulfillable, please try requesting less slots"
+        if slots > sum(self.agent_slots):
+            return "slots requested exceeds cluster capacity"
+        return ""
 
     def _workloads(self, request: BaseHTTPRequestHandler, trial_id: int, query: dict[str, list[str]]) -> None:
         if trial_id not in self.trials:
@@ -376,19 +406,33 @@ class DeterminedMasterStub:
             for report in self.metrics
             if report["trialId"] == trial_id and not report["archived"] and report["group"] in wanted
         ]
-        reports.sort(key=lambda report: (report["totalBatches"], report["id"]))
+        rows: list[tuple[int, int, dict[str, Any]]] = [
+            (report["totalBatches"], report["id"], {report["group"]: _workload(report)}) for report in reports
+        ]
+        if arg.get("filter", "") in (
+            "",
+            "FILTER_OPTION_UNSPECIFIED",
+            "FILTER_OPTION_CHECKPOINT",
+            "FILTER_OPTION_CHECKPOINT_OR_VALIDATION",
+        ):
+            rows += [
+                (checkpoint.batches, 0, {"checkpoint": _checkpoint_workload(checkpoint)})
+                for checkpoint in self.checkpoints.values()
+                if checkpoint.trial_id == trial_id
+            ]
+        rows.sort(key=lambda row: (row[0], row[1]))
         if arg.get("orderBy") == "ORDER_BY_DESC":
-            reports.reverse()
+            rows.reverse()
         offset, limit = int(arg.get("offset", 0)), int(arg.get("limit", 0))
-        chosen = reports[offset : offset + limit] if limit > 0 else reports[offset:]
+        chosen = rows[offset : offset + limit] if limit > 0 else rows[offset:]
         self.workloads_served += len(chosen)
-        workloads = [{report["group"]: _workload(report)} for report in chosen]
+        workloads = [row[2] for row in chosen]
         pagination = {
             "offset": offset,
             "limit": limit,
             "startIndex": offset,
             "endIndex": offset + len(chosen),
-            "total": len(reports),
+            "total": len(rows),
         }
         return _send(request, 200, {"workloads": workloads, "pagination": pagination})
 
@@ -445,6 +489,10 @@ class DeterminedMasterStub:
         ]
         if validations:
             out["latestValidation"] = _workload(max(validations, key=lambda report: report["totalBatches"]))
+        saved = [checkpoint for checkpoint in self.checkpoints.values() if checkpoint.trial_id == trial.id]
+        if saved:
+            # The master picks the best by the searcher metric; the stub takes the latest.
+            out["bestCheckpoint"] = _checkpoint_workload(max(saved, key=lambda checkpoint: checkpoint.batches))
         return out
 
 
@@ -456,6 +504,18 @@ def _workload(report: dict[str, Any]) -> dict[str, Any]:
         "metrics": {"avgMetrics": values},
         "numInputs": 0,
         "totalBatches": report["totalBatches"],
+    }
+
+
+def _checkpoint_workload(checkpoint: StubCheckpoint) -> dict[str, Any]:
+    """A v1CheckpointWorkload (bindings: ``state`` and ``totalBatches`` required)."""
+    return {
+        "uuid": checkpoint.uuid,
+        "state": "STATE_COMPLETED",
+        "totalBatches": checkpoint.batches,
+        "endTime": START,
+        "resources": {"state_dict.pth": "1024"},
+        "metadata": checkpoint.metadata,
     }
 
 
