@@ -48,7 +48,7 @@ def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = Fals
         "model_identifier": request.model_identifier,
         "subject": {
             "type": request.subject_kind,
-            "id": request.prediction_audit_id or request.trial_id,
+            "id": request.prediction_audit_id or request.trial_id or request.paired_comparison_id,
             "label": request.subject_label,
         },
         "checkpoint": (request.checkpoint or None) if internals else None,

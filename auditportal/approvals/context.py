@@ -95,6 +95,13 @@ def evidence_document(document: VerdictDocument) -> EvidenceDocument:
         audit = document.prediction_audit
         assert audit is not None
         label = f"Prediction audit #{audit.pk} of {audit.original_name}"
+    elif document.kind == DocumentKind.PAIRED_COMPARISON:
+        comparison = document.paired_comparison
+        assert comparison is not None
+        label = (
+            f"Paired comparison #{comparison.pk} of {comparison.original_name}: challenger "
+            f"{comparison.challenger} against champion {comparison.champion}"
+        )
     else:
         trial = document.trial
         assert trial is not None
@@ -288,6 +295,15 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
             reviewed_trial_id=trial.pk,
             label=f"experiment {trial.experiment_id} ({trial.experiment.name})",
         )
+    elif request.paired_comparison_id is not None:
+        comparison = request.paired_comparison
+        assert comparison is not None
+        kind, label = "paired_comparison", f"Paired comparison #{comparison.pk} of {comparison.original_name}"
+        details += [
+            ("The committee voted on", f"Challenger {comparison.challenger} replaces champion {comparison.champion}"),
+            ("Predictions file", f"{comparison.original_name} ({numbers.plural(comparison.num_rows, 'row')})"),
+            ("File SHA-256", comparison.sha256),
+        ]
     else:
         audit = request.prediction_audit
         assert audit is not None

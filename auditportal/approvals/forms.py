@@ -70,8 +70,15 @@ class ReviewRequestCreateForm(forms.Form):
             self.fields[
                 "model_identifier"
             ].help_text += f" Leave it empty to use the trial's checkpoint ({subject.trial.checkpoint or 'none yet'})."
+        if subject.paired_comparison is not None:
+            self.fields["model_identifier"].help_text += (
+                " The model approved is the challenger, which would replace the champion; leave it empty to use "
+                "the challenger's column name."
+            )
         if not self.is_bound:
             self.initial.setdefault("title", subject.suggested_title)
+            if subject.paired_comparison is not None:
+                self.initial.setdefault("model_identifier", subject.paired_comparison.challenger)
 
     def clean_documents(self) -> list[VerdictDocument]:
         return _chosen(self.subject.documents, self.cleaned_data["documents"])

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from auditportal.accounts.models import Role
 from auditportal.audits.models import PredictionAudit
+from auditportal.comparisons.models import PairedComparison
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
 from auditportal.policies.models import FairnessPolicy
@@ -42,6 +43,8 @@ FINAL_STATES = (RequestState.REJECTED, RequestState.WITHDRAWN, RequestState.REVO
 class SubjectKind(models.TextChoices):
     PREDICTION_AUDIT = "prediction_audit", "Prediction audit"
     TRIAL = "trial", "Trial (with its checkpoint)"
+    # "Challenger B replaces champion A": the model approved is the challenger.
+    PAIRED_COMPARISON = "paired_comparison", "Paired comparison (challenger replaces champion)"
 
 
 class ReviewRequest(models.Model):
@@ -57,6 +60,9 @@ class ReviewRequest(models.Model):
         PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="review_requests"
     )
     trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="review_requests")
+    paired_comparison = models.ForeignKey(
+        PairedComparison, on_delete=models.PROTECT, null=True, blank=True, related_name="review_requests"
+    )
     # The trial's checkpoint when the request was made (a UUID on Determined, a folder locally).
     checkpoint = models.CharField(max_length=500, blank=True)
     documents = models.ManyToManyField(VerdictDocument, related_name="review_requests")
@@ -78,9 +84,23 @@ class ReviewRequest(models.Model):
             models.CheckConstraint(
                 condition=(
                     models.Q(
-                        subject_kind=SubjectKind.PREDICTION_AUDIT, prediction_audit__isnull=False, trial__isnull=True
+                        subject_kind=SubjectKind.PREDICTION_AUDIT,
+                        prediction_audit__isnull=False,
+                        trial__isnull=True,
+                        paired_comparison__isnull=True,
                     )
-                    | models.Q(subject_kind=SubjectKind.TRIAL, prediction_audit__isnull=True, trial__isnull=False)
+                    | models.Q(
+                        subject_kind=SubjectKind.TRIAL,
+                        prediction_audit__isnull=True,
+                        trial__isnull=False,
+                        paired_comparison__isnull=True,
+                    )
+                    | models.Q(
+                        subject_kind=SubjectKind.PAIRED_COMPARISON,
+                        prediction_audit__isnull=True,
+                        trial__isnull=True,
+                        paired_comparison__isnull=False,
+                    )
                 ),
                 name="approvals_request_exactly_one_subject",
             ),
@@ -106,9 +126,20 @@ class ReviewRequest(models.Model):
         return reverse("approvals:request", kwargs={"request_id": self.pk})
 
     @property
+    def claim(self) -> str:
+        """What the committee votes on, in words: for a paired comparison "challenger B replaces
+        champion A"; empty for other subjects (the model identifier says it)."""
+        comparison = self.paired_comparison
+        if comparison is None:
+            return ""
+        return f"challenger {comparison.challenger} replaces champion {comparison.champion}"
+
+    @property
     def subject_label(self) -> str:
         if self.prediction_audit_id is not None:
             return f"prediction audit #{self.prediction_audit_id}"
+        if self.paired_comparison_id is not None:
+            return f"paired comparison #{self.paired_comparison_id}"
         assert self.trial is not None
         return f"trial {self.trial.number} of experiment {self.trial.experiment_id}"
 

@@ -149,6 +149,8 @@ def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
     if request.prediction_audit is not None:
         add(request.prediction_audit.created_by_id, f"ran prediction audit #{request.prediction_audit_id}")
         audit_ids.add(request.prediction_audit.pk)
+    if request.paired_comparison is not None:
+        add(request.paired_comparison.created_by_id, f"made paired comparison #{request.paired_comparison_id}")
     if request.trial is not None:
         experiment = request.trial.experiment
         add(experiment.launched_by_id, f"launched experiment {experiment.pk}")
@@ -164,7 +166,11 @@ def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
     same_document = VerdictDocument.objects.filter(sha256__in=hashes).exclude(prediction_audit_id__in=audit_ids)
     if request.trial_id is not None:
         same_document = same_document.exclude(trial_id=request.trial_id)
-    for document in same_document.select_related("prediction_audit", "trial__experiment").order_by("id"):
+    if request.paired_comparison_id is not None:
+        same_document = same_document.exclude(paired_comparison_id=request.paired_comparison_id)
+    for document in same_document.select_related("prediction_audit", "trial__experiment", "paired_comparison").order_by(
+        "id"
+    ):
         same = f"whose verdict document has the same SHA-256 ({document.short_hash})"
         if document.prediction_audit is not None:
             add(
@@ -173,6 +179,11 @@ def ineligible_voters(request: ReviewRequest) -> dict[int, str]:
         elif document.trial is not None:
             experiment = document.trial.experiment
             add(experiment.launched_by_id, f"launched experiment {experiment.pk}, {same}")
+        elif document.paired_comparison is not None:
+            add(
+                document.paired_comparison.created_by_id,
+                f"made paired comparison #{document.paired_comparison_id}, {same}",
+            )
     files = set(PredictionAudit.objects.filter(pk__in=audit_ids).values_list("sha256", flat=True))
     for audit in PredictionAudit.objects.filter(sha256__in=files).exclude(pk__in=audit_ids).order_by("id"):
         add(audit.created_by_id, f"ran prediction audit #{audit.pk} of the same file (SHA-256 {audit.sha256[:12]})")

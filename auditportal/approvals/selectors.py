@@ -37,6 +37,8 @@ from auditportal.approvals.models import (
 )
 from auditportal.audits import selectors as audit_selectors
 from auditportal.audits.models import PredictionAudit
+from auditportal.comparisons import selectors as comparison_selectors
+from auditportal.comparisons.models import PairedComparison
 from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments import selectors as experiment_selectors
@@ -56,7 +58,7 @@ def review_request_list(*, user: User, state: str | None = None) -> QuerySet[Rev
     if not account_rules.can_view(user):
         return ReviewRequest.objects.none()
     requests = ReviewRequest.objects.select_related(
-        "requested_by", "policy", "prediction_audit", "trial__experiment"
+        "requested_by", "policy", "prediction_audit", "trial__experiment", "paired_comparison"
     ).order_by("-created_at", "-id")
     return requests.filter(state=state) if state else requests
 
@@ -585,11 +587,14 @@ class RequestSubject:
     trial: Trial | None
     documents: list[VerdictDocument]
     chosen: list[VerdictDocument]
+    paired_comparison: PairedComparison | None = None
 
     @property
     def label(self) -> str:
         if self.prediction_audit is not None:
             return f"prediction audit #{self.prediction_audit.pk} of {self.prediction_audit.original_name}"
+        if self.paired_comparison is not None:
+            return f"paired comparison #{self.paired_comparison.pk} of {self.paired_comparison.original_name}"
         assert self.trial is not None
         return f"trial {self.trial.number} of experiment {self.trial.experiment.name}"
 
@@ -597,12 +602,27 @@ class RequestSubject:
     def suggested_title(self) -> str:
         if self.prediction_audit is not None:
             return f"{self.prediction_audit.original_name} (prediction audit #{self.prediction_audit.pk})"
+        if self.paired_comparison is not None:
+            return f"{self.claim[0].upper()}{self.claim[1:]} (paired comparison #{self.paired_comparison.pk})"
         assert self.trial is not None
         return f"{self.trial.experiment.name}, trial {self.trial.number}"
 
+    @property
+    def claim(self) -> str:
+        """What the committee would vote on for a paired comparison; empty for other subjects."""
+        comparison = self.paired_comparison
+        if comparison is None:
+            return ""
+        return f"challenger {comparison.challenger} replaces champion {comparison.champion}"
+
 
 def review_request_subject(
-    *, user: User, audit_id: int | None = None, trial_id: int | None = None, document_id: int | None = None
+    *,
+    user: User,
+    audit_id: int | None = None,
+    trial_id: int | None = None,
+    document_id: int | None = None,
+    comparison_id: int | None = None,
 ) -> RequestSubject | None:
     """The subject named by one of the ids (a document names its own subject, and is the one ticked),
     as ``user`` may see it (404 otherwise); None when no id is given."""
@@ -610,6 +630,12 @@ def review_request_subject(
     if document_id is not None:
         chosen = evidence_selectors.verdict_document_get(user=user, document_id=document_id)
         audit_id, trial_id = chosen.prediction_audit_id, chosen.trial_id
+        comparison_id = chosen.paired_comparison_id
+    if comparison_id is not None:
+        comparison = comparison_selectors.comparison_get(user=user, comparison_id=comparison_id)
+        document = evidence_selectors.verdict_document_of_comparison(comparison=comparison)
+        documents = [document] if document is not None else []
+        return RequestSubject(None, None, documents, [chosen or documents[0]] if documents else [], comparison)
     if audit_id is not None:
         audit = audit_selectors.prediction_audit_get(user=user, audit_id=audit_id)
         documents = list(evidence_selectors.verdict_documents_of_audit(audit=audit))

@@ -84,14 +84,16 @@ def _id_param(params: QueryDict, name: str) -> int | None:
 @login_required
 @require_http_methods(["GET", "POST"])
 def review_request_new(request: HttpRequest) -> HttpResponse:
-    """The form to request a review of one subject, named in the query string: ``?audit=``, ``?trial=``
-    or ``?document=`` (the "Request review" links of the audit, experiment and document pages)."""
+    """The form to request a review of one subject, named in the query string: ``?audit=``, ``?trial=``,
+    ``?comparison=`` or ``?document=`` (the "Request review" links of the audit, experiment, comparison
+    and document pages)."""
     user = request_user(request)
     subject = selectors.review_request_subject(
         user=user,
         audit_id=_id_param(request.GET, "audit"),
         trial_id=_id_param(request.GET, "trial"),
         document_id=_id_param(request.GET, "document"),
+        comparison_id=_id_param(request.GET, "comparison"),
     )
     rules.check_create(user)
     if subject is None:
@@ -499,7 +501,9 @@ def review_request_revise(request: HttpRequest, request_id: int) -> HttpResponse
 
 
 def _subject_documents(user: User, r: ReviewRequest) -> list[Any]:
-    subject = selectors.review_request_subject(user=user, audit_id=r.prediction_audit_id, trial_id=r.trial_id)
+    subject = selectors.review_request_subject(
+        user=user, audit_id=r.prediction_audit_id, trial_id=r.trial_id, comparison_id=r.paired_comparison_id
+    )
     return subject.documents if subject is not None else []
 
 

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from auditportal.accounts.permissions import request_user
 from auditportal.comparisons import rules, selectors, services
 from auditportal.comparisons.models import PairedComparison
+from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_refs
 from auditportal.fairness.statistics import paired, stats
 from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.fairness.text.sizes import human_size
@@ -66,6 +67,10 @@ class _PairedDocumentSerializer(serializers.Serializer[Any]):
     policy = serializers.DictField(required=False)
     verdict = _VERDICT
     attributes = serializers.DictField(child=_PairedAttributeSerializer(), help_text="keyed by the attribute")
+    documents = VerdictDocumentRefSerializer(
+        many=True,
+        help_text="the comparison's frozen verdict document (docs/verdict-documents.md), for a review request",
+    )
 
 
 def _document(comparison: PairedComparison) -> dict[str, Any]:
@@ -74,6 +79,7 @@ def _document(comparison: PairedComparison) -> dict[str, Any]:
         "created_at": comparison.created_at.isoformat(),
         "created_by": comparison.created_by.username,
         **comparison.result,
+        "documents": document_refs(comparison.verdict_documents.order_by("id")),
     }
 
 

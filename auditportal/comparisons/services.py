@@ -16,6 +16,9 @@ from auditportal.audits.services import inline_read_limits, prediction_audit_run
 from auditportal.comparisons import rules
 from auditportal.comparisons.models import PairedComparison
 from auditportal.datasets.services import dataset_read_limits
+from auditportal.evidence.models import FreezeTrigger, VerdictDocument
+from auditportal.evidence.services import verdict_document_store
+from auditportal.fairness.documents import verdict_documents
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular import DatasetError
@@ -43,6 +46,9 @@ def comparison_create(
     PairedInputError (the parameters), both UserErrors naming the field. ``web``: in a web request
     (page or API) the file must be one an audit would run in the request (AUDIT_INLINE_MAX_SIZE,
     AUDIT_INLINE_MAX_ROWS); larger files are compared with ``manage.py compare_predictions``.
+
+    The comparison's verdict document (docs/verdict-documents.md) is frozen in the same transaction: a
+    comparison never changes, so it has exactly one, which a review request can bind.
     """
     rules.check_create(user)
     policy = policy_active()
@@ -96,5 +102,26 @@ def comparison_create(
                 "policy": policy.version,
             },
         )
+        # Frozen with the comparison, as an audit is: what the committee votes on ("B replaces A").
+        verdict_document_freeze_paired_comparison(comparison=comparison)
     logger.info("%s: %d rows, verdict %s", comparison, comparison.num_rows, comparison.verdict or "none")
     return comparison
+
+
+def verdict_document_freeze_paired_comparison(*, comparison: PairedComparison) -> VerdictDocument:
+    """Freeze a paired comparison's document; call inside the transaction that stores the comparison."""
+    assert comparison.policy is not None
+    document = verdict_documents.paired_comparison_document(
+        result=comparison.result,
+        file_name=comparison.original_name,
+        sha256=comparison.sha256,
+        rows=comparison.num_rows,
+        parameters=comparison.parameters,
+        policy=comparison.policy.as_document(),
+    )
+    return verdict_document_store(
+        frozen=verdict_documents.freeze(document),
+        policy=comparison.policy,
+        trigger=FreezeTrigger.CREATED,
+        paired_comparison_id=comparison.pk,
+    )

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from auditportal.accounts.permissions import request_user
 from auditportal.comparisons import rules, selectors, services
 from auditportal.comparisons.forms import PairedComparisonForm
+from auditportal.evidence.selectors import verdict_document_of_comparison
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.paired import paired_forest_plot
 from auditportal.fairness.figures.serialize import figure_json
@@ -66,5 +67,9 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     return render(
         request,
         "comparisons/detail.html",
-        {"comparison": comparison, "forest_plot": None if figure is None else figure_json(figure)},
+        {
+            "comparison": comparison,
+            "document": verdict_document_of_comparison(comparison=comparison),
+            "forest_plot": None if figure is None else figure_json(figure),
+        },
     )

@@ -26,6 +26,8 @@ def document_as_json(document: VerdictDocument, *, content: bool = True) -> dict
     document itself."""
     if document.prediction_audit_id is not None:
         subject: dict[str, Any] = {"type": "prediction_audit", "id": document.prediction_audit_id}
+    elif document.paired_comparison_id is not None:
+        subject = {"type": "paired_comparison", "id": document.paired_comparison_id}
     else:
         assert document.trial is not None
         subject = {
@@ -52,7 +54,7 @@ def document_as_json(document: VerdictDocument, *, content: bool = True) -> dict
 
 
 class _DocumentSubjectSerializer(serializers.Serializer[Any]):
-    type = serializers.ChoiceField(choices=["prediction_audit", "trial"])
+    type = serializers.ChoiceField(choices=["prediction_audit", "trial", "paired_comparison"])
     id = serializers.IntegerField()
     number = serializers.IntegerField(required=False, help_text="trials only: the trial's number")
     experiment = serializers.IntegerField(required=False, help_text="trials only: the experiment's id")
@@ -71,6 +73,9 @@ class _FrozenDocumentSerializer(serializers.Serializer[Any]):
         child=serializers.DictField(), required=False, help_text="trial validations; an audit's are in `audit`"
     )
     audit = serializers.DictField(required=False, help_text="prediction audits: the audit's document as stored")
+    comparison = serializers.DictField(
+        required=False, help_text="paired comparisons: the comparison's result as stored (docs/comparisons.md)"
+    )
 
 
 class VerdictDocumentListApi(APIView):

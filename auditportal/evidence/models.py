@@ -6,17 +6,18 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from auditportal.fairness.documents.verdict_documents import PREDICTION_AUDIT, TRIAL_VALIDATION
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON, PREDICTION_AUDIT, TRIAL_VALIDATION
 from auditportal.policies.models import FairnessPolicy
 
 
 class DocumentKind(models.TextChoices):
     PREDICTION_AUDIT = PREDICTION_AUDIT, "Prediction audit"
     TRIAL_VALIDATION = TRIAL_VALIDATION, "Trial validation"
+    PAIRED_COMPARISON = PAIRED_COMPARISON, "Paired comparison (challenger against champion)"
 
 
 class FreezeTrigger(models.TextChoices):
-    CREATED = "created", "Frozen when the audit was made"
+    CREATED = "created", "Frozen when the audit or comparison was made"
     TRIAL_COMPLETED = "trial_completed", "Frozen when the trial completed"
     REQUESTED = "requested", "Frozen on request"
 
@@ -28,8 +29,8 @@ class VerdictDocument(models.Model):
     admin is read-only. A subject may have several documents (a validation frozen again under a newer
     policy is a new document); the same bytes for the same subject are stored once.
 
-    The apps whose subjects are judged (audits, experiments) build their documents and store them here;
-    evidence sits below them, so it names their models by label rather than importing them.
+    The apps whose subjects are judged (audits, experiments, comparisons) build their documents and store
+    them here; evidence sits below them, so it names their models by label rather than importing them.
     """
 
     kind = models.CharField(max_length=32, choices=DocumentKind.choices)
@@ -38,6 +39,13 @@ class VerdictDocument(models.Model):
     )
     trial = models.ForeignKey(
         "experiments.Trial", on_delete=models.PROTECT, null=True, blank=True, related_name="verdict_documents"
+    )
+    paired_comparison = models.ForeignKey(
+        "comparisons.PairedComparison",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="verdict_documents",
     )
     # The validation step of a trial document; null for prediction audits.
     step = models.PositiveIntegerField(null=True, blank=True)
@@ -62,13 +70,22 @@ class VerdictDocument(models.Model):
                         kind=DocumentKind.PREDICTION_AUDIT,
                         prediction_audit__isnull=False,
                         trial__isnull=True,
+                        paired_comparison__isnull=True,
                         step__isnull=True,
                     )
                     | models.Q(
                         kind=DocumentKind.TRIAL_VALIDATION,
                         prediction_audit__isnull=True,
                         trial__isnull=False,
+                        paired_comparison__isnull=True,
                         step__isnull=False,
+                    )
+                    | models.Q(
+                        kind=DocumentKind.PAIRED_COMPARISON,
+                        prediction_audit__isnull=True,
+                        trial__isnull=True,
+                        paired_comparison__isnull=False,
+                        step__isnull=True,
                     )
                 ),
                 name="evidence_document_exactly_one_subject",
@@ -85,6 +102,11 @@ class VerdictDocument(models.Model):
                 fields=["trial", "step", "sha256"],
                 condition=models.Q(trial__isnull=False),
                 name="evidence_document_unique_trial_content",
+            ),
+            models.UniqueConstraint(
+                fields=["paired_comparison", "sha256"],
+                condition=models.Q(paired_comparison__isnull=False),
+                name="evidence_document_unique_comparison_content",
             ),
         ]
 

@@ -25,7 +25,7 @@ def verdict_document_list(*, user: User) -> QuerySet[VerdictDocument]:
     if not rules.can_read(user):
         return VerdictDocument.objects.none()
     return VerdictDocument.objects.select_related(
-        "prediction_audit", "trial__experiment", "policy", "frozen_by"
+        "prediction_audit", "trial__experiment", "paired_comparison", "policy", "frozen_by"
     ).order_by("-frozen_at", "-id")
 
 
@@ -116,6 +116,17 @@ def verdict_document_ids_of_trials(*, trials: Sequence[Model]) -> dict[int, list
 def verdict_document_of_audit(*, audit: Model) -> VerdictDocument:
     """The document frozen when ``audit`` was made (an audit is frozen exactly once)."""
     return verdict_documents_of_audit(audit=audit).earliest("frozen_at", "id")
+
+
+def verdict_document_of_comparison(*, comparison: Model) -> VerdictDocument | None:
+    """The document frozen when the paired ``comparison`` was made (None for a comparison stored before
+    comparisons were frozen); call with a comparison the user may see (comparisons.selectors)."""
+    return (
+        VerdictDocument.objects.filter(paired_comparison_id=comparison.pk)
+        .select_related("policy")
+        .order_by("frozen_at", "id")
+        .first()
+    )
 
 
 # A frozen document never changes (its bytes are its SHA-256), so neither does its forest plot: the

@@ -28,20 +28,32 @@ def verdict_document_store(
     prediction_audit_id: int | None = None,
     trial_id: int | None = None,
     step: int | None = None,
+    paired_comparison_id: int | None = None,
 ) -> VerdictDocument:
     """The document of one subject with these bytes: the stored one, or a new one with its event.
 
-    The subject is a prediction audit (``prediction_audit_id``) or one validation of a trial
-    (``trial_id`` and ``step``). Call inside the caller's transaction when the document must be
-    stored with the subject (a new audit's); it opens its own otherwise.
+    The subject is a prediction audit (``prediction_audit_id``), one validation of a trial
+    (``trial_id`` and ``step``) or a paired comparison (``paired_comparison_id``). Call inside the
+    caller's transaction when the document must be stored with the subject (a new audit's or
+    comparison's); it opens its own otherwise.
     """
     subject: dict[str, Any]
-    if prediction_audit_id is not None and trial_id is None and step is None:
+    ids = {
+        "prediction_audit_id": prediction_audit_id,
+        "trial_id": trial_id,
+        "paired_comparison_id": paired_comparison_id,
+    }
+    given = [name for name, value in ids.items() if value is not None]
+    if given == ["prediction_audit_id"] and step is None:
         kind, subject = DocumentKind.PREDICTION_AUDIT, {"prediction_audit_id": prediction_audit_id}
-    elif prediction_audit_id is None and trial_id is not None and step is not None:
+    elif given == ["trial_id"] and step is not None:
         kind, subject = DocumentKind.TRIAL_VALIDATION, {"trial_id": trial_id, "step": step}
+    elif given == ["paired_comparison_id"] and step is None:
+        kind, subject = DocumentKind.PAIRED_COMPARISON, {"paired_comparison_id": paired_comparison_id}
     else:
-        raise ValueError("a verdict document's subject is a prediction audit, or a trial and a step")
+        raise ValueError(
+            "a verdict document's subject is a prediction audit, a trial and a step, or a paired comparison"
+        )
     existing = VerdictDocument.objects.filter(**subject, sha256=frozen.sha256).first()
     if existing is not None:
         return existing
@@ -80,4 +92,6 @@ def verdict_document_store(
 def _subject_label(subject: dict[str, Any]) -> str:
     if "prediction_audit_id" in subject:
         return f"audits.predictionaudit:{subject['prediction_audit_id']}"
+    if "paired_comparison_id" in subject:
+        return f"comparisons.pairedcomparison:{subject['paired_comparison_id']}"
     return f"experiments.trial:{subject['trial_id']}"

@@ -252,8 +252,17 @@ def model_reference(*, deployment: Deployment, model_identifier: str) -> ModelRe
             unknown = sum(int(summary.rows) for summary in summaries if summary.is_unknown)
             training[name] = (groups, unknown)
         return ModelReference(tuple(names), training)
+    if request.paired_comparison is not None:
+        # The challenger was approved on the comparison's file: its rows per group (every row counts in
+        # the accuracy's denominator).
+        training = {}
+        for name, section in request.paired_comparison.result.get("attributes", {}).items():
+            rows = (section.get("metrics", {}).get("accuracy") or {}).get("groups") or {}
+            groups = {str(group): int((rows.get(group) or {}).get("n", 0)) for group in section.get("groups", [])}
+            training[str(name)] = (groups, int(section.get("unknown", 0)))
+        return ModelReference(tuple(training), training)
     audit = request.prediction_audit
-    assert audit is not None  # a request's subject is a trial or an audit (its constraint)
+    assert audit is not None  # a request's subject is a trial, an audit or a paired comparison (its constraint)
     training = {}
     for section in audit.result.get("attributes", {}).values():
         columns = section.get("columns") or []

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from auditportal.fairness.documents.findings import document_attributes
-from auditportal.fairness.documents.report_context import ExperimentTrials, Figure, ReportContext
+from auditportal.fairness.documents.report_context import EvidenceDocument, ExperimentTrials, Figure, ReportContext
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.figures import experiment as experiment_figures
 from auditportal.fairness.figures import palette, printing
 from auditportal.fairness.figures.audit import forest_plot_panels
+from auditportal.fairness.figures.paired import paired_forest_plot_panels
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +258,8 @@ def _options(spec: dict[str, Any]) -> dict[str, Any]:
 def context_with_figures(context: ReportContext) -> ReportContext:
     """``context`` with the dashboard's figures added, as SVG: call it in the worker, where Chromium is
     warm. For each verdict document, its forest plot (fairness/figures/audit.py) and its recall per
-    group with intervals; for a trial report, the EOD timeline of every trial of the experiment and
+    group with intervals, or for a paired comparison's its forest plot of paired differences
+    (fairness/figures/paired.py); for a trial report, the EOD timeline of every trial of the experiment and
     accuracy against eod (fairness/figures/experiment.py). They are drawn from the context alone (the
     documents' stored text, the trials as recorded at the decision), so the report shows what the
     committee saw.
@@ -265,6 +268,9 @@ def context_with_figures(context: ReportContext) -> ReportContext:
     tolerance = context.policy.tolerance
     for document in context.documents:
         value = document.document
+        if value.get("kind") == PAIRED_COMPARISON:
+            planned += _paired_drawings(document)
+            continue
         attributes = document_attributes(value)
         # Paginated for paper: one metric per panel, at most printing.ROWS_PER_PANEL comparisons each,
         # every panel at its full height.
@@ -303,6 +309,26 @@ def context_with_figures(context: ReportContext) -> ReportContext:
         Figure(title=title, svg=svg, caption=caption) for (_, title, caption), svg in zip(planned, svgs, strict=True)
     ]
     return dataclasses.replace(context, figures=(*context.figures, *added))
+
+
+def _paired_drawings(document: EvidenceDocument) -> list[tuple[Drawing, str, str]]:
+    """A paired comparison's forest plot for paper: one panel per metric (fairness/figures/paired.py)."""
+    value = document.document
+    comparison = value.get("comparison") or {}
+    tolerance = float(comparison.get("tolerance") or value["policy"]["tolerance"])
+    champion = (value.get("champion") or {}).get("column")
+    challenger = (value.get("challenger") or {}).get("column")
+    return [
+        (
+            Drawing(panel.figure, height=panel.height),
+            f"Paired differences, {panel.title}: {document.label}",
+            f"Challenger {challenger} minus champion {champion} on the same rows, per group, with Newcombe's "
+            "paired interval at the family's level; the shaded band is the policy's tolerance "
+            f"(±{tolerance:g}): within it EQUIVALENT, beyond it on the better side BETTER, on the worse side "
+            f"WORSE. Document SHA-256 {document.sha256}.",
+        )
+        for panel in paired_forest_plot_panels(comparison)
+    ]
 
 
 def recall_panels(

@@ -41,7 +41,7 @@ def test_the_page_shows_the_hash_the_subject_the_policy_and_the_json(document: V
     assert f'<code class="hash" id="document-sha256">{document.sha256}</code>' in html
     assert f'href="/audits/predictions/{document.prediction_audit_id}/"' in html
     assert "version 1 (δ = 0.05, α = 0.05)" in html
-    assert "automatically — frozen when the audit was made" in html
+    assert "automatically — frozen when the audit or comparison was made" in html
     assert '<tr data-attribute="gender">' in html
     assert "&quot;kind&quot;: &quot;prediction_audit&quot;" in html
     assert f'href="/documents/{document.pk}/canonical.json"' in html

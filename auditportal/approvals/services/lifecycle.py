@@ -27,6 +27,7 @@ from auditportal.approvals.services.common import (
 )
 from auditportal.approvals.services.decision import _after_decision
 from auditportal.audits.models import PredictionAudit
+from auditportal.comparisons.models import PairedComparison
 from auditportal.evidence.models import VerdictDocument
 from auditportal.experiments.models import Trial
 from auditportal.lib.lengths import fit_column
@@ -42,12 +43,15 @@ def review_request_create(
     documents: Sequence[VerdictDocument],
     model_identifier: str = "",
 ) -> ReviewRequest:
-    """A draft request to approve the subject of ``documents`` (one prediction audit, or one trial with
-    its checkpoint), bound to them and to the policy version they were judged under.
+    """A draft request to approve the subject of ``documents`` (one prediction audit, one trial with
+    its checkpoint, or one paired comparison), bound to them and to the policy version they were judged
+    under.
 
     ML engineers and reviewers make requests. ``model_identifier`` is what pipelines ask the gate
     about; for a trial it defaults to its checkpoint (the UUID on Determined, the folder's name
-    locally). One model has at most one request that is open or approved.
+    locally); for a paired comparison to the challenger's column: the request says "challenger B
+    replaces champion A", and the model approved is B. One model has at most one request that is open
+    or approved.
     """
     check_create(user)
     title, intended_use = _required(title, "title"), _required(intended_use, "intended_use")
@@ -63,6 +67,8 @@ def review_request_create(
                 field="documents",
             )
         model_identifier = model_identifier.strip() or checkpoint.rstrip("/").rsplit("/", 1)[-1]
+    elif isinstance(subject, PairedComparison):
+        model_identifier = model_identifier.strip() or subject.challenger
     elif subject.is_retired:
         raise ApprovalError(
             f"Prediction audit #{subject.pk} was retired ({subject.retired_reason}); it cannot be approved.",
@@ -78,9 +84,10 @@ def review_request_create(
                 title=title,
                 intended_use=intended_use,
                 model_identifier=model_identifier,
-                subject_kind=SubjectKind.TRIAL if isinstance(subject, Trial) else SubjectKind.PREDICTION_AUDIT,
+                subject_kind=_subject_kind(subject),
                 trial=subject if isinstance(subject, Trial) else None,
                 prediction_audit=subject if isinstance(subject, PredictionAudit) else None,
+                paired_comparison=subject if isinstance(subject, PairedComparison) else None,
                 checkpoint=checkpoint,
                 policy=policy,
                 requested_by=user,
@@ -95,6 +102,7 @@ def review_request_create(
                     "model_identifier": model_identifier,
                     "subject": request.subject_label,
                     "checkpoint": checkpoint or None,
+                    "claim": request.claim or None,
                     "documents": _document_hashes(documents),
                     "policy": policy.version,
                 },
@@ -127,7 +135,7 @@ def review_request_revise(
             request.intended_use = intended_use.strip()
         if documents is not None:
             subject, policy = _subject_of(documents)
-            if subject != (request.trial or request.prediction_audit):
+            if subject != (request.trial or request.prediction_audit or request.paired_comparison):
                 raise ApprovalError(
                     f"The documents must judge {request.subject_label}, the subject of review request #{request.pk}.",
                     field="documents",
@@ -242,13 +250,25 @@ def review_comment_add(*, user: User, request: ReviewRequest, body: str, parent:
     return comment
 
 
-def _subject_of(documents: Sequence[VerdictDocument]) -> tuple[PredictionAudit | Trial, FairnessPolicy]:
+Subject = PredictionAudit | Trial | PairedComparison
+
+
+def _subject_kind(subject: Subject) -> SubjectKind:
+    if isinstance(subject, Trial):
+        return SubjectKind.TRIAL
+    if isinstance(subject, PairedComparison):
+        return SubjectKind.PAIRED_COMPARISON
+    return SubjectKind.PREDICTION_AUDIT
+
+
+def _subject_of(documents: Sequence[VerdictDocument]) -> tuple[Subject, FairnessPolicy]:
     if not documents:
         raise ApprovalError("Choose at least one frozen verdict document.", field="documents")
-    subjects = {(d.prediction_audit_id, d.trial_id) for d in documents}
+    subjects = {(d.prediction_audit_id, d.trial_id, d.paired_comparison_id) for d in documents}
     if len(subjects) != 1:
         raise ApprovalError(
-            "All documents of a review request must judge one subject: one prediction audit, or one trial.",
+            "All documents of a review request must judge one subject: one prediction audit, one trial, or "
+            "one paired comparison.",
             field="documents",
         )
     policies = {d.policy_id for d in documents}
@@ -260,7 +280,7 @@ def _subject_of(documents: Sequence[VerdictDocument]) -> tuple[PredictionAudit |
             field="documents",
         )
     first = documents[0]
-    subject: PredictionAudit | Trial | None = first.prediction_audit or first.trial
+    subject: Subject | None = first.prediction_audit or first.trial or first.paired_comparison
     assert subject is not None
     return subject, first.policy
 

@@ -14,11 +14,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.statistics.stats import Verdict
 
 # The Verdict enum's members (the one vocabulary of verdicts), under the names the approvals use.
 FAIL: Final = Verdict.FAIL
 INCONCLUSIVE: Final = Verdict.INCONCLUSIVE
+# A paired comparison's group verdicts that are findings (fairness/statistics/paired.py).
+PAIRED_WORSE: Final = "WORSE"
+PAIRED_INCONCLUSIVE: Final = "INCONCLUSIVE"
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,64 @@ def finding_key(*, document_sha256: str, attribute: str, metric: str, group: str
 
 def document_findings(document: Mapping[str, Any], *, sha256: str) -> list[Finding]:
     """The judged FAIL and INCONCLUSIVE comparisons of a verdict document, in document order
-    (attributes as stored, comparisons as listed)."""
+    (attributes as stored, comparisons as listed); a paired comparison's WORSE and INCONCLUSIVE groups
+    (``paired_findings``)."""
+    if document.get("kind") == PAIRED_COMPARISON:
+        return list(paired_findings(document, sha256=sha256))
     return list(_findings(document, sha256))
+
+
+def paired_findings(document: Mapping[str, Any], *, sha256: str) -> Iterator[Finding]:
+    """What the committee must settle before "challenger B replaces champion A": each group the
+    challenger is WORSE for (a FAIL: blocks approval until a waiver covers it), and each group left
+    INCONCLUSIVE (acknowledged by every approving vote, with the rows that would decide it).
+
+    One finding per group, named by the metric that decides it: for a WORSE group, its first metric
+    judged WORSE; for an INCONCLUSIVE group, the undecided metric that needs the most rows. The
+    ``reference`` is the champion; ``positives_needed`` the rows needed in that metric's denominator.
+    """
+    comparison = document.get("comparison") or {}
+    champion = str((document.get("champion") or comparison.get("champion") or {}).get("column"))
+    challenger = str((document.get("challenger") or comparison.get("challenger") or {}).get("column"))
+    for attribute, section in (comparison.get("attributes") or {}).items():
+        metrics: Mapping[str, Any] = section.get("metrics") or {}
+        for group, verdict in (section.get("verdicts") or {}).items():
+            if verdict not in (PAIRED_WORSE, PAIRED_INCONCLUSIVE):
+                continue
+            rows = [(metric, block, (block.get("groups") or {}).get(group) or {}) for metric, block in metrics.items()]
+            if verdict == PAIRED_WORSE:
+                chosen = [row for row in rows if row[2].get("verdict") == PAIRED_WORSE]
+            else:
+                chosen = sorted(
+                    (row for row in rows if row[2].get("verdict") == PAIRED_INCONCLUSIVE),
+                    key=lambda row: -(row[2].get("rows_needed") or 0),
+                )
+            metric, block, row = (chosen or rows or [("all", {}, {})])[0]
+            needed = row.get("rows_needed") if verdict == PAIRED_INCONCLUSIVE else None
+            denominator = str(block.get("denominator") or "rows")
+            yield Finding(
+                key=finding_key(document_sha256=sha256, attribute=attribute, metric=metric, group=str(group)),
+                document_sha256=sha256,
+                attribute=attribute,
+                metric=metric,
+                group=str(group),
+                reference=f"champion {champion}",
+                verdict=FAIL if verdict == PAIRED_WORSE else INCONCLUSIVE,
+                difference=row.get("difference"),
+                ci_low=row.get("low"),
+                ci_high=row.get("high"),
+                positives_needed=needed,
+                needed_reason=(
+                    f"{denominator} of the group (the metric's denominator), compared on the same rows"
+                    if needed is not None
+                    else None
+                ),
+                note=(
+                    f"challenger {challenger} is worse than champion {champion} for this group"
+                    if verdict == PAIRED_WORSE
+                    else f"undecided whether challenger {challenger} is better or worse than champion {champion}"
+                ),
+            )
 
 
 def _findings(document: Mapping[str, Any], sha256: str) -> Iterator[Finding]:

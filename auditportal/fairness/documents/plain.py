@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from auditportal.fairness.documents.findings import FAIL, INCONCLUSIVE, Finding, document_attributes, document_findings
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.files.intersections import group_values, split_key
 from auditportal.fairness.statistics.stats import Verdict
 from auditportal.fairness.text import numbers
@@ -131,6 +132,8 @@ def verdict_counts(document: Mapping[str, Any]) -> dict[str, int]:
 def document_plain_summary(document: Mapping[str, Any]) -> PlainSummary:
     """The plain-language paragraph of a judged document: a prediction audit's result document
     (docs/audit-json.md) or a frozen verdict document of either kind (docs/verdict-documents.md)."""
+    if document.get("kind") == PAIRED_COMPARISON:
+        return paired_plain_summary(document)
     # In the attributes' names' order, not the stored mapping's: PostgreSQL's jsonb keeps an object's
     # keys in its own order (shortest first), SQLite as written, and the paragraph must read the same.
     attributes = dict(sorted(document_attributes(document).items(), key=_attribute_order))
@@ -145,6 +148,62 @@ def document_plain_summary(document: Mapping[str, Any]) -> PlainSummary:
         outcome=_outcome(verdict, counts, [item for item in findings if item.verdict == FAIL], attributes),
         undecided=_undecided([item for item in findings if item.verdict == INCONCLUSIVE], attributes),
     )
+
+
+def paired_plain_summary(document: Mapping[str, Any]) -> PlainSummary:
+    """The paragraph of a paired comparison's document: "challenger B replaces champion A", for which
+    groups B is worse, and which are undecided with the rows that would decide them."""
+    comparison = document.get("comparison") or {}
+    champion = quoted((document.get("champion") or {}).get("column"))
+    challenger = quoted((document.get("challenger") or {}).get("column"))
+    policy = _policy(document)
+    tolerance = float(policy.get("tolerance") or 0)
+    file_name = quoted((document.get("file") or {}).get("name"))
+    rows = (document.get("file") or {}).get("rows")
+    judged = (
+        f"This document compares challenger {challenger} with champion {champion}, the model it would replace, "
+        f"on the same {numbers.plural(int(rows or 0), 'row')} of {file_name}, group by group, under fairness "
+        f"policy version {policy.get('version')}: a difference larger than {tolerance:g} "
+        f"({percentage_points(tolerance)} percentage points) counts."
+    )
+    findings = document_findings(document, sha256="")
+    worse = [item for item in findings if item.verdict == FAIL]
+    undecided = [item for item in findings if item.verdict == INCONCLUSIVE]
+    verdicts = [
+        verdict for section in (comparison.get("attributes") or {}).values() for verdict in section["verdicts"].values()
+    ]
+    if worse:
+        outcome = f"The challenger is worse than the champion for {and_list([_paired_group(f) for f in worse])}."
+    elif not verdicts:
+        outcome = "Nothing could be compared."
+    else:
+        better = sum(verdict == "BETTER" for verdict in verdicts)
+        others = len(verdicts) - better - len(undecided)
+        outcome = (
+            f"The challenger is worse for no group: better for {numbers.plural(better, 'group')}, "
+            f"equivalent or only different in selection rate for {numbers.count(others)}."
+        )
+    pending = ""
+    if undecided:
+        pending = (
+            "Undecided: "
+            + "; ".join(
+                f"{_paired_group(item)} ({item.metric}"
+                + (
+                    f", about {numbers.count(item.positives_needed)} rows would decide it"
+                    if item.positives_needed
+                    else ""
+                )
+                + ")"
+                for item in undecided
+            )
+            + "."
+        )
+    return PlainSummary(verdict=document.get("verdict"), judged=judged, outcome=outcome, undecided=pending)
+
+
+def _paired_group(finding: Finding) -> str:
+    return f"{quoted(finding.group)} in {quoted(finding.attribute)}"
 
 
 # --------------------------------------------------------------------------- what was judged

@@ -27,6 +27,7 @@ from typing import Any
 from auditportal.fairness.documents import plain
 from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
 from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.text import numbers, presentation
 from auditportal.fairness.text.csvsafe import csv_text
 
@@ -337,15 +338,98 @@ class DocumentTables:
     document: EvidenceDocument
     verdict: str | None
     tables: list[presentation.AttributeTable]
+    # A paired comparison's document: its table per attribute (the audit tables stay empty).
+    paired: list[PairedTable] = field(default_factory=list)
+    claim: str = ""
+
+
+@dataclass(frozen=True)
+class PairedRow:
+    """One group and metric of a paired comparison, as text."""
+
+    metric: str
+    group: str
+    n: str
+    champion: str
+    challenger: str
+    difference: str
+    interval: str
+    level: str
+    p_adjusted: str
+    verdict: str | None
+    rows_needed: str
+
+
+@dataclass(frozen=True)
+class PairedTable:
+    """One attribute of a paired comparison: each group's verdict over the metrics, and every row."""
+
+    attribute: str
+    verdicts: list[tuple[str, str | None]]
+    unknown: int
+    rows: list[PairedRow]
 
 
 def document_tables(document: EvidenceDocument) -> DocumentTables:
     value = document.document
+    if value.get("kind") == PAIRED_COMPARISON:
+        champion = (value.get("champion") or {}).get("column")
+        challenger = (value.get("challenger") or {}).get("column")
+        return DocumentTables(
+            document=document,
+            verdict=document.verdict,
+            tables=[],
+            paired=paired_tables(value.get("comparison") or {}),
+            claim=f"Challenger {challenger} replaces champion {champion}",
+        )
     return DocumentTables(
         document=document,
         verdict=document.verdict,
         tables=presentation.attribute_tables({"attributes": document_attributes(value)}),
     )
+
+
+def paired_tables(comparison: Mapping[str, Any]) -> list[PairedTable]:
+    """A paired comparison's result (docs/comparisons.md) as the report's tables: per attribute, per
+    metric and group, each model's rate, the difference B − A with its paired interval and level,
+    McNemar's Holm-adjusted p-value, the verdict and the rows that would decide an INCONCLUSIVE one."""
+    tables = []
+    for attribute, section in (comparison.get("attributes") or {}).items():
+        rows = []
+        blocks = section.get("metrics") or {}
+        # In the comparison's order of metrics (the canonical document's keys are sorted), groups as listed.
+        order = [metric for metric in comparison.get("metrics") or [] if metric in blocks]
+        for block in [blocks[metric] for metric in order + sorted(set(blocks) - set(order))]:
+            groups = block.get("groups") or {}
+            for group in [g for g in section.get("groups") or [] if g in groups] + sorted(
+                set(groups) - set(section.get("groups") or [])
+            ):
+                row = groups[group]
+                needed = row.get("rows_needed")
+                rows.append(
+                    PairedRow(
+                        metric=str(block.get("name")),
+                        group=str(group),
+                        n=numbers.count(row.get("n")),
+                        champion=numbers.rate((row.get("champion") or {}).get("rate")),
+                        challenger=numbers.rate((row.get("challenger") or {}).get("rate")),
+                        difference=numbers.gap(row.get("difference")),
+                        interval=numbers.interval(row.get("low"), row.get("high")),
+                        level=numbers.percent(row.get("level")),
+                        p_adjusted=numbers.pvalue(row.get("p_adjusted")),
+                        verdict=row.get("verdict"),
+                        rows_needed="" if needed is None else f"{numbers.count(needed)} {block.get('denominator')}",
+                    )
+                )
+        tables.append(
+            PairedTable(
+                attribute=str(attribute),
+                verdicts=[(str(group), verdict) for group, verdict in (section.get("verdicts") or {}).items()],
+                unknown=int(section.get("unknown") or 0),
+                rows=rows,
+            )
+        )
+    return tables
 
 
 @dataclass(frozen=True)
@@ -392,6 +476,8 @@ def group_table_csv(document: EvidenceDocument) -> str:
     writer (``fairness/text/csvsafe.py``): text quoted, and a name that begins like a formula, or with
     ``'``, with one ``'`` before it (``original_text`` takes it off).
     """
+    if document.document.get("kind") == PAIRED_COMPARISON:
+        return paired_table_csv(document)
     header = ["attribute", "group", "is_reference", "n", "positives", "negatives", "predicted_positives"]
     for rate in RATES:
         header += [rate, f"{rate}_low", f"{rate}_high"]
@@ -416,6 +502,33 @@ def group_table_csv(document: EvidenceDocument) -> str:
                 row += [value, low, high]
             rows.append(row)
     return csv_text(header, rows)
+
+
+PAIRED_CSV_HEADER = (
+    "attribute", "metric", "group", "n", "champion", "champion_low", "champion_high", "challenger",
+    "challenger_low", "challenger_high", "both", "only_champion", "only_challenger", "neither", "difference",
+    "low", "high", "level", "p_value", "p_exact", "p_adjusted", "verdict", "rows_needed",
+)  # fmt: skip
+
+
+def paired_table_csv(document: EvidenceDocument) -> str:
+    """A paired comparison's every attribute, metric and group with the unrounded values, as CSV (the
+    one CSV writer: names that begin like a formula are quoted with ``'``)."""
+    comparison = document.document.get("comparison") or {}
+    rows: list[list[Any]] = []
+    for attribute, section in (comparison.get("attributes") or {}).items():
+        for metric, block in (section.get("metrics") or {}).items():
+            for group, row in (block.get("groups") or {}).items():
+                champion, challenger = row.get("champion") or {}, row.get("challenger") or {}
+                table = row.get("table") or {}
+                rows.append(
+                    [attribute, metric, group, row.get("n")]
+                    + [champion.get(key) for key in ("rate", "low", "high")]
+                    + [challenger.get(key) for key in ("rate", "low", "high")]
+                    + [table.get(key) for key in ("both", "only_champion", "only_challenger", "neither")]
+                    + [row.get(key) for key in PAIRED_CSV_HEADER[14:]]
+                )
+    return csv_text(list(PAIRED_CSV_HEADER), rows)
 
 
 def plain_summary(context: ReportContext) -> list[str]:
@@ -447,6 +560,10 @@ def plain_summary(context: ReportContext) -> list[str]:
     )
     if counted:
         sentences.append(counted)
+    for document in context.documents:
+        if document.document.get("kind") == PAIRED_COMPARISON:
+            paired = plain.paired_plain_summary(document.document)
+            sentences += [part for part in (paired.judged, paired.outcome, paired.undecided) if part]
     if context.trials is not None and len(context.trials.trials) > 1:
         reviewed = context.trials.reviewed
         sentences.append(

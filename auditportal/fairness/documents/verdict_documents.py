@@ -29,6 +29,7 @@ SCHEMA_VERSION = 2
 
 PREDICTION_AUDIT = "prediction_audit"
 TRIAL_VALIDATION = "trial_validation"
+PAIRED_COMPARISON = "paired_comparison"
 
 POLICY_KEYS = ("version", "tolerance", "alpha", "metrics", "reference_rule", "min_group_size")
 
@@ -115,6 +116,67 @@ def trial_validation_document(
         },
         "attributes": attributes,
     }
+
+
+def paired_comparison_document(
+    *,
+    result: Mapping[str, Any],
+    file_name: str,
+    sha256: str,
+    rows: int,
+    parameters: Mapping[str, Any],
+    policy: Mapping[str, Any],
+) -> JSON:
+    """The document of a paired comparison (docs/comparisons.md): "challenger B replaces champion A",
+    with the comparison's result exactly as stored (each model's rates per group and metric, the paired
+    differences with their intervals, McNemar's p-values, the verdicts, the rows needed), the file it
+    read, the parameters and the policy.
+
+    ``verdict`` speaks the committee's vocabulary (PASS / FAIL / INCONCLUSIVE), as every document's:
+    FAIL when the challenger is WORSE than the champion for some group, INCONCLUSIVE when a group is
+    undecided and none is worse, PASS when every group is BETTER, EQUIVALENT or DIFFERENT (a selection
+    rate moved, which has no better side); null when nothing was compared. ``paired_verdict`` is the
+    comparison's own (its worst group's). The groups WORSE or INCONCLUSIVE are the committee's
+    findings (fairness/documents/findings.py).
+    """
+    champion = result.get("champion") or {}
+    challenger = result.get("challenger") or {}
+    return {
+        **_header(PAIRED_COMPARISON, policy),
+        "verdict": paired_headline(result),
+        "headline": None,
+        "paired_verdict": result.get("verdict"),
+        "champion": {"column": str(champion.get("column")), "threshold": champion.get("threshold")},
+        "challenger": {"column": str(challenger.get("column")), "threshold": challenger.get("threshold")},
+        "file": {"name": file_name, "sha256": sha256, "rows": int(rows)},
+        "parameters": _plain(parameters),
+        "comparison": _plain(result),
+    }
+
+
+# A paired comparison's group verdicts (fairness/statistics/paired.py) in the committee's words.
+PAIRED_AS_VERDICT = {
+    "WORSE": "FAIL",
+    "INCONCLUSIVE": "INCONCLUSIVE",
+    "BETTER": "PASS",
+    "EQUIVALENT": "PASS",
+    "DIFFERENT": "PASS",
+}
+
+
+def paired_headline(result: Mapping[str, Any]) -> str | None:
+    """FAIL, INCONCLUSIVE or PASS over every attribute's groups of a paired result; None when no group
+    has a verdict."""
+    verdicts = {
+        PAIRED_AS_VERDICT.get(str(verdict), "INCONCLUSIVE")
+        for section in (result.get("attributes") or {}).values()
+        for verdict in (section.get("verdicts") or {}).values()
+        if verdict is not None
+    }
+    for verdict in ("FAIL", "INCONCLUSIVE", "PASS"):
+        if verdict in verdicts:
+            return verdict
+    return None
 
 
 def config_digest(config_yaml: str) -> str:

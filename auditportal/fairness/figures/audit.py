@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from auditportal.fairness.documents.findings import document_attributes
+from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.figures import palette, printing, screen
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics.stats import COMPARED, Verdict
@@ -472,7 +473,12 @@ def audit_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
 
 def verdict_document_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
     """The forest plot of a frozen verdict document of either kind (docs/verdict-documents.md), at the
-    tolerance of the policy it was judged under."""
+    tolerance of the policy it was judged under; a paired comparison's is its paired differences'
+    (fairness/figures/paired.py)."""
+    if document.get("kind") == PAIRED_COMPARISON:
+        from auditportal.fairness.figures.paired import paired_forest_plot
+
+        return paired_forest_plot(document.get("comparison") or {})
     return forest_plot(document_attributes(document), tolerance=document["policy"]["tolerance"])
 
 

@@ -5,9 +5,10 @@ palette, band and shapes (fairness/figures/audit.py); every user string through 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from auditportal.fairness.figures import palette
+from auditportal.fairness.figures import palette, printing
 from auditportal.fairness.figures.text import plain, shorten
 from auditportal.fairness.statistics import paired
 
@@ -35,8 +36,11 @@ BETTER_WORDS = {1: "higher is better", -1: "lower is better", 0: "no better side
 AXIS_TITLE = "difference, challenger − champion"
 
 
-def paired_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
-    """One panel per metric, one row per attribute's group; None when nothing was compared."""
+def paired_forest_plot(
+    document: Mapping[str, Any], *, row_px: int = ROW_PX, span: float | None = None
+) -> go.Figure | None:
+    """One panel per metric, one row per attribute's group; None when nothing was compared. ``row_px``:
+    each row's height; ``span``: the x axis's half-width (by default from the intervals shown)."""
     from plotly.subplots import make_subplots
 
     attributes: Mapping[str, Any] = document.get("attributes", {})
@@ -55,7 +59,7 @@ def paired_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
         return None
     tolerance = float(document["tolerance"])
     counts = [len(rows[metric]) for metric in metrics]
-    plot_px = sum(counts) * ROW_PX + PANEL_GAP_PX * (len(metrics) - 1)
+    plot_px = sum(counts) * row_px + PANEL_GAP_PX * (len(metrics) - 1)
     figure = make_subplots(
         rows=len(metrics),
         cols=1,
@@ -64,11 +68,8 @@ def paired_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
         row_heights=[count / sum(counts) for count in counts],
         subplot_titles=[f"{paired.METRIC_NAMES[m]} ({BETTER_WORDS[paired.DIRECTION[m]]})" for m in metrics],
     )
-    span = max(
-        [tolerance * 2, 0.05]
-        + [abs(v) for m in metrics for _n, _g, r in rows[m] for v in (r["low"], r["high"]) if v is not None]
-    )
-    span = min(1.0, span * 1.1)
+    if span is None:
+        span = _span(tolerance, [r for m in metrics for _n, _g, r in rows[m]])
     shown: set[str] = set()
     for index, metric in enumerate(metrics, start=1):
         points = rows[metric]
@@ -149,3 +150,77 @@ def paired_forest_plot(document: Mapping[str, Any]) -> go.Figure | None:
     )
     figure.update_yaxes(automargin=True)
     return figure
+
+
+def _span(tolerance: float, rows: list[Mapping[str, Any]]) -> float:
+    span = max([tolerance * 2, 0.05] + [abs(float(v)) for r in rows for v in (r["low"], r["high"]) if v is not None])
+    return min(1.0, span * 1.1)
+
+
+@dataclass(frozen=True)
+class PairedPanel:
+    """One printed panel of a paired comparison's forest plot: one metric, at most
+    ``printing.ROWS_PER_PANEL`` groups, the figure at its full height in pixels."""
+
+    metric: str
+    title: str
+    figure: go.Figure
+    height: int
+
+
+def paired_forest_plot_panels(
+    document: Mapping[str, Any], *, max_rows: int = printing.ROWS_PER_PANEL
+) -> list[PairedPanel]:
+    """The paired forest plot for paper (the signed report): one metric per panel, at most ``max_rows``
+    groups each (an attribute's groups kept together where they fit), rows ``printing.ROW_PX`` high,
+    every panel on the same x range. Empty when nothing was compared."""
+    attributes: Mapping[str, Any] = document.get("attributes", {})
+    tolerance = float(document["tolerance"])
+    every = [
+        row
+        for section in attributes.values()
+        for block in section["metrics"].values()
+        for row in block["groups"].values()
+        if row["difference"] is not None
+    ]
+    span = _span(tolerance, every)
+    panels: list[PairedPanel] = []
+    for metric in document.get("metrics", []):
+        points = [
+            (name, group)
+            for name, section in attributes.items()
+            if metric in section["metrics"]
+            for group, row in section["metrics"][metric]["groups"].items()
+            if row["difference"] is not None
+        ]
+        chunks = printing.panels(points, block=lambda point: point[0], max_rows=max_rows)
+        for number, chunk in enumerate(chunks, start=1):
+            chosen: dict[str, set[str]] = {}
+            for name, group in chunk:
+                chosen.setdefault(name, set()).add(group)
+            part = {
+                **document,
+                "metrics": [metric],
+                "attributes": {
+                    name: {
+                        **attributes[name],
+                        "metrics": {
+                            metric: {
+                                **attributes[name]["metrics"][metric],
+                                "groups": {
+                                    group: row
+                                    for group, row in attributes[name]["metrics"][metric]["groups"].items()
+                                    if group in groups
+                                },
+                            }
+                        },
+                    }
+                    for name, groups in chosen.items()
+                },
+            }
+            figure = paired_forest_plot(part, row_px=printing.ROW_PX, span=span)
+            if figure is None:
+                continue
+            title = paired.METRIC_NAMES[metric] + (f" ({number} of {len(chunks)})" if len(chunks) > 1 else "")
+            panels.append(PairedPanel(metric=metric, title=title, figure=figure, height=int(figure.layout.height)))
+    return panels
