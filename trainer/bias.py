@@ -10,6 +10,7 @@ summing the vectors, never by averaging ratios.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ CELL_NAMES = ("tn", "fp", "fn", "tp")
 CELLS = 4
 INTERSECTION_SEP = "&"
 AUC_BINS = 4096
+# The level at which a recall gap counts as beyond noise: the portal's default alpha
+# (auditportal/fairness/statistics/stats.py DEFAULT_ALPHA), Bonferroni-split over an attribute's
+# recall family as its verdicts are.
+NOISE_ALPHA = 0.05
 
 
 def metric_key_part(name: str) -> str:
@@ -222,13 +227,50 @@ class ConfusionAccumulator:
         auc = binned_auc(hist[:, 1], hist[:, 0])
         if auc is not None:
             out["auc"] = auc
-        eod = 0.0
+        beyond_noise = 0.0
         if self.layout is not None:
             group = group_metrics(counts[: self.layout.n_cells].reshape(self.layout.n_slots, CELLS), self.layout)
             out.update(group)
-            eod = group["eod"]
-        out["fair_objective"] = out["val_loss"] + search_lambda * eod
+            beyond_noise = group["eod_beyond_noise"]
+        out["fair_objective"] = fair_objective(out["val_loss"], beyond_noise, search_lambda)
         return out
+
+
+def fair_objective(val_loss: float, eod_beyond_noise: float, search_lambda: float) -> float:
+    """The searcher's metric (smaller is better): the loss plus ``search_lambda`` times the largest
+    recall gap beyond its sampling noise (:func:`gap_beyond_noise`), not the raw ``eod``, which
+    small groups set by noise alone."""
+    return val_loss + search_lambda * eod_beyond_noise
+
+
+def gap_beyond_noise(
+    tp: Sequence[int] | np.ndarray, positives: Sequence[int] | np.ndarray, *, alpha: float = NOISE_ALPHA
+) -> float:
+    """One attribute's largest recall gap beyond noise: over every pair (i, j) of its groups with
+    positives, ``max(0, |recall_i - recall_j| - floor_ij)``; 0 with fewer than two such groups.
+
+    ``floor_ij = z * sqrt(p (1 - p) (1/n_i + 1/n_j))`` is the pair's two-sample noise floor, the
+    half-width of a difference interval at no gap: ``n`` the groups' positives, ``p`` their pooled
+    plus-four recall ``(tp_i + tp_j + 2) / (n_i + n_j + 4)`` (never 0 or 1, so 0 of 2 against 2 of 2
+    still has a floor), ``z`` the normal quantile at ``1 - alpha / (2k)``, k the attribute's groups
+    with positives less one (its recall family, as the portal's verdicts count it). This is the
+    portal's ``stats.pair_noise_floor`` at the level of ``fairness/statistics/eod.py``, the floor the
+    experiment page shades under the eod; tests/trainer/test_noise_aware.py holds the two equal.
+    """
+    n = np.asarray(positives, dtype=np.int64)
+    x = np.asarray(tp, dtype=np.int64)
+    has = n > 0
+    if int(has.sum()) < 2:
+        return 0.0
+    n, x = n[has].astype(np.float64), x[has].astype(np.float64)
+    k = len(n) - 1
+    z = statistics.NormalDist().inv_cdf(1 - alpha / (2 * k))
+    recall = x / n
+    i, j = np.triu_indices(len(n), k=1)
+    pooled = (x[i] + x[j] + 2) / (n[i] + n[j] + 4)
+    floor = z * np.sqrt(pooled * (1 - pooled) * (1 / n[i] + 1 / n[j]))
+    excess = np.abs(recall[i] - recall[j]) - floor
+    return float(max(0.0, excess.max()))
 
 
 def binned_auc(pos_hist: np.ndarray, neg_hist: np.ndarray) -> float | None:
@@ -247,10 +289,12 @@ def group_metrics(counts: np.ndarray, layout: GroupLayout) -> dict[str, float]:
 
     A group without positives has no recall and one without negatives no FPR (the keys are
     omitted), so ``eod`` never becomes NaN; unknown values are counted but excluded from rates.
+    Beside each ``eod`` its noise-aware counterpart ``eod_beyond_noise`` (:func:`gap_beyond_noise`).
     """
     counts = np.asarray(counts, dtype=np.int64).reshape(layout.n_slots, CELLS)
     out: dict[str, float] = {}
     gaps: list[float] = []
+    beyond: list[float] = []
     for attr, off in zip(layout.attributes, layout.offsets, strict=True):
         a = metric_key(attr.names)
         block = counts[off : off + attr.n_slots]
@@ -270,7 +314,12 @@ def group_metrics(counts: np.ndarray, layout: GroupLayout) -> dict[str, float]:
         gap = max(recalls) - min(recalls) if len(recalls) >= 2 else 0.0
         out[f"eod/{a}"] = gap
         gaps.append(gap)
+        groups = block[: len(attr.groups)]
+        excess = gap_beyond_noise(groups[:, TP], groups[:, TP] + groups[:, FN])
+        out[f"eod_beyond_noise/{a}"] = excess
+        beyond.append(excess)
     out["eod"] = max(gaps) if gaps else 0.0
+    out["eod_beyond_noise"] = max(beyond) if beyond else 0.0
     return out
 
 

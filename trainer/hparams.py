@@ -57,7 +57,7 @@ HPARAMS: dict[str, Hparam] = {
     "global_batch_size": Hparam("int", 128, "split evenly over workers", low=1, high=1 << 20),
     "normalization": Hparam("choice", "none", "after every hidden layer", choices=NORMALIZATIONS),
     "fairness_lambda": Hparam("float", 0.0, "weight of the fairness penalty in the loss", low=0.0, high=1e6),
-    "search_lambda": Hparam("float", 1.0, "weight of eod in fair_objective", low=0.0, high=1e6),
+    "search_lambda": Hparam("float", 1.0, "weight of eod_beyond_noise in fair_objective", low=0.0, high=1e6),
     "seed": Hparam("int", 0, "model init, sampler order", low=0, high=2**31 - 1),
     "sampler": Hparam("choice", "stratified", "training batch sampler", choices=SAMPLERS),
     "val_fraction": Hparam(

@@ -92,6 +92,9 @@ class _TrialMetricsSerializer(serializers.Serializer[Any]):
     """The trial's latest validation metrics."""
 
     eod = serializers.FloatField(allow_null=True)
+    eod_beyond_noise = serializers.FloatField(
+        allow_null=True, help_text="The largest recall gap less its sampling noise; fair_objective searches on it."
+    )
     fair_objective = serializers.FloatField(allow_null=True)
     accuracy = serializers.FloatField(allow_null=True)
     step = serializers.IntegerField(allow_null=True)

@@ -19,6 +19,8 @@ from typing import Any
 from auditportal.fairness.errors import UserError
 from trainer import hparams
 
+# The trainer's val_loss + search_lambda * eod_beyond_noise (the largest recall gap less its sampling
+# noise, trainer/README.md), smaller is better; the raw eod is reported beside it but not searched on.
 SEARCHER_METRIC = "fair_objective"
 TEMPLATES = ("single", "random", "asha")
 

@@ -18,7 +18,10 @@ class LaunchForm(forms.Form):
     template = forms.ChoiceField(
         choices=Template.choices,
         label="Template",
-        help_text="Searches minimise fair_objective = val_loss + search_lambda × eod.",
+        help_text=(
+            "Searches minimise fair_objective = val_loss + search_lambda × eod_beyond_noise "
+            "(the largest recall gap less its sampling noise)."
+        ),
     )
     hparams = forms.CharField(
         required=False,

@@ -24,7 +24,12 @@ from auditportal.fairness.files.metricsfile import MetricRecord, metric_group
 if TYPE_CHECKING:
     import psycopg
 
-SUMMARY_METRICS = {"eod": "latest_eod", "fair_objective": "latest_fair_objective", "accuracy": "latest_accuracy"}
+SUMMARY_METRICS = {
+    "eod": "latest_eod",
+    "eod_beyond_noise": "latest_eod_beyond_noise",
+    "fair_objective": "latest_fair_objective",
+    "accuracy": "latest_accuracy",
+}
 
 
 @dataclass

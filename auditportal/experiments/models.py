@@ -130,6 +130,9 @@ class Trial(models.Model):
     # The latest validation, kept here for the live page (no scan of the metric points).
     latest_step = models.PositiveIntegerField(null=True, blank=True)
     latest_eod = models.FloatField(null=True, blank=True)
+    # The trainer's eod_beyond_noise: the largest recall gap less its sampling noise, which
+    # fair_objective searches on (trainer/README.md); null for trials from before it was reported.
+    latest_eod_beyond_noise = models.FloatField(null=True, blank=True)
     latest_fair_objective = models.FloatField(null=True, blank=True)
     latest_accuracy = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

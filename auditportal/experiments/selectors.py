@@ -199,6 +199,7 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
         "hparams_text": hparams_text(trial.hparams),
         "metrics": {
             "eod": trial.latest_eod,
+            "eod_beyond_noise": trial.latest_eod_beyond_noise,
             "fair_objective": trial.latest_fair_objective,
             "accuracy": trial.latest_accuracy,
             "step": trial.latest_step,
@@ -236,6 +237,7 @@ def trial_shown(trial: Trial) -> dict[str, Any]:
     rows to show them alike: rates at 3 significant digits, counts with separators."""
     return {
         "eod": numbers.rate(trial.latest_eod),
+        "eod_beyond_noise": numbers.rate(trial.latest_eod_beyond_noise),
         "fair_objective": numbers.rate(trial.latest_fair_objective),
         "accuracy": numbers.rate(trial.latest_accuracy),
         "steps": f"{numbers.count(trial.steps_done)} / {numbers.count(trial.steps_planned)}",

@@ -56,7 +56,7 @@
     steps.setAttribute("data-field", "steps");
     progress.appendChild(steps);
     row.appendChild(progress);
-    ["eod", "fair_objective", "accuracy"].forEach(function (name) {
+    ["eod", "eod_beyond_noise", "fair_objective", "accuracy"].forEach(function (name) {
       var td = cell("td", "", "num");
       td.setAttribute("data-field", name);
       row.appendChild(td);
@@ -79,14 +79,14 @@
     noteRow.setAttribute("data-trial-note", trial.id);
     noteRow.hidden = true;
     var noteCell = cell("td");
-    noteCell.colSpan = 8;
+    noteCell.colSpan = 9;
     noteCell.setAttribute("data-field", "note");
     noteRow.appendChild(noteCell);
     // Its verdict documents' row comes with the live sections (swapSections).
     var errorRow = cell("tr");
     errorRow.setAttribute("data-trial-error", trial.id);
     var td = cell("td");
-    td.colSpan = 8;
+    td.colSpan = 9;
     var error = cell("div", "", "error");
     error.setAttribute("data-field", "error");
     var log = cell("pre", "", "log");
@@ -145,7 +145,7 @@
     row.querySelector('[data-field="bar"]').style.width = trial.progress_percent + "%";
     var shown = trial.shown || {};
     row.querySelector('[data-field="steps"]').textContent = shown.steps;
-    ["eod", "fair_objective", "accuracy"].forEach(function (name) {
+    ["eod", "eod_beyond_noise", "fair_objective", "accuracy"].forEach(function (name) {
       row.querySelector('[data-field="' + name + '"]').textContent = shown[name];
     });
     renderVerdicts(row.querySelector('[data-field="verdicts"]'), trial.verdicts || [], shown.verdicts || {});

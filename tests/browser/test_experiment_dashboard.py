@@ -14,6 +14,7 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, 
 from auditportal.fairness.files.metricsfile import MetricRecord
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import ExperimentFactory, TrialFactory, make_user
+from trainer import bias
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -34,7 +35,9 @@ def _validation(step: int, female: int, male: int) -> MetricRecord:
             metrics[f"count/gender/{group}/{cell}"] = float(value)
         metrics[f"recall/gender/{group}"] = tp / 1000
     metrics["eod"] = abs(female - male) / 1000
-    metrics["fair_objective"] = 0.5 + metrics["eod"]  # type: ignore[operator]
+    beyond_noise = bias.gap_beyond_noise([female, male], [1000, 1000])
+    metrics["eod_beyond_noise"] = beyond_noise
+    metrics["fair_objective"] = 0.5 + beyond_noise
     return MetricRecord(kind="validation", step=step, metrics=metrics)
 
 
@@ -97,6 +100,11 @@ def test_the_charts_render_without_console_errors_and_fit_1280_pixels(
         .endswith("ran on one worker: there is no split of its groups between workers to show.")
     )
     assert page.locator(f'tr[data-trial="{first.pk}"] td.hparams').inner_text().count("learning_rate=0.0007631") == 1
+    # Both gaps: the raw eod (plotted) and the one less its noise that fair_objective searches on.
+    assert page.locator(f'tr[data-trial="{first.pk}"] td[data-field="eod"]').inner_text() == "0.0100"
+    assert page.locator(f'tr[data-trial="{first.pk}"] td[data-field="eod_beyond_noise"]').inner_text() == "0"
+    second_beyond = page.locator(f'tr[data-trial="{search[2].pk}"] td[data-field="eod_beyond_noise"]').inner_text()
+    assert 0.3 < float(second_beyond) < 0.4
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     page.screenshot(path=str(ARTIFACTS / "experiment-dashboard.png"), full_page=True)
     assert console == []

@@ -298,3 +298,31 @@ def test_hyperparameters_show_four_significant_digits_on_the_page_and_in_the_liv
     (row,) = [trial for trial in progress["trials"] if trial["id"] == first.pk]
     assert row["hparams_text"] == [["learning_rate", "0.0007631"], ["seed", "7"]]
     assert row["hparams"]["learning_rate"] == 0.0007631388066955715  # the exact value stays in the data
+
+
+def test_the_trial_table_and_the_live_progress_show_eod_and_the_gap_beyond_noise_the_search_uses(
+    carol: User, experiment: Experiment
+) -> None:
+    trial = TrialFactory.create(experiment=experiment)
+    record = _validation(10, (1, 1), (2, 0), 0.8)  # one positive missed of two: an eod of 0.5, all noise
+    record.metrics["eod_beyond_noise"] = 0.0
+    record.metrics["fair_objective"] = 0.5
+    later = _validation(20, *FAILING, 0.8)
+    later.metrics["eod_beyond_noise"] = 0.3625
+    later.metrics["fair_objective"] = 0.8625
+    _ingest(trial, record)
+    trial.refresh_from_db()
+    assert (trial.latest_eod, trial.latest_eod_beyond_noise) == (0.5, 0.0)
+    _ingest(trial, later)
+    trial.refresh_from_db()
+    assert trial.latest_eod == pytest.approx(0.4)
+    assert trial.latest_eod_beyond_noise == 0.3625
+    client = client_for(carol)
+    page = client.get(reverse("experiments:detail", args=[experiment.pk])).content.decode()
+    assert ">eod beyond noise</th>" in page
+    assert '<td class="num" data-field="eod">0.400</td>' in page
+    assert '<td class="num" data-field="eod_beyond_noise">0.362</td>' in page
+    progress = client.get(reverse("experiments:progress", args=[experiment.pk])).json()
+    (row,) = progress["trials"]
+    assert row["metrics"]["eod_beyond_noise"] == 0.3625
+    assert row["shown"]["eod_beyond_noise"] == "0.362"

@@ -178,14 +178,26 @@ def test_counts_summed_across_workers_equal_counts_of_all_rows() -> None:
     assert combined == whole
 
 
-def test_fair_objective_adds_search_lambda_times_eod_to_val_loss() -> None:
+def test_fair_objective_adds_search_lambda_times_the_gap_beyond_noise_to_val_loss() -> None:
     layout = bias.GroupLayout.from_declared([("gender", ("female", "male"))])
     acc = bias.ConfusionAccumulator(layout)
+    # One positive each, one found and one missed: an eod of 1 that is all noise.
     acc.update(torch.tensor([[0], [1]]), torch.tensor([1.0, 1.0]), torch.tensor([0.9, 0.1]), torch.tensor(3.0))
     got = acc.metrics([acc.state()], search_lambda=0.25)
     assert got["val_loss"] == pytest.approx(1.5)
     assert got["eod"] == 1.0
-    assert got["fair_objective"] == pytest.approx(1.5 + 0.25)
+    assert got["eod_beyond_noise"] == 0.0
+    assert got["fair_objective"] == pytest.approx(1.5)
+    # 400 positives each, recall 0.9 against 0.5: the gap is far beyond noise and the objective sees it.
+    acc.reset()
+    codes = torch.tensor([[0]] * 400 + [[1]] * 400)
+    prob = torch.tensor([0.9] * 360 + [0.1] * 40 + [0.9] * 200 + [0.1] * 200)
+    acc.update(codes, torch.ones(800), prob, torch.tensor(800.0))
+    got = acc.metrics([acc.state()], search_lambda=0.25)
+    assert got["eod"] == pytest.approx(0.4)
+    assert 0.3 < got["eod_beyond_noise"] < 0.4
+    assert got["eod_beyond_noise/gender"] == got["eod_beyond_noise"]
+    assert got["fair_objective"] == pytest.approx(1.0 + 0.25 * got["eod_beyond_noise"])
 
 
 def test_group_names_with_slashes_cannot_break_the_metric_key_layout() -> None:

@@ -45,14 +45,24 @@ def test_metrics_file_lines_follow_schema_1(one_process: tuple[Path, list[dict[s
         assert line["trial"] == 1
         assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in line["metrics"].values())
     metrics = _validations(lines)[-1]["metrics"]
-    for key in ("eod", "eod/gender", "eod/age_group", "eod/gender&age_group", "val_loss", "accuracy", "auc"):
+    for key in (
+        "eod",
+        "eod/gender",
+        "eod/age_group",
+        "eod/gender&age_group",
+        "eod_beyond_noise",
+        "val_loss",
+        "accuracy",
+        "auc",
+    ):
         assert key in metrics
     for group in ("female", "male"):
         assert f"recall/gender/{group}" in metrics
         assert f"fpr/gender/{group}" in metrics
         assert {f"count/gender/{group}/{c}" for c in ("tp", "fn", "fp", "tn")} <= set(metrics)
     assert metrics["count/gender/unknown"] > 0
-    assert metrics["fair_objective"] == pytest.approx(metrics["val_loss"] + 1.0 * metrics["eod"])
+    assert metrics["fair_objective"] == pytest.approx(metrics["val_loss"] + 1.0 * metrics["eod_beyond_noise"])
+    assert 0.0 <= metrics["eod_beyond_noise"] <= metrics["eod"]
     recalls = [v for k, v in metrics.items() if k.startswith("recall/gender/")]
     assert metrics["eod/gender"] == pytest.approx(max(recalls) - min(recalls))
     training = _trainings(lines)[-1]["metrics"]
