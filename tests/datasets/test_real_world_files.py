@@ -150,7 +150,7 @@ def test_a_repeated_name_whose_columns_are_identical_is_one_column_with_a_warnin
     assert version.warnings == [IDENTICAL_DECILE, IDENTICAL_PRIORS]
     table = tabular.load_normalized(version.path, services.dataset_spec_for(version), display_name=source.name)
     assert table.column_names == ["age", "priors_count", "decile_score", "_target", "_attr.race", "_attr.sex"]
-    assert table.column("decile_score").to_pylist() == [float(row[4]) for row in recidivism_rows()]
+    assert table.column("decile_score").to_pylist() == [float(str(row[4])) for row in recidivism_rows()]
     body = client_for(alice).get(f"/api/v1/dataset-versions/{version.pk}/").json()
     assert body["warnings"] == [IDENTICAL_DECILE, IDENTICAL_PRIORS]
 
