@@ -17,13 +17,21 @@ RECIDIVISM_HEADER = [
     "priors_count",
 ]  # fmt: skip
 REPEATED_WARNING = (
-    "the file has more than one column named 'decile_score' (2 columns), 'priors_count' (2 columns); "
-    "a repeated name cannot tell its columns apart, so they were not used (as label, sensitive attribute, "
-    "prediction, score or feature)"
+    "the file has more than one column named 'decile_score' (columns 5 and 9), 'priors_count' (columns 6 and 10); "
+    "these were not used (as label, sensitive attribute, prediction, score or feature): a repeated name is used "
+    "only where it is declared and its columns hold the same values in every row, and a dataset's default "
+    "features leave it out"
 )
+IDENTICAL_DECILE = "columns 5 and 9 are both named 'decile_score' with identical values; the first is used"
+IDENTICAL_PRIORS = "columns 6 and 10 are both named 'priors_count' with identical values; the first is used"
+# The repeated name left out when only decile_score is used.
+UNUSED_PRIORS = REPEATED_WARNING.replace("'decile_score' (columns 5 and 9), ", "")
+UNUSED_DECILE = REPEATED_WARNING.replace(", 'priors_count' (columns 6 and 10)", "")
+# recidivism_csv(differ=True): the second decile_score column differs from the first in this data row.
+DIFFERING_ROW = 3
 
 
-def recidivism_rows(rows: int = 120, seed: int = 13) -> list[list[object]]:
+def recidivism_rows(rows: int = 120, seed: int = 13, *, differ: bool = False) -> list[list[object]]:
     draw = random.Random(seed)
     out: list[list[object]] = []
     for i in range(rows):
@@ -39,22 +47,25 @@ def recidivism_rows(rows: int = 120, seed: int = 13) -> list[list[object]]:
                 priors,
                 int(draw.random() < 0.2 + 0.05 * decile),
                 int(decile >= 5),
-                decile,
+                decile % 10 + 1 if differ and i + 1 == DIFFERING_ROW else decile,
                 priors,
             ]
         )
     return out
 
 
-def recidivism_csv(path: Path, rows: int = 120) -> Path:
-    lines = [",".join(RECIDIVISM_HEADER)] + [",".join(str(v) for v in row) for row in recidivism_rows(rows)]
+def recidivism_csv(path: Path, rows: int = 120, *, differ: bool = False) -> Path:
+    """The file repeats decile_score and priors_count with identical values, or (``differ``) with
+    decile_score's second column different in data row DIFFERING_ROW."""
+    data = recidivism_rows(rows, differ=differ)
+    lines = [",".join(RECIDIVISM_HEADER)] + [",".join(str(v) for v in row) for row in data]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-def recidivism_parquet(path: Path, rows: int = 120) -> Path:
-    data = recidivism_rows(rows)
+def recidivism_parquet(path: Path, rows: int = 120, *, differ: bool = False) -> Path:
+    data = recidivism_rows(rows, differ=differ)
     arrays: list[pa.Array[Any]] = [pa.array([row[i] for row in data]) for i in range(len(RECIDIVISM_HEADER))]
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_arrays(arrays, names=RECIDIVISM_HEADER), path)

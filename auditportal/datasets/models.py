@@ -115,9 +115,13 @@ class DatasetVersion(models.Model):
 
     @property
     def warnings(self) -> list[str]:
-        """What registration warned about the file (repeated column names, left out of the features)."""
-        warning = tabular.repeated_columns_warning(self.columns)
-        return [warning] if warning else []
+        """What registration warned about the file: each repeated column name it used (its columns
+        were identical, or registration would have refused it), and those it left out."""
+        if len(set(self.columns)) == len(self.columns):
+            return []
+        used = {self.label_column, *(f["name"] for f in self.features)}
+        used.update(self.attributes.values_list("name", flat=True))
+        return tabular.repeated_columns_warnings(self.columns, used)
 
 
 class IntegrityPurpose(models.TextChoices):

@@ -91,8 +91,10 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
             request, "datasets/staged.html", {"staged": staged, "waiting_for_worker": services.WAITING_FOR_WORKER}
         )
     names = [column["name"] for column in staged.profile["columns"]]
-    # A repeated name cannot say which of its columns it means, so it is offered for no role.
-    repeated = set(tabular.repeated_names(names))
+    # A repeated name cannot say which of its columns it means, so it is offered for no role, unless
+    # its columns hold the same values in every row (then it is one column).
+    identical = staged.profile.get("identical", [])
+    repeated = set(tabular.repeated_names(names)) - set(identical)
     columns = [name for name in dict.fromkeys(names) if name not in repeated]
     status = 200
     if request.method == "POST":
@@ -123,7 +125,7 @@ def dataset_declare(request: HttpRequest, staged_id: str) -> HttpResponse:
             "form": form,
             "staged": staged,
             "profile": staged.profile,
-            "warning": tabular.repeated_columns_warning(names),
+            "warnings": tabular.repeated_columns_warnings(names, identical),
         },
         status=400 if status == 200 and request.method == "POST" and form.errors else status,
     )

@@ -22,8 +22,11 @@ from auditportal.fairness.files.tabular import DatasetError, read
 from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
 from tests.factories import client_for
 from tests.realworld import (
+    DIFFERING_ROW,
+    IDENTICAL_DECILE,
     LONG_GROUP,
     REPEATED_WARNING,
+    UNUSED_PRIORS,
     all_unknown_attribute_csv,
     long_field_csv,
     long_group_csv,
@@ -36,8 +39,19 @@ MAX = 10 * 2**20
 API = "/api/v1/audits/predictions/"
 AMBIGUOUS_SCORE = (
     "compas.csv, column 'decile_score': the score 'decile_score' is ambiguous: the file has 2 columns with this "
-    "name (columns 5 and 9 from the left); give each column a unique name, or declare another column"
+    f"name (columns 5 and 9 from the left) whose values differ (first in data row {DIFFERING_ROW}); give each "
+    "column a unique name, or declare another column"
 )
+
+
+def differing_csv(path: Path) -> Path:
+    return recidivism_csv(path, differ=True)
+
+
+def differing_parquet(path: Path) -> Path:
+    return recidivism_parquet(path, differ=True)
+
+
 SINGLE_VALUE = (
     "loans.csv, column 'approved': the label has a single value, '0', in all 20 rows: there are no positives "
     "(the positive value is '1'), and a fairness comparison needs rows of both outcomes; check the label column "
@@ -82,8 +96,22 @@ def test_a_file_without_repeated_names_has_no_warning(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("make", [recidivism_csv, recidivism_parquet], ids=["csv", "parquet"])
-def test_a_used_repeated_name_is_refused_naming_the_column(tmp_path: Path, make: Callable[[Path], Path]) -> None:
+def test_a_used_repeated_name_whose_columns_are_identical_is_one_column_with_a_warning(
+    tmp_path: Path, make: Callable[[Path], Path]
+) -> None:
     path = make(tmp_path / ("compas.csv" if make is recidivism_csv else "compas.parquet"))
+    document = _audit(path, **{**COMPAS, "prediction": None, "score": "decile_score", "threshold": 5})
+    assert document["warnings"] == [IDENTICAL_DECILE, UNUSED_PRIORS]
+    # The same counts as a file with the column once.
+    expected = _audit(path, **COMPAS)  # high_risk is decile_score >= 5
+    assert document["attributes"] == expected["attributes"]
+
+
+@pytest.mark.parametrize("make", [differing_csv, differing_parquet], ids=["csv", "parquet"])
+def test_a_used_repeated_name_whose_columns_differ_is_refused_naming_the_column(
+    tmp_path: Path, make: Callable[[Path], Path]
+) -> None:
+    path = make(tmp_path / ("compas.csv" if make is differing_csv else "compas.parquet"))
     error = _error(path, **{**COMPAS, "prediction": None, "score": "decile_score", "threshold": 5})
     assert (error.row, error.column) == (None, "decile_score")
     assert str(error) == AMBIGUOUS_SCORE.replace("compas.csv", path.name)
@@ -157,7 +185,7 @@ def test_the_cli_prints_the_warning_on_stderr_and_keeps_it_in_the_document(tmp_p
 
 @pytest.mark.django_db
 def test_the_cli_refuses_an_ambiguous_score_and_a_single_value_label(tmp_path: Path) -> None:
-    path = recidivism_csv(tmp_path / "compas.csv")
+    path = differing_csv(tmp_path / "compas.csv")
     with pytest.raises(CommandError) as caught:
         _cli(
             str(path), "--label", "two_year_recid", "--score", "decile_score", "--threshold", "5", "--attribute", "race"
@@ -192,13 +220,13 @@ def test_the_audit_page_shows_the_warning(bob: User, dataset_storage: Path, tmp_
     response = client.post(reverse("audits:prediction-new"), {**form, "attributes": "race"})
     assert response.status_code == 302, response.content.decode()
     page = client.get(response["Location"]).content.decode()
-    assert "compas.csv: the file has more than one column named &#x27;decile_score&#x27; (2 columns)" in page
+    assert "compas.csv: the file has more than one column named &#x27;decile_score&#x27; (columns 5 and 9)" in page
 
 
 @pytest.mark.parametrize(
     ("make", "changes", "message"),
     [
-        (recidivism_csv, {**COMPAS, "prediction": "", "score": "decile_score", "threshold": "5"}, AMBIGUOUS_SCORE),
+        (differing_csv, {**COMPAS, "prediction": "", "score": "decile_score", "threshold": "5"}, AMBIGUOUS_SCORE),
         (single_value_label_csv, {}, SINGLE_VALUE),
     ],
     ids=["ambiguous score", "single-value label"],
@@ -211,7 +239,7 @@ def test_the_form_shows_the_refusal(
     changes: dict[str, str],
     message: str,
 ) -> None:
-    path = make(tmp_path / ("compas.csv" if make is recidivism_csv else "loans.csv"))
+    path = make(tmp_path / ("compas.csv" if make is differing_csv else "loans.csv"))
     response = client_for(bob).post(reverse("audits:prediction-new"), _form(path, **changes))
     assert response.status_code == 400
     assert message.replace("'", "&#x27;") in response.content.decode()
@@ -232,7 +260,7 @@ def test_the_api_refuses_with_file_row_and_column(
     bob: User, dataset_storage: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = client_for(bob)
-    compas = _upload(recidivism_csv(tmp_path / "compas.csv"))
+    compas = _upload(differing_csv(tmp_path / "compas.csv"))
     data = {
         "file": compas,
         "label": "two_year_recid",

@@ -240,12 +240,14 @@ def test_it_reads_crlf_line_endings_blank_lines_and_quoted_line_breaks(tmp_path:
 
 def test_it_refuses_a_declared_column_whose_name_is_repeated(tmp_path: Path) -> None:
     # Repeated names the declaration does not use are accepted (tests/datasets/test_real_world_files.py).
-    path = write(tmp_path, "credit.csv", "gender,label,gender,age,age,age\nf,1,f,1,2,3\nm,0,m,1,2,3\n")
+    # Identical columns of one name are one column (tests/fairness/test_repeated_columns.py); these differ.
+    path = write(tmp_path, "credit.csv", "gender,label,gender,age,age,age\nf,1,f,1,2,3\nm,0,f,1,2,3\n")
     error = failure(lambda: inspect(path))
     assert (error.column, error.row) == ("gender", None)
     assert str(error) == (
         "credit.csv, column 'gender': the sensitive attribute 'gender' is ambiguous: the file has 2 columns "
-        "with this name (columns 1 and 3 from the left); give each column a unique name, or declare another column"
+        "with this name (columns 1 and 3 from the left) whose values differ (first in data row 2); give each column "
+        "a unique name, or declare another column"
     )
 
 

@@ -28,6 +28,9 @@ from auditportal.fairness.files.tabular import DatasetError, DatasetSpec, read
 from auditportal.fairness.files.tabular.spec import LONGEST_GROUP_METRIC, group_metric_length
 from tests.factories import ExperimentFactory, TrialFactory, client_for
 from tests.realworld import (
+    DIFFERING_ROW,
+    IDENTICAL_DECILE,
+    IDENTICAL_PRIORS,
     LONG_GROUP,
     REPEATED_WARNING,
     all_unknown_attribute_csv,
@@ -35,6 +38,7 @@ from tests.realworld import (
     long_group_csv,
     recidivism_csv,
     recidivism_parquet,
+    recidivism_rows,
     single_value_label_csv,
 )
 from trainer import bias
@@ -113,7 +117,7 @@ def test_repeated_names_that_are_not_used_register_with_a_warning(
     ("spec", "role"),
     [
         (
-            DatasetSpec(label="two_year_recid", positive="1", attributes=("race",), features=("priors_count",)),
+            DatasetSpec(label="two_year_recid", positive="1", attributes=("race",), features=("decile_score",)),
             "feature",
         ),
         (DatasetSpec(label="two_year_recid", positive="1", attributes=("decile_score",)), "sensitive attribute"),
@@ -123,16 +127,44 @@ def test_repeated_names_that_are_not_used_register_with_a_warning(
 def test_a_used_repeated_name_is_refused_naming_the_column(
     alice: User, dataset_storage: Path, tmp_path: Path, spec: DatasetSpec, role: str
 ) -> None:
-    name = next(
-        n for n in ("priors_count", "decile_score") if n in (spec.label, *spec.attributes, *(spec.features or ()))
-    )
-    error = _refused(alice, recidivism_csv(tmp_path / "in" / "compas.csv"), spec)
-    assert (error.file, error.row, error.column) == ("compas.csv", None, name)
-    positions = "5 and 9" if name == "decile_score" else "6 and 10"
+    error = _refused(alice, recidivism_csv(tmp_path / "in" / "compas.csv", differ=True), spec)
+    assert (error.file, error.row, error.column) == ("compas.csv", None, "decile_score")
     assert str(error) == (
-        f"compas.csv, column '{name}': the {role} '{name}' is ambiguous: the file has 2 columns with this name "
-        f"(columns {positions} from the left); give each column a unique name, or declare another column"
+        f"compas.csv, column 'decile_score': the {role} 'decile_score' is ambiguous: the file has 2 columns with "
+        f"this name (columns 5 and 9 from the left) whose values differ (first in data row {DIFFERING_ROW}); give "
+        "each column a unique name, or declare another column"
     )
+
+
+@pytest.mark.parametrize("make", [recidivism_csv, recidivism_parquet], ids=["csv", "parquet"])
+def test_a_repeated_name_whose_columns_are_identical_is_one_column_with_a_warning(
+    alice: User, dataset_storage: Path, tmp_path: Path, make: Callable[..., Path]
+) -> None:
+    suffix = ".csv" if make is recidivism_csv else ".parquet"
+    source = make(tmp_path / "in" / f"compas{suffix}")
+    features = ("age", "priors_count", "decile_score")
+    spec = DatasetSpec(label="two_year_recid", positive="1", attributes=("race", "sex"), features=features)
+    version = _register(alice, source, spec)
+    assert version.columns.count("decile_score") == 2
+    assert [f["name"] for f in version.features] == ["age", "priors_count", "decile_score"]
+    assert version.warnings == [IDENTICAL_DECILE, IDENTICAL_PRIORS]
+    table = tabular.load_normalized(version.path, services.dataset_spec_for(version), display_name=source.name)
+    assert table.column_names == ["age", "priors_count", "decile_score", "_target", "_attr.race", "_attr.sex"]
+    assert table.column("decile_score").to_pylist() == [float(str(row[4])) for row in recidivism_rows()]
+    body = client_for(alice).get(f"/api/v1/dataset-versions/{version.pk}/").json()
+    assert body["warnings"] == [IDENTICAL_DECILE, IDENTICAL_PRIORS]
+
+
+@pytest.mark.parametrize("make", [recidivism_csv, recidivism_parquet], ids=["csv", "parquet"])
+def test_a_declared_repeated_name_whose_columns_differ_is_refused_in_either_format(
+    alice: User, dataset_storage: Path, tmp_path: Path, make: Callable[..., Path]
+) -> None:
+    suffix = ".csv" if make is recidivism_csv else ".parquet"
+    source = make(tmp_path / "in" / f"compas{suffix}", differ=True)
+    spec = DatasetSpec(label="two_year_recid", positive="1", attributes=("race",), features=("decile_score",))
+    error = _refused(alice, source, spec)
+    assert error.column == "decile_score"
+    assert f"(columns 5 and 9 from the left) whose values differ (first in data row {DIFFERING_ROW})" in str(error)
 
 
 @pytest.mark.django_db
@@ -143,14 +175,14 @@ def test_the_cli_prints_the_warning_on_stderr(dataset_storage: Path, tmp_path: P
         "register_dataset", str(source), "--name", "compas", "--label", "two_year_recid", "--positive", "1",
         "--attribute", "race", stdout=out, stderr=err,
     )  # fmt: skip
-    assert err.getvalue() == f"warning: compas.csv: {REPEATED_WARNING}; the default features leave them out\n"
+    assert err.getvalue() == f"warning: compas.csv: {REPEATED_WARNING}\n"
     assert "warning" not in out.getvalue()
     assert out.getvalue().splitlines()[-1] == str(DatasetVersion.objects.get().pk)
 
 
 @pytest.mark.django_db
-def test_the_cli_refuses_a_used_repeated_name(dataset_storage: Path, tmp_path: Path) -> None:
-    source = recidivism_csv(tmp_path / "in" / "compas.csv")
+def test_the_cli_refuses_a_used_repeated_name_whose_columns_differ(dataset_storage: Path, tmp_path: Path) -> None:
+    source = recidivism_csv(tmp_path / "in" / "compas.csv", differ=True)
     with pytest.raises(
         CommandError, match=r"compas\.csv, column 'decile_score': the feature 'decile_score' is ambiguous"
     ):
@@ -161,19 +193,21 @@ def test_the_cli_refuses_a_used_repeated_name(dataset_storage: Path, tmp_path: P
     assert not DatasetVersion.objects.exists()
 
 
-def test_the_web_upload_step_warns_and_offers_no_repeated_name(
+def test_the_web_upload_step_warns_and_offers_only_a_repeated_name_whose_columns_are_identical(
     alice: User, dataset_storage: Path, tmp_path: Path, inline_worker: Callable[[], AbstractContextManager[Any]]
 ) -> None:
     client = client_for(alice)
-    content = recidivism_csv(tmp_path / "compas.csv").read_bytes()
+    content = recidivism_csv(tmp_path / "compas.csv", differ=True).read_bytes()
     upload = SimpleUploadedFile("compas.csv", content, content_type="text/csv")
     with inline_worker():
         response = client.post(reverse("datasets:upload"), {"name": "compas", "file": upload})
     assert response.status_code == 302, response.content.decode()
     staged = StagedUpload.objects.get()
     page = client.get(response["Location"]).content.decode()
-    assert "the file has more than one column named &#x27;decile_score&#x27; (2 columns)" in page
+    assert "the file has more than one column named &#x27;decile_score&#x27; (columns 5 and 9)" in page
+    assert "columns 6 and 10 are both named &#x27;priors_count&#x27; with identical values" in page
     assert 'value="decile_score"' not in page
+    assert 'value="priors_count"' in page
     assert 'value="race"' in page
 
     # Posting a repeated name anyway is a form error; the upload stays for another try.
@@ -182,7 +216,13 @@ def test_the_web_upload_step_warns_and_offers_no_repeated_name(
     assert response.status_code == 400
     assert "Select a valid choice. decile_score is not one of the available choices." in response.content.decode()
 
-    good = {"label": "two_year_recid", "positive": "1", "attributes": ["race", "sex"], "confirm_groups": "on"}
+    good = {
+        "label": "two_year_recid",
+        "positive": "1",
+        "attributes": ["race", "sex"],
+        "features": ["age", "priors_count"],
+        "confirm_groups": "on",
+    }
     with inline_worker():
         response = client.post(reverse("datasets:declare", args=[staged.pk]), good)
     version = DatasetVersion.objects.get()
@@ -190,7 +230,9 @@ def test_the_web_upload_step_warns_and_offers_no_repeated_name(
     assert response["Location"] == reverse("datasets:version", args=[version.pk])
     page = client.get(response["Location"]).content.decode()
     assert 'id="file-warning"' in page
-    assert "compas.csv: the file has more than one column named" in page
+    assert [f["name"] for f in version.features] == ["age", "priors_count"]
+    assert f"compas.csv: {IDENTICAL_PRIORS}".replace("'", "&#x27;") in page
+    assert "compas.csv: the file has more than one column named &#x27;decile_score&#x27;" in page
 
 
 def test_the_api_gives_a_versions_warnings(alice: User, dataset_storage: Path, tmp_path: Path) -> None:

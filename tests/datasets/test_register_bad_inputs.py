@@ -37,7 +37,7 @@ CASES: list[tuple[str, str, Callable[[], bytes], DatasetSpec, list[str]]] = [
     ("latin-1", "a.csv", lambda: (GOOD_HEADER + "1,f,1\n2,m\xe9,0\n").encode("latin-1"), SPEC,
      ["a.csv", "row 2", "UTF-8"]),
     ("short row", "a.csv", lambda: (GOOD_HEADER + "1,f,1\n2,m\n").encode(), SPEC, ["a.csv", "row 2"]),
-    ("duplicate columns", "a.csv", lambda: b"income,gender,gender,approved\n1,f,f,1\n", SPEC, ["a.csv", "'gender'"]),
+    ("duplicate columns", "a.csv", lambda: b"income,gender,gender,approved\n1,f,m,1\n", SPEC, ["a.csv", "'gender'"]),
     ("missing column", "a.csv", lambda: (GOOD_HEADER + "1,f,1\n").encode(),
      DatasetSpec(label="approved", positive="1", attributes=("race",)), ["a.csv", "'race'"]),
     ("non-binary label", "a.csv", lambda: (GOOD_HEADER + "1,f,1\n2,m,0\n3,f,2\n").encode(), SPEC,

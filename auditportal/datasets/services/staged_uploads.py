@@ -175,6 +175,7 @@ def _profile_as_json(profile: tabular.Profile) -> dict[str, object]:
             }
             for column in profile.columns
         ],
+        "identical": list(profile.identical),
     }
 
 

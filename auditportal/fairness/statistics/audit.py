@@ -33,7 +33,7 @@ from auditportal.fairness.files.tabular import (
     decode_labelled,
     numpy_view,
     read_columns,
-    repeated_columns_warning,
+    repeated_columns_warnings,
 )
 from auditportal.fairness.statistics import judge, stats
 from auditportal.fairness.statistics.counting import Counted, GroupCounts, count_blocks, intersection_table
@@ -300,7 +300,7 @@ def audit_predictions(
         "headline": headline,
         "levels": dict(judge.LEVELS),
         "attributes": attributes,
-        "warnings": [warning] if (warning := repeated_columns_warning(raw.columns)) else [],
+        "warnings": repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, output]),
     }
     return AuditOutcome(
         document=document,

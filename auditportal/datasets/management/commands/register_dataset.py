@@ -57,7 +57,7 @@ class Command(PortalCommand):
         except UserError as exc:
             raise CommandError(f"--{exc.field}: {exc}" if exc.field else str(exc)) from exc
         for warning in version.warnings:
-            self.stderr.write(f"warning: {version.original_name}: {warning}; the default features leave them out")
+            self.stderr.write(f"warning: {version.original_name}: {warning}")
         self.stdout.write(
             f"Registered {version} from {version.original_name}: {numbers.plural(version.num_rows, 'row')}, "
             f"{numbers.count(version.positives)} positive, sha256 {version.sha256}"

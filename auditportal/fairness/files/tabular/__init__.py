@@ -29,8 +29,9 @@ from auditportal.fairness.files.tabular.read import (
     check_file,
     declared_rows,
     file_sha256,
+    identical_columns_warning,
     read_columns,
-    repeated_columns_warning,
+    repeated_columns_warnings,
     repeated_names,
 )
 from auditportal.fairness.files.tabular.spec import (
@@ -87,6 +88,7 @@ __all__ = [
     "decode_labelled",
     "entry_texts",
     "file_sha256",
+    "identical_columns_warning",
     "inspect_file",
     "integer_label",
     "load_normalized",
@@ -96,6 +98,6 @@ __all__ = [
     "profile_file",
     "read_columns",
     "read_labelled_columns",
-    "repeated_columns_warning",
+    "repeated_columns_warnings",
     "repeated_names",
 ]

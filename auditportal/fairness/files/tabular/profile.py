@@ -16,7 +16,16 @@ import pyarrow as pa
 
 from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.files.tabular.encode import as_float64, encode, pylist, render
-from auditportal.fairness.files.tabular.read import NO_LIMITS, ReadLimits, check_size, file_format_of, load, sha256_of
+from auditportal.fairness.files.tabular.read import (
+    NO_LIMITS,
+    ReadLimits,
+    check_size,
+    file_format_of,
+    load,
+    merge_repeats,
+    repeated_names,
+    sha256_of,
+)
 from auditportal.fairness.files.tabular.spec import (
     ATTRIBUTE_PREFIX,
     TARGET_COLUMN,
@@ -81,6 +90,9 @@ class Profile:
     file_format: FileFormat
     num_rows: int
     columns: tuple[ColumnProfile, ...]
+    # The repeated names whose columns hold the same values in every row: each is one column,
+    # offered for every role (the others are offered for none).
+    identical: tuple[str, ...] = ()
 
 
 def profile_file(
@@ -108,7 +120,11 @@ def profile_file(
                 nulls=int(np.count_nonzero(codes < 0)),
             )
         )
-    return Profile(file_format=file_format, num_rows=loaded.table.num_rows, columns=tuple(profiles))
+    repeated = repeated_names(loaded.table.column_names)
+    identical = tuple(name for name in repeated if merge_repeats(loaded, [name]).repeats[name] is None)
+    return Profile(
+        file_format=file_format, num_rows=loaded.table.num_rows, columns=tuple(profiles), identical=identical
+    )
 
 
 def inspect_file(
@@ -122,7 +138,14 @@ def inspect_file(
         try:
             # Feature kinds come from the schema, so a Parquet file's feature data is never read here;
             # a CSV file is parsed whole regardless, which is what checks every row and column.
-            loaded = load(path, file_format, display_name, columns=[spec.label, *spec.attributes], limits=limits)
+            loaded = load(
+                path,
+                file_format,
+                display_name,
+                columns=[spec.label, *spec.attributes],
+                limits=limits,
+                used=[spec.label, *spec.attributes, *(spec.features or ())],
+            )
             # Hashed beside the (mostly single-threaded) normalisation rather than the parse, which
             # already keeps every core busy: measured, a third thread there cost more than the hash.
             digest = pool.submit(sha256_of, path, stop)
@@ -162,7 +185,13 @@ def load_normalized_hashed(path: Path, spec: DatasetSpec, *, display_name: str) 
 def load_normalized(path: Path, spec: DatasetSpec, *, display_name: str) -> pa.Table:
     file_format = file_format_of(path, display_name)
     check_spec(spec, display_name)
-    loaded = load(path, file_format, display_name, columns=needed_columns(spec))
+    loaded = load(
+        path,
+        file_format,
+        display_name,
+        columns=needed_columns(spec),
+        used=[spec.label, *spec.attributes, *(spec.features or ())],
+    )
     prepared = prepare(loaded, spec, display_name)
     arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     names: list[str] = []

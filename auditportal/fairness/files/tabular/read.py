@@ -11,9 +11,9 @@ import hashlib
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
@@ -42,6 +42,9 @@ class RawColumns:
     columns: tuple[str, ...]  # every column in the file
     sha256: str
     size_bytes: int
+    # Each requested name the file repeats: None when its columns hold the same values in every row
+    # (the table then has it once), else the first data row (1 = first) where they differ.
+    repeats: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def read_columns(
 
     def parse() -> Loaded:
         loaded = load(path, file_format, display_name, columns=wanted, csv_subset=True, limits=limits)
-        check_columns_present(loaded.columns, declared, display_name)
+        check_columns_present(loaded.columns, declared, display_name, repeats=loaded.repeats)
         return loaded
 
     if sha256 is not None:
@@ -97,7 +100,7 @@ def read_columns(
                 stop.set()
                 raise
             sha256 = digest.result()
-    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size)
+    return RawColumns(file_format, loaded.table, loaded.columns, sha256, size, loaded.repeats)
 
 
 def file_format_of(path: Path, display_name: str) -> FileFormat:
@@ -128,6 +131,7 @@ class Loaded:
     table: pa.Table  # the requested columns (all columns for CSV)
     columns: tuple[str, ...]  # every column in the file
     schema: pa.Schema  # of every column in the file
+    repeats: dict[str, int | None] = field(default_factory=dict)  # as RawColumns.repeats
 
 
 def load(
@@ -138,14 +142,81 @@ def load(
     columns: list[str] | None,
     csv_subset: bool = False,
     limits: ReadLimits = NO_LIMITS,
+    used: Sequence[str] | None = None,
 ) -> Loaded:
+    """Read ``columns`` (None: all). Each name of ``used`` (default: ``columns``) that the file
+    repeats has its columns compared; identical ones are kept once (see :func:`merge_repeats`)."""
     _check_not_empty(path, display_name)
+    used = columns if used is None else used
     if file_format == "csv":
-        loaded = _load_csv(path, display_name, columns if csv_subset else None)
+        loaded = _load_csv(path, display_name, columns if csv_subset else None, used)
         # A CSV file says nothing of its rows before it is parsed; its size bounded the parse.
         _check_rows(loaded.table.num_rows, display_name, limits)
+    else:
+        loaded = _load_parquet(path, display_name, columns, limits, used)
+    return merge_repeats(loaded, used)
+
+
+def merge_repeats(loaded: Loaded, used: Sequence[str] | None) -> Loaded:
+    """Compare the columns of each name of ``used`` that the file repeats: when they hold the same
+    values in every row, the table and schema keep only the first (the name is then one column);
+    when they differ, all are kept and the first differing row is recorded, for
+    :func:`check_columns_present` to refuse the name where it is declared.
+
+    Only the repeated names that are used are compared, each with one vectorised pass."""
+    counts = Counter(loaded.table.column_names)
+    names = [name for name in dict.fromkeys(used or ()) if counts[name] > 1]
+    if not names:
         return loaded
-    return _load_parquet(path, display_name, columns, limits)
+    table, schema = loaded.table, loaded.schema
+    repeats: dict[str, int | None] = {}
+    drop: list[str] = []
+    for name in names:
+        indices = [i for i, column in enumerate(table.column_names) if column == name]
+        first = table.column(indices[0])
+        rows = [_first_difference(first, table.column(i)) for i in indices[1:]]
+        differing = [row for row in rows if row is not None]
+        repeats[name] = min(differing) if differing else None
+        if not differing:
+            drop.append(name)
+    if drop:
+        keep = [i for i, column in enumerate(table.column_names) if column not in drop or _first_index(table, i)]
+        table = table.select(keep)
+        fields = [f for i, f in enumerate(schema) if f.name not in drop or schema.names.index(f.name) == i]
+        metadata: Any = schema.metadata
+        schema = pa.schema(fields, metadata=metadata)
+    return Loaded(loaded.file_format, table, loaded.columns, schema, {**loaded.repeats, **repeats})
+
+
+def _first_index(table: pa.Table, index: int) -> bool:
+    return table.column_names.index(table.column_names[index]) == index
+
+
+def _first_difference(a: pa.ChunkedArray[Any], b: pa.ChunkedArray[Any]) -> int | None:
+    """The first row (1 = first) where ``a`` and ``b`` differ in value or in being null; None when
+    they hold the same values in every row. Columns of different types (a Parquet file may store
+    one as int32, the other as int64) are compared once ``b`` is cast to ``a``'s type."""
+    import pyarrow.compute as pc
+
+    a, b = _decoded(a), _decoded(b)
+    if a.type != b.type:
+        try:
+            b = b.cast(a.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return 1  # of kinds no cast reconciles (text and numbers): they differ from the first row on
+    if a.equals(b):
+        return None
+    same = pc.equal(a, b)
+    if pa.types.is_floating(a.type):  # NaN in both is the same value
+        same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    same = pc.if_else(both_null, pa.scalar(True), pc.fill_null(same, pa.scalar(False)))
+    differs = np.flatnonzero(~same.to_numpy(zero_copy_only=False))
+    return int(differs[0]) + 1 if len(differs) else None
+
+
+def _decoded(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
+    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
 
 
 def check_file(path: Path, *, display_name: str, max_bytes: int, limits: ReadLimits) -> FileFormat:
@@ -243,12 +314,24 @@ def check_parquet_bounds(
         )
 
 
-def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -> Loaded:
+def _load_csv(
+    path: Path, display_name: str, columns: list[str] | None = None, used: Sequence[str] | None = None
+) -> Loaded:
     header = _sniff_csv(path, display_name)
+    if columns:  # a used name the header repeats is read too, to compare its columns
+        columns = [*columns, *(name for name in used or () if header.count(name) > 1 and name not in columns)]
     # By default all columns are converted even when only some are used, so that every column is
     # checked (an unused Latin-1 column still means the file is not UTF-8); ``columns`` is for
     # readers that use a few columns of a large file and check only those.
     include = [name for name in columns if name in header] if columns else []
+    by_position = bool(include) and any(header.count(name) > 1 for name in include)
+    if by_position:
+        # pyarrow's include_columns reads only the first column of a repeated name, so the columns
+        # are named by position instead: every column of a requested name is read (and compared).
+        wanted = set(include)
+        include = [_positional(i) for i, name in enumerate(header) if name in wanted]
+    names = [_positional(i) for i in range(len(header))] if by_position else None
+    skip = 1 if by_position else 0  # the header line, when the names are given
     # A subset read (a few columns of a large file) lets the parallel reader dictionary-encode
     # its other text columns, so they are never hashed row by row on one thread.
     convert = pacsv.ConvertOptions(
@@ -257,7 +340,11 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
         auto_dict_max_cardinality=_AUTO_DICT_LIMIT,
     )
     try:
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=True), convert_options=convert)
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(use_threads=True, column_names=names, skip_rows=skip),
+            convert_options=convert,
+        )
     except pa.ArrowInvalid as exc:
         if _STRADDLING not in str(exc):
             raise _explain_csv_error(str(exc), path, display_name, header) from None
@@ -270,18 +357,30 @@ def _load_csv(path: Path, display_name: str, columns: list[str] | None = None) -
         block = 1 << (longest.length + 2).bit_length()
         try:
             table = pacsv.read_csv(
-                path, read_options=pacsv.ReadOptions(use_threads=True, block_size=block), convert_options=convert
+                path,
+                read_options=pacsv.ReadOptions(use_threads=True, block_size=block, column_names=names, skip_rows=skip),
+                convert_options=convert,
             )
         except pa.ArrowInvalid as again:
             if _STRADDLING in str(again):
                 raise _long_row_error(path, display_name, header, longest) from None
             raise _explain_csv_error(str(again), path, display_name, header, block) from None
+    if by_position:
+        table = table.rename_columns([header[int(name.removeprefix(_POSITION))] for name in table.column_names])
     # pyarrow infers a column as binary instead of failing when its bytes are not UTF-8.
     if any(_is_binary_text(field.type) for field in table.schema):
         raise _encoding_error(path, display_name, header)
     if table.num_rows == 0:
         raise DatasetError("the file has a header line but no data rows", file=display_name)
     return Loaded("csv", table, tuple(header) if include else tuple(table.column_names), table.schema)
+
+
+# The reader's name for a column by position (every column is renamed, so none can clash).
+_POSITION = "\x00column "
+
+
+def _positional(index: int) -> str:
+    return f"{_POSITION}{index}"
 
 
 def _is_binary_text(kind: pa.DataType) -> bool:
@@ -407,20 +506,36 @@ def repeated_names(columns: Sequence[str]) -> tuple[str, ...]:
     return tuple(name for name in dict.fromkeys(columns) if counts[name] > 1)
 
 
-def repeated_columns_warning(columns: Sequence[str]) -> str | None:
-    """What a reader of a file with repeated column names is told, or None when every name is unique.
+def positions_of(columns: Sequence[str], name: str) -> str:
+    """Where ``name`` is among ``columns``, counted from 1: "3 and 24", "3, 9 and 24"."""
+    positions = [str(i) for i, column in enumerate(columns, start=1) if column == name]
+    return f"{', '.join(positions[:-1])} and {positions[-1]}"
 
-    Such a file is read; only a repeated name cannot be used (check_columns_present refuses it),
-    and a dataset's default features leave it out."""
+
+def identical_columns_warning(columns: Sequence[str], name: str) -> str:
+    """What a reader is told when a repeated name is used because its columns are identical."""
+    both = "both" if columns.count(name) == 2 else "all"
+    where = positions_of(columns, name)
+    return f"columns {where} are {both} named {quote(name)} with identical values; the first is used"
+
+
+def repeated_columns_warnings(columns: Sequence[str], used: Collection[str] = ()) -> list[str]:
+    """What a reader of a file with repeated column names is told; empty when every name is unique.
+
+    ``used``: the names the reading used. A used repeated name had identical columns (reading
+    refuses one whose columns differ), so it is one column, named in a warning of its own; the other
+    repeated names are listed together as not used (a dataset's default features leave them out)."""
     repeated = repeated_names(columns)
-    if not repeated:
-        return None
-    counts = Counter(columns)
-    listed = ", ".join(f"{quote(name)} ({counts[name]} columns)" for name in repeated)
-    return (
-        f"the file has more than one column named {listed}; a repeated name cannot tell its columns "
-        "apart, so they were not used (as label, sensitive attribute, prediction, score or feature)"
-    )
+    warnings = [identical_columns_warning(columns, name) for name in repeated if name in used]
+    unused = [name for name in repeated if name not in used]
+    if unused:
+        listed = ", ".join(f"{quote(name)} (columns {positions_of(columns, name)})" for name in unused)
+        warnings.append(
+            f"the file has more than one column named {listed}; these were not used (as label, sensitive "
+            "attribute, prediction, score or feature): a repeated name is used only where it is declared and "
+            "its columns hold the same values in every row, and a dataset's default features leave it out"
+        )
+    return warnings
 
 
 _FIELD_COUNT = re.compile(r"Expected (\d+) columns, got (\d+)")
@@ -549,7 +664,9 @@ def _byte_at(handle: BinaryIO, offset: int) -> int:
     return handle.read(1)[0]
 
 
-def _load_parquet(path: Path, display_name: str, columns: list[str] | None, limits: ReadLimits) -> Loaded:
+def _load_parquet(
+    path: Path, display_name: str, columns: list[str] | None, limits: ReadLimits, used: Sequence[str] | None = None
+) -> Loaded:
     import pyarrow.parquet as pq  # here: reading a CSV file never needs it (0.02 s to import)
 
     _check_parquet_markers(path, display_name)
@@ -558,6 +675,8 @@ def _load_parquet(path: Path, display_name: str, columns: list[str] | None, limi
         schema = parquet.schema_arrow
         if parquet.metadata.num_rows == 0:
             raise DatasetError("the file has columns but no data rows", file=display_name)
+        if columns:  # a used name the schema repeats is read too, to compare its columns
+            columns = [*columns, *(n for n in used or () if schema.names.count(n) > 1 and n not in columns)]
         present = [name for name in columns if name in schema.names] if columns else None
         check_parquet_bounds(parquet.metadata, present, display_name, limits)
         table = _read_parquet_bounded(path, parquet, present, display_name, limits)
@@ -670,14 +789,21 @@ def sha256_of(path: Path, stop: threading.Event) -> str:
     return digest.hexdigest()
 
 
-def check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
-    """Every declared (name, role) is one column of the file: present, and not a repeated name."""
+def check_columns_present(
+    columns: Sequence[str],
+    declared: Sequence[tuple[str, str]],
+    display_name: str,
+    *,
+    repeats: Mapping[str, int | None] | None = None,
+) -> None:
+    """Every declared (name, role) is one column of the file: present, and not a repeated name
+    unless its columns hold the same values in every row (``repeats``, from :func:`merge_repeats`)."""
     missing = [(name, role) for name, role in declared if name not in columns]
     if not missing:
-        _check_unambiguous(columns, declared, display_name)
+        _check_unambiguous(columns, declared, display_name, repeats or {})
         return
     listed = ", ".join(f"{quote(name)} ({role})" for name, role in missing)
-    available = ", ".join(quote(name) for name in columns)
+    available = ", ".join(quote(name) for name in dict.fromkeys(columns))
     message = f"declared columns not in the file: {listed}; the file's columns are {available}"
     hints = []
     for name, _ in missing:
@@ -691,15 +817,19 @@ def check_columns_present(columns: Sequence[str], declared: Sequence[tuple[str, 
     raise DatasetError(message, file=display_name, column=missing[0][0])
 
 
-def _check_unambiguous(columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str) -> None:
+def _check_unambiguous(
+    columns: Sequence[str], declared: Sequence[tuple[str, str]], display_name: str, repeats: Mapping[str, int | None]
+) -> None:
     counts = Counter(columns)
     for name, role in declared:
-        if counts[name] > 1:
-            positions = [str(i) for i, column in enumerate(columns, start=1) if column == name]
-            raise DatasetError(
-                f"the {role} {quote(name)} is ambiguous: the file has {counts[name]} columns with this name "
-                f"(columns {', '.join(positions[:-1])} and {positions[-1]} from the left); give each column "
-                "a unique name, or declare another column",
-                file=display_name,
-                column=name,
-            )
+        if counts[name] <= 1 or (name in repeats and repeats[name] is None):
+            continue
+        row = repeats.get(name)
+        differ = "" if row is None else f" whose values differ (first in data row {row:,})"
+        raise DatasetError(
+            f"the {role} {quote(name)} is ambiguous: the file has {counts[name]} columns with this name "
+            f"(columns {positions_of(columns, name)} from the left){differ}; give each column a unique name, "
+            "or declare another column",
+            file=display_name,
+            column=name,
+        )

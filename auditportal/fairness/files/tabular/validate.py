@@ -3,7 +3,7 @@ tokens, groups, and each row's codes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +124,7 @@ class Prepared:
 
 
 def prepare(loaded: Loaded, spec: DatasetSpec, display_name: str) -> Prepared:
-    _check_declared_columns(loaded.columns, spec, display_name)
+    _check_declared_columns(loaded.columns, spec, display_name, loaded.repeats)
     features = _feature_infos(loaded, spec, display_name)
     table = loaded.table
     # pyarrow's hashing kernels are single-threaded per column and release the GIL, so the label
@@ -145,17 +145,20 @@ def prepare(loaded: Loaded, spec: DatasetSpec, display_name: str) -> Prepared:
     )
 
 
-def _check_declared_columns(columns: Sequence[str], spec: DatasetSpec, display_name: str) -> None:
+def _check_declared_columns(
+    columns: Sequence[str], spec: DatasetSpec, display_name: str, repeats: Mapping[str, int | None]
+) -> None:
     declared = [(spec.label, "label")]
     declared += [(name, "sensitive attribute") for name in spec.attributes]
     declared += [(name, "feature") for name in spec.features or ()]
-    check_columns_present(columns, declared, display_name)
+    check_columns_present(columns, declared, display_name, repeats=repeats)
 
 
 def _feature_infos(loaded: Loaded, spec: DatasetSpec, display_name: str) -> tuple[FeatureInfo, ...]:
     if spec.features is None:
-        # A repeated name cannot be told apart, so the default leaves it out (with the warning of
-        # read.repeated_columns_warning); declaring it as a feature is refused.
+        # The default leaves every repeated name out (with the warning of read.repeated_columns_warnings),
+        # so that only a declared one costs the comparison of its columns; declared, it is used when
+        # its columns hold the same values in every row and refused when they differ.
         taken = {spec.label, *spec.attributes, *repeated_names(loaded.columns)}
         names: Iterable[str] = [name for name in loaded.columns if name not in taken]
     else:
