@@ -88,7 +88,8 @@ def test_the_local_search_follows_the_asha_template_config() -> None:
     assert searcher["metric"] == configs.SEARCHER_METRIC
 
 
-# Trials run one at a time in number order (EXPERIMENT_LOCAL_CONCURRENCY 1); brackets (see above):
+# Trials run one at a time in number order (EXPERIMENT_LOCAL_CONCURRENCY 1); max_concurrent_trials 0
+# (Determined's default: 4 per bracket) deals the trials to brackets as above:
 # trials 1-4, 7, 8 in the two-rung bracket (rungs at 8 and 32 batches), 5 and 6 in the one-rung one.
 OBJECTIVES = {1: 0.5, 2: 0.7, 3: 0.3, 4: 0.6, 5: 0.4, 6: 0.4, 7: 0.2, 8: 0.45}
 
@@ -105,7 +106,7 @@ def test_an_asha_search_of_eight_trials_stops_those_outside_the_best_quarter_and
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", ",".join(f"trial-{n}={v}" for n, v in OBJECTIVES.items()))
     monkeypatch.setenv("FAKE_TRAINER_CRASH", "trial-6")  # exits after its first validation
     experiment = services.experiment_create(
-        user=bob, dataset_version=demo_version, template="asha", max_trials=8, batches=32
+        user=bob, dataset_version=demo_version, template="asha", max_trials=8, batches=32, max_concurrent_trials=0
     )
     experiment_launch_task(experiment.pk)
     experiment = poll_until_done(experiment, timeout=120)
