@@ -128,7 +128,12 @@ class _TrialSerializer(serializers.Serializer[Any]):
     ended_at = serializers.DateTimeField(allow_null=True, help_text="when the trial's last process ended")
     stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_null=True)
     stop_requested_at = serializers.DateTimeField(allow_null=True)
-    stopped_at_rung = serializers.IntegerField(allow_null=True, help_text="the ASHA rung (from 1) it was stopped at")
+    stopped_at_rung = serializers.IntegerField(
+        allow_null=True,
+        help_text=(
+            "the ASHA rung (from 1) it was stopped at; null when it was not stopped before the end of its training"
+        ),
+    )
     note = serializers.CharField(allow_blank=True, help_text="how the portal stopped the trial, as the page says")
 
 
@@ -142,6 +147,12 @@ class _ExperimentProgressSerializer(serializers.Serializer[Any]):
     error = serializers.CharField(allow_blank=True)
     template = serializers.ChoiceField(choices=Template.choices)
     slots_per_trial = serializers.IntegerField()
+    max_concurrent_trials = serializers.IntegerField(
+        help_text="Determined's searcher.max_concurrent_trials (0: the searcher's default)"
+    )
+    stopped_early = serializers.IntegerField(
+        help_text="trials an ASHA search stopped at a rung before they had trained their whole length"
+    )
     backend = serializers.ChoiceField(choices=Backend.choices)
     det_experiment_id = serializers.IntegerField(allow_null=True)
     dataset_version = serializers.IntegerField()
@@ -168,6 +179,17 @@ class ExperimentListApi(APIView):
             default=1,
             min_value=configs.SLOTS_PER_TRIAL_MIN,
             max_value=configs.SLOTS_PER_TRIAL_MAX,
+        )
+        max_concurrent_trials = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            default=None,
+            min_value=0,
+            help_text=(
+                "Determined's searcher.max_concurrent_trials: trials of the search training at once (0: the "
+                "searcher's default; null: on the embedded default EXPERIMENT_LOCAL_CONCURRENCY divided by "
+                "slots_per_trial, on a cluster 0)"
+            ),
         )
 
     class OutputSerializer(serializers.Serializer[Any]):
@@ -204,6 +226,7 @@ class ExperimentListApi(APIView):
             max_trials=data["max_trials"],
             batches=data["batches"],
             slots_per_trial=data["slots_per_trial"],
+            max_concurrent_trials=data["max_concurrent_trials"],
         )
         return Response(selectors.experiment_as_json(experiment, user=user), status=201)
 

@@ -87,14 +87,16 @@ def brackets(
     return [Bracket(n, t, c) for n, t, c in zip(bracket_rungs, trials, concurrent, strict=True)]
 
 
-def search_brackets(*, max_trials: int, max_time: int) -> list[Bracket]:
-    """The brackets of the ASHA template's search (its searcher settings: configs.ASHA_*)."""
+def search_brackets(*, max_trials: int, max_time: int, max_concurrent_trials: int = 0) -> list[Bracket]:
+    """The brackets of the ASHA template's search (its searcher settings: configs.ASHA_*), each with
+    its share of ``max_concurrent_trials`` (0: Determined's default)."""
     return brackets(
         max_trials=max_trials,
         max_time=max_time,
         divisor=configs.ASHA_DIVISOR,
         max_rungs=configs.ASHA_MAX_RUNGS,
         mode=configs.ASHA_MODE,
+        max_concurrent_trials=max_concurrent_trials,
     )
 
 

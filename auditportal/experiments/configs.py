@@ -30,6 +30,28 @@ TEMPLATES = ("single", "random", "asha")
 SLOTS_PER_TRIAL_MIN = 1
 SLOTS_PER_TRIAL_MAX = 4
 
+
+def default_max_concurrent_trials(*, backend: str, slots_per_trial: int, local_slots: int) -> int:
+    """A search's ``max_concurrent_trials`` when the user gives none. Locally: as many trials as the
+    machine's slots (EXPERIMENT_LOCAL_CONCURRENCY, one per core by default) hold at ``slots_per_trial``
+    each, at least one. On a cluster: 0, Determined's own default (adaptive_asha: per bracket the larger
+    of the last bracket's trials and the divisor; random: every trial at once)."""
+    if backend != "local":
+        return 0
+    return max(1, local_slots // max(1, slots_per_trial))
+
+
+def check_max_concurrent_trials(value: int, *, max_trials: int) -> None:
+    """Determined's searcher field: 0 (the searcher's default) or a positive count; more than the
+    trials is allowed (the searcher caps it) but the portal refuses it as a likely typo."""
+    if not 0 <= value <= max_trials:
+        raise ConfigError(
+            "max_concurrent_trials",
+            f"max_concurrent_trials must be between 0 (the searcher's default) and max_trials ({max_trials}), "
+            f"got {value}.",
+        )
+
+
 # The ASHA template's searcher (adaptive_asha), which the local backend follows too (asha.py).
 ASHA_MAX_RUNGS = 3
 ASHA_DIVISOR = 4
@@ -174,6 +196,7 @@ def experiment_config(
     dataset_sha256: str,
     image: str,
     slots_per_trial: int = 1,
+    max_concurrent_trials: int = 0,
 ) -> dict[str, Any]:
     """The Determined experiment config (0.38, expconf v0). Training length lives in the trainer's
     command line.
@@ -186,12 +209,20 @@ def experiment_config(
     period = validation_period(template, batches)
     searcher: dict[str, Any] = {"name": "single", "metric": SEARCHER_METRIC, "smaller_is_better": True}
     if template == "random":
-        searcher = {**searcher, "name": "random", "max_trials": max_trials}
+        searcher = {
+            **searcher,
+            "name": "random",
+            "max_trials": max_trials,
+            "max_concurrent_trials": max_concurrent_trials,
+        }
     elif template == "asha":
         searcher = {
             **searcher,
             "name": "adaptive_asha",
             "max_trials": max_trials,
+            # How many trials train at once (split over the brackets, asha.brackets); a stop decided at a
+            # rung then ends a trial that still has work to do, and the next trial starts in its place.
+            "max_concurrent_trials": max_concurrent_trials,
             "time_metric": "batches",
             "max_time": batches,
             "max_rungs": ASHA_MAX_RUNGS,

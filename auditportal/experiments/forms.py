@@ -46,6 +46,13 @@ class LaunchForm(forms.Form):
         ),
     )
 
+    max_concurrent_trials = forms.IntegerField(
+        required=False,
+        min_value=0,
+        label="Trials at once",
+        help_text="Determined's max_concurrent_trials.",
+    )
+
     def __init__(self, *args: Any, versions: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["dataset_version"]
@@ -55,6 +62,21 @@ class LaunchForm(forms.Form):
         assert isinstance(max_trials, forms.IntegerField)
         max_trials.max_value = settings.EXPERIMENT_MAX_TRIALS
         max_trials.help_text = f"At most {settings.EXPERIMENT_MAX_TRIALS}; a single trial ignores this."
+        concurrent = self.fields["max_concurrent_trials"]
+        default = configs.default_max_concurrent_trials(
+            backend=settings.EXPERIMENT_BACKEND, slots_per_trial=1, local_slots=settings.EXPERIMENT_LOCAL_CONCURRENCY
+        )
+        concurrent.help_text = (
+            "Determined's max_concurrent_trials: how many of a search's trials train at once (ASHA shares "
+            "them among its brackets); the next starts when one ends, so a trial stopped early frees its "
+            "place. 0: Determined's own default. Empty: "
+            + (
+                f"{default} here (the {settings.EXPERIMENT_LOCAL_CONCURRENCY} slots this machine runs, "
+                "divided by the processes per trial)."
+                if settings.EXPERIMENT_BACKEND == "local"
+                else "0, the master's default."
+            )
+        )
 
     def clean_slots_per_trial(self) -> int:
         value = self.cleaned_data.get("slots_per_trial")

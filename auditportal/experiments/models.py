@@ -70,6 +70,10 @@ class Experiment(models.Model):
     max_trials = models.PositiveIntegerField(default=1)
     # Processes per trial (Determined's resources.slots_per_trial); range: configs.SLOTS_PER_TRIAL_*.
     slots_per_trial = models.PositiveSmallIntegerField(default=1)
+    # Determined's searcher.max_concurrent_trials: how many of a search's trials train at once (ASHA
+    # splits it over its brackets); 0 is the searcher's own default. The local backend starts a trial
+    # only when one of its search (its bracket, for ASHA) has ended.
+    max_concurrent_trials = models.PositiveIntegerField(default=0)
     batches = models.PositiveIntegerField()
     validation_period = models.PositiveIntegerField()
     backend = models.CharField(max_length=16, choices=Backend.choices)

@@ -82,6 +82,23 @@ def _moment(value: Any) -> str:
     return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
 
 
+def _finished_before_stop(*, state: str, steps_done: int, steps_planned: int) -> bool:
+    """An early stop chosen after the trial had trained its whole length (decisions are asynchronous,
+    on a cluster too): nothing was cut short, so it does not count as stopped early."""
+    return state in TERMINAL_TRIAL_STATES and bool(steps_planned) and steps_done >= steps_planned
+
+
+def trial_stopped_at_rung(trial: Trial) -> int | None:
+    """The rung (from 1) where the search stopped the trial before the end of its training; None when
+    it was not stopped, or the stop came after it had finished."""
+    early = next((entry for entry in trial.rungs.all() if entry.outcome == RungOutcome.STOPPED), None)
+    if early is None or _finished_before_stop(
+        state=trial.state, steps_done=trial.steps_done, steps_planned=trial.steps_planned
+    ):
+        return None
+    return early.rung + 1
+
+
 def trial_stop_note(trial: Trial) -> str:
     """How the portal stopped the trial, as the page shows it: an early stop with its rung and rank,
     or a cancel; with when the stop was asked and when the trial's processes had actually ended."""
@@ -95,9 +112,7 @@ def trial_stop_note(trial: Trial) -> str:
             f"ranked {numbers.count(early.position)} of {numbers.count(early.entered)}; "
             f"the best {numbers.count(early.continuing)} went on."
         )
-        if trial.is_terminal and trial.steps_planned and trial.steps_done >= trial.steps_planned:
-            # The search decided after the trial had trained its whole length (decisions are asynchronous,
-            # on a cluster too): nothing was cut short.
+        if _finished_before_stop(state=trial.state, steps_done=trial.steps_done, steps_planned=trial.steps_planned):
             return f"Chosen to stop {ranked} It had finished before the stop reached it."
         parts.append(f"Stopped early {ranked}")
     elif trial.stop_reason == StopReason.CANCEL and trial.stop_requested_at is not None:
@@ -125,14 +140,25 @@ def experiment_cancel_note(experiment: Experiment) -> str:
 
 def experiment_asha_rungs(*, experiment: Experiment) -> list[dict[str, Any]]:
     """The local ASHA search's rungs: per bracket and rung, its length and how many trials entered
-    it, went on, were stopped there, or exited before it. Empty for other experiments."""
+    it, went on, were stopped there (``stopped``: before the end of their training; ``stopped_late``:
+    chosen to stop once they had already finished), or exited before it. Empty for other experiments."""
     if experiment.template != Template.ASHA or experiment.backend != Backend.LOCAL:
         return []
-    plan = asha.search_brackets(max_trials=experiment.max_trials, max_time=experiment.batches)
+    plan = asha.search_brackets(
+        max_trials=experiment.max_trials,
+        max_time=experiment.batches,
+        max_concurrent_trials=experiment.max_concurrent_trials,
+    )
     counts: dict[tuple[int, int], dict[str, int]] = {}
-    rows = TrialRung.objects.filter(trial__experiment=experiment).values_list("trial__asha_bracket", "rung", "outcome")
-    for of_bracket, rung, outcome in rows:
+    rows = TrialRung.objects.filter(trial__experiment=experiment).values_list(
+        "trial__asha_bracket", "rung", "outcome", "trial__state", "trial__steps_done", "trial__steps_planned"
+    )
+    for of_bracket, rung, outcome, state, steps_done, steps_planned in rows:
         if of_bracket is not None:
+            if outcome == RungOutcome.STOPPED and _finished_before_stop(
+                state=state, steps_done=steps_done, steps_planned=steps_planned
+            ):
+                outcome = "stopped_late"
             tally = counts.setdefault((of_bracket, rung), {})
             tally[outcome] = tally.get(outcome, 0) + 1
     table = []
@@ -145,12 +171,14 @@ def experiment_asha_rungs(*, experiment: Experiment) -> list[dict[str, Any]]:
                     "bracket": index + 1,
                     "brackets": len(plan),
                     "bracket_trials": bracket.max_trials,
+                    "bracket_concurrent": min(bracket.max_concurrent_trials, bracket.max_trials),
                     "rung": rung + 1,
                     "rungs": len(units),
                     "units": length,
                     "entered": sum(tally.values()),
                     "continued": tally.get(RungOutcome.CONTINUED, 0),
                     "stopped": tally.get(RungOutcome.STOPPED, 0),
+                    "stopped_late": tally.get("stopped_late", 0),
                     "completed": tally.get(RungOutcome.COMPLETED, 0),
                     "exited": tally.get(RungOutcome.EXITED, 0),
                 }
@@ -211,9 +239,7 @@ def trial_as_json(trial: Trial, *, internals: bool) -> dict[str, Any]:
         "ended_at": trial.ended_at.isoformat() if trial.ended_at else None,
         "stop_reason": trial.stop_reason or None,
         "stop_requested_at": trial.stop_requested_at.isoformat() if trial.stop_requested_at else None,
-        "stopped_at_rung": next(
-            (entry.rung + 1 for entry in trial.rungs.all() if entry.outcome == RungOutcome.STOPPED), None
-        ),
+        "stopped_at_rung": trial_stopped_at_rung(trial),
         "note": trial_stop_note(trial),
     }
 
@@ -259,6 +285,8 @@ def experiment_as_json(experiment: Experiment, *, user: User, trials: list[Trial
         "error": experiment.error,
         "template": experiment.template,
         "slots_per_trial": experiment.slots_per_trial,
+        "max_concurrent_trials": experiment.max_concurrent_trials,
+        "stopped_early": sum(1 for trial in trials if trial_stopped_at_rung(trial) is not None),
         "backend": experiment.backend,
         "det_experiment_id": experiment.det_experiment_id,
         "dataset_version": experiment.dataset_version_id,

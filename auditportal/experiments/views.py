@@ -56,6 +56,7 @@ def experiment_new(request: HttpRequest) -> HttpResponse:
                 max_trials=data["max_trials"] if data["template"] != "single" else None,
                 batches=data["batches"],
                 slots_per_trial=data["slots_per_trial"],
+                max_concurrent_trials=data["max_concurrent_trials"] if data["template"] != "single" else None,
             )
         except UserError as exc:
             add_user_error(form, exc)

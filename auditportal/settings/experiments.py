@@ -6,6 +6,7 @@ Imported at the end of ``base.py``; plain module-level names, parsed strictly fr
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -43,7 +44,10 @@ if EXPERIMENT_BACKEND == "determined" and not DET_MASTER:
 
 # Local backend: one trainer subprocess per trial, run from a small working folder under here.
 EXPERIMENT_RUN_DIR = Path(env_str("EXPERIMENT_RUN_DIR", str(_VAR_DIR / "experiments"))).resolve()
-EXPERIMENT_LOCAL_CONCURRENCY = env_int("EXPERIMENT_LOCAL_CONCURRENCY", 1, minimum=1)
+# Trainer processes (slots) the local backend runs at once, over every experiment: by default one per
+# core (each trainer runs on one thread). A search's own max_concurrent_trials defaults to this divided
+# by its slots_per_trial (configs.default_max_concurrent_trials).
+EXPERIMENT_LOCAL_CONCURRENCY = env_int("EXPERIMENT_LOCAL_CONCURRENCY", os.cpu_count() or 1, minimum=1)
 EXPERIMENT_TRAINER_PYTHON = env_str("EXPERIMENT_TRAINER_PYTHON", sys.executable)
 EXPERIMENT_TRAINER_MODULE = env_str("EXPERIMENT_TRAINER_MODULE", "trainer.train")
 EXPERIMENT_MODEL_DIR = Path(env_str("EXPERIMENT_MODEL_DIR", str(_BASE_DIR / "trainer"))).resolve()

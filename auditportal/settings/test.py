@@ -15,6 +15,9 @@ os.environ.setdefault("SECURE_COOKIES", "false")
 # The verification throttle counts in the process's cache, across tests: tests/reports/test_bounds.py
 # sets a low rate for its own test.
 os.environ.setdefault("REPORT_VERIFY_PER_HOUR", "100000")
+# The local backend runs one trainer at a time unless a test asks for more, whatever the machine's
+# cores (its default): trials then start in a known order.
+os.environ.setdefault("EXPERIMENT_LOCAL_CONCURRENCY", "1")
 
 from auditportal.settings.base import *  # noqa: F403
 

@@ -3,12 +3,14 @@ Determined 0.38.1's adaptive_asha.go and asha_stopping.go) and a search that sto
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 from django.test import Client
 from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event
@@ -18,8 +20,10 @@ from auditportal.experiments.asha import Bracket, Decision
 from auditportal.experiments.backends.local import run_dir
 from auditportal.experiments.models import ExperimentStatus, RungOutcome, StopReason, TrialRung, TrialState
 from auditportal.experiments.tasks import experiment_launch_task
+from auditportal.fairness.errors import UserError
 from tests.experiments.conftest import poll_until_done
 from tests.factories import TrialFactory
+from tests.stubs.expconf import config_errors
 
 
 def test_eight_trials_make_a_two_rung_and_a_one_rung_bracket_in_standard_mode() -> None:
@@ -88,7 +92,8 @@ def test_the_local_search_follows_the_asha_template_config() -> None:
     assert searcher["metric"] == configs.SEARCHER_METRIC
 
 
-# Trials run one at a time in number order (EXPERIMENT_LOCAL_CONCURRENCY 1); brackets (see above):
+# Trials run one at a time in number order (EXPERIMENT_LOCAL_CONCURRENCY 1); max_concurrent_trials 0
+# (Determined's default: 4 per bracket) deals the trials to brackets as above:
 # trials 1-4, 7, 8 in the two-rung bracket (rungs at 8 and 32 batches), 5 and 6 in the one-rung one.
 OBJECTIVES = {1: 0.5, 2: 0.7, 3: 0.3, 4: 0.6, 5: 0.4, 6: 0.4, 7: 0.2, 8: 0.45}
 
@@ -105,7 +110,7 @@ def test_an_asha_search_of_eight_trials_stops_those_outside_the_best_quarter_and
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", ",".join(f"trial-{n}={v}" for n, v in OBJECTIVES.items()))
     monkeypatch.setenv("FAKE_TRAINER_CRASH", "trial-6")  # exits after its first validation
     experiment = services.experiment_create(
-        user=bob, dataset_version=demo_version, template="asha", max_trials=8, batches=32
+        user=bob, dataset_version=demo_version, template="asha", max_trials=8, batches=32, max_concurrent_trials=0
     )
     experiment_launch_task(experiment.pk)
     experiment = poll_until_done(experiment, timeout=120)
@@ -197,3 +202,102 @@ def test_the_row_says_where_a_trial_was_stopped_and_whether_it_had_already_finis
         trial=trial, rung=0, units=8, step=8, metric=0.7, position=3, entered=4, continuing=1, outcome="stopped"
     )
     assert selectors.trial_stop_note(trial).startswith(note)
+
+
+@pytest.mark.slow
+def test_with_max_concurrent_trials_an_asha_search_trains_fewer_batches_and_counts_only_trials_cut_short(
+    bob: User,
+    demo_version: DatasetVersion,
+    fake_trainer: Path,
+    settings: SettingsWrapper,
+    monkeypatch: pytest.MonkeyPatch,
+    client: Client,
+) -> None:
+    # Two slots; max_concurrent_trials 2 is one per bracket (asha.brackets): trials 1, 3, 4, 5 in the
+    # two-rung bracket (rungs at 4 and 16 batches) run one after another, trial 2 (one rung) beside them.
+    settings.EXPERIMENT_LOCAL_CONCURRENCY = 2
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.1")  # 16 validations: about 1.6 s for a whole trial
+    objectives = {1: 0.5, 2: 0.4, 3: 0.7, 4: 0.3, 5: 0.6}
+    monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", ",".join(f"trial-{n}={v}" for n, v in objectives.items()))
+    experiment = services.experiment_create(
+        user=bob, dataset_version=demo_version, template="asha", max_trials=5, batches=16, max_concurrent_trials=2
+    )
+    assert experiment.max_concurrent_trials == 2
+    searcher = configs.from_yaml(experiment.config_yaml)["searcher"]
+    assert searcher["max_concurrent_trials"] == 2  # what a master would be sent
+    assert config_errors(searcher, schema="searcher.json") == []
+    experiment_launch_task(experiment.pk)
+    experiment = poll_until_done(experiment, timeout=60)
+
+    trials = {trial.number: trial for trial in experiment.trials.all()}
+    assert {n: t.asha_bracket for n, t in trials.items()} == {1: 0, 2: 1, 3: 0, 4: 0, 5: 0}
+    # A bracket's next trial started only once its previous one had ended.
+    ordered = [trials[n] for n in (1, 3, 4, 5)]
+    for before, after in itertools.pairwise(ordered):
+        assert before.ended_at is not None
+        assert after.started_at is not None
+        assert after.started_at >= before.ended_at
+    # 3 (0.7) ranks 2nd of 2 at 4 batches and 5 (0.6) 3rd of 4: both stopped while they had work left.
+    cut_short = {n for n, t in trials.items() if t.steps_done < t.steps_planned}
+    assert cut_short == {3, 5}
+    assert all(trials[n].stop_reason == StopReason.EARLY_STOP for n in cut_short)
+    total = sum(t.steps_done for t in trials.values())
+    assert total < len(trials) * experiment.batches, "early stopping saved no batches"
+
+    client.force_login(bob)
+    progress = client.get(f"/experiments/{experiment.pk}/progress.json").json()
+    assert progress["max_concurrent_trials"] == 2
+    assert progress["stopped_early"] == len(cut_short)
+    assert {t["number"] for t in progress["trials"] if t["stopped_at_rung"] is not None} == cut_short
+    rows = selectors.experiment_asha_rungs(experiment=experiment)
+    assert sum(row["stopped"] for row in rows) == len(cut_short)
+    assert sum(row["stopped_late"] for row in rows) == 0
+
+
+def test_a_stop_chosen_after_the_trial_had_finished_is_not_counted_as_stopped_early(
+    db: None, dataset_storage: Path
+) -> None:
+    trial = TrialFactory.create(
+        experiment__template="asha",
+        experiment__backend="local",
+        experiment__max_trials=4,
+        experiment__batches=32,
+        asha_bracket=0,
+        state=TrialState.COMPLETED,
+        steps_done=32,
+        steps_planned=32,
+        stop_reason=StopReason.EARLY_STOP,
+        stop_requested_at=timezone.now(),
+        ended_at=timezone.now(),
+    )
+    TrialRung.objects.create(
+        trial=trial, rung=0, units=8, step=8, metric=0.7, position=2, entered=2, continuing=1, outcome="stopped"
+    )
+    trial = selectors.trial_list(experiment=trial.experiment).get()
+    assert selectors.trial_stopped_at_rung(trial) is None
+    rows = selectors.experiment_asha_rungs(experiment=trial.experiment)
+    assert (rows[0]["stopped"], rows[0]["stopped_late"]) == (0, 1)
+
+
+@pytest.mark.parametrize("value", [-1, 5])
+def test_max_concurrent_trials_outside_0_to_max_trials_is_refused_naming_the_field(
+    value: int, bob: User, demo_version: DatasetVersion
+) -> None:
+    with pytest.raises(UserError) as caught:
+        services.experiment_create(
+            user=bob, dataset_version=demo_version, template="random", max_trials=4, max_concurrent_trials=value
+        )
+    assert caught.value.field == "max_concurrent_trials"
+    assert "max_concurrent_trials" in str(caught.value)
+
+
+def test_max_concurrent_trials_defaults_to_the_slots_of_the_machine_over_the_processes_per_trial(
+    bob: User, demo_version: DatasetVersion, settings: SettingsWrapper
+) -> None:
+    settings.EXPERIMENT_LOCAL_CONCURRENCY = 4
+    experiment = services.experiment_create(
+        user=bob, dataset_version=demo_version, template="random", max_trials=6, slots_per_trial=2, backend="local"
+    )
+    assert experiment.max_concurrent_trials == 2
+    assert configs.from_yaml(experiment.config_yaml)["searcher"]["max_concurrent_trials"] == 2
+    assert configs.default_max_concurrent_trials(backend="determined", slots_per_trial=1, local_slots=4) == 0

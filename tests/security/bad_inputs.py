@@ -200,6 +200,20 @@ CORPUS: list[BadInput] = [
         form=_launch(slots_per_trial="²"),
     ),
     BadInput(
+        "launch-form more trials at once than trials",
+        "/experiments/new/",
+        400,
+        "max_concurrent_trials must be between 0",
+        form=_launch(template="random", max_trials="4", max_concurrent_trials="5"),
+    ),
+    BadInput(
+        "launch-api negative max_concurrent_trials",
+        "/api/v1/experiments/",
+        400,
+        "max_concurrent_trials",
+        json={"dataset_version": "{version_id}", "template": "random", "max_concurrent_trials": -1},
+    ),
+    BadInput(
         "launch-form huge dataset version",
         "/experiments/new/",
         400,

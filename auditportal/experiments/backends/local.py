@@ -89,7 +89,10 @@ class LocalBackend:
         drawn = configs.sample(experiment.hparam_space, count, seed=experiment.pk)
         brackets: list[int | None] = [None] * count
         if experiment.template == "asha":
-            brackets = list(asha.trial_brackets(asha.search_brackets(max_trials=count, max_time=experiment.batches)))
+            plan = asha.search_brackets(
+                max_trials=count, max_time=experiment.batches, max_concurrent_trials=experiment.max_concurrent_trials
+            )
+            brackets = list(asha.trial_brackets(plan))
         return Submission(
             det_experiment_id=None,
             trials=[
@@ -116,6 +119,10 @@ class LocalBackend:
             request_stop(trial, reason=StopReason.CANCEL)
 
     def _start_queued(self, experiment: Experiment) -> None:
+        """Start queued trials, in number order, as Determined's searcher creates them: at most the
+        search's ``max_concurrent_trials`` at once (an ASHA search's share per bracket, asha.brackets),
+        so the next trial starts only when one has ended (completed, or stopped at a rung), and within
+        EXPERIMENT_LOCAL_CONCURRENCY slots over every local experiment."""
         # EXPERIMENT_LOCAL_CONCURRENCY counts processes (slots); a trial that needs more than that
         # runs alone rather than never.
         used = (
@@ -124,11 +131,21 @@ class LocalBackend:
             ).aggregate(slots=Sum("experiment__slots_per_trial"))["slots"]
             or 0
         )
+        limits = _concurrency_limits(experiment)
+        running = list(
+            experiment.trials.filter(state__in=[TrialState.STARTING, TrialState.RUNNING]).values_list(
+                "asha_bracket", flat=True
+            )
+        )
         for trial in experiment.trials.filter(state=TrialState.QUEUED).order_by("number"):
             if used and used + experiment.slots_per_trial > settings.EXPERIMENT_LOCAL_CONCURRENCY:
                 return
+            limit = limits.get(trial.asha_bracket, 0)
+            if limit and running.count(trial.asha_bracket) >= limit:
+                continue  # its search (bracket) has as many trials running as it may
             if self._start(trial, experiment):
                 used += experiment.slots_per_trial
+                running.append(trial.asha_bracket)
 
     def _start(self, trial: Trial, experiment: Experiment) -> bool:
         # What an earlier start of this trial left (one handed back to the queue). Before the claim: from
@@ -261,6 +278,18 @@ class LocalBackend:
         else:
             snapshot.records = metricsfile.read_records(path, trial.metrics_offset)
         return snapshot
+
+
+def _concurrency_limits(experiment: Experiment) -> dict[int | None, int]:
+    """How many trials may run at once, by ASHA bracket (None: the whole search); 0: no limit."""
+    if experiment.template == "asha":
+        plan = asha.search_brackets(
+            max_trials=experiment.max_trials,
+            max_time=experiment.batches,
+            max_concurrent_trials=experiment.max_concurrent_trials,
+        )
+        return {index: bracket.max_concurrent_trials for index, bracket in enumerate(plan)}
+    return {None: experiment.max_concurrent_trials}
 
 
 def request_stop(trial: Trial, *, reason: str) -> None:

@@ -31,6 +31,7 @@ def experiment_create(
     max_trials: int | None = None,
     batches: int = 200,
     slots_per_trial: int = 1,
+    max_concurrent_trials: int | None = None,
     backend: str | None = None,
     name: str = "",
 ) -> Experiment:
@@ -38,11 +39,13 @@ def experiment_create(
     reaches the broker once the experiment is committed).
 
     Wrong parameters raise a UserError naming the field (dataset_version, template, hparams,
-    max_trials, batches, slots_per_trial). A retired version, or one whose stored file fails its
+    max_trials, batches, slots_per_trial, max_concurrent_trials). ``max_concurrent_trials`` left out takes
+    configs.default_max_concurrent_trials for the backend. A retired version, or one whose stored file fails its
     integrity check, is refused. Runs outside any transaction: the integrity check commits its own
     record.
     """
     rules.check_launch(user)
+    chosen_backend = backend or settings.EXPERIMENT_BACKEND
     plan = _launch_plan(
         dataset_version=dataset_version,
         template=template,
@@ -50,8 +53,9 @@ def experiment_create(
         max_trials=max_trials,
         batches=batches,
         slots_per_trial=slots_per_trial,
+        max_concurrent_trials=max_concurrent_trials,
+        backend=chosen_backend,
     )
-    chosen_backend = backend or settings.EXPERIMENT_BACKEND
     try:
         dataset_version_check_integrity(version=dataset_version, actor=user, purpose=IntegrityPurpose.LAUNCH)
     except DatasetIntegrityError as exc:
@@ -65,6 +69,7 @@ def experiment_create(
             hparam_space=plan.space,
             max_trials=plan.trials,
             slots_per_trial=plan.slots_per_trial,
+            max_concurrent_trials=plan.max_concurrent_trials,
             batches=batches,
             validation_period=configs.validation_period(template, batches),
             backend=chosen_backend,
@@ -87,6 +92,7 @@ def experiment_create(
                 "max_trials": plan.trials,
                 "batches": batches,
                 "slots_per_trial": plan.slots_per_trial,
+                "max_concurrent_trials": plan.max_concurrent_trials,
                 "backend": chosen_backend,
             },
         )
@@ -102,6 +108,7 @@ def experiment_config_preview(
     max_trials: int | None = None,
     batches: int = 200,
     slots_per_trial: int = 1,
+    max_concurrent_trials: int | None = None,
     name: str = "",
 ) -> str:
     """The Determined experiment config (YAML) that ``experiment_create`` would store and a cluster
@@ -117,6 +124,8 @@ def experiment_config_preview(
         max_trials=max_trials,
         batches=batches,
         slots_per_trial=slots_per_trial,
+        max_concurrent_trials=max_concurrent_trials,
+        backend=settings.EXPERIMENT_BACKEND,
     )
     chosen = name.strip()[:128] or _default_name(dataset_version, template)
     return _config_yaml(dataset_version=dataset_version, template=template, plan=plan, batches=batches, name=chosen)
@@ -127,6 +136,7 @@ class _LaunchPlan:
     space: dict[str, Any]
     trials: int
     slots_per_trial: int
+    max_concurrent_trials: int
 
 
 def _launch_plan(
@@ -137,6 +147,8 @@ def _launch_plan(
     max_trials: int | None,
     batches: int,
     slots_per_trial: int,
+    max_concurrent_trials: int | None,
+    backend: str,
 ) -> _LaunchPlan:
     """The checked hyperparameter space and trial count; a UserError names what is wrong."""
     if dataset_version.is_retired:
@@ -164,7 +176,19 @@ def _launch_plan(
     if template == "asha" and batches < configs.ASHA_DIVISOR ** (configs.ASHA_MAX_RUNGS - 1):
         raise UserError("An ASHA search needs at least 16 batches (three rungs, divisor 4).", field="batches")
     configs.check_slots_per_trial(slots_per_trial, space)
-    return _LaunchPlan(space=space, trials=trials, slots_per_trial=slots_per_trial)
+    if template == "single":
+        # Determined's single searcher has no such field: one trial runs.
+        if max_concurrent_trials not in (None, 0, 1):
+            raise UserError("A single-trial experiment runs exactly one trial.", field="max_concurrent_trials")
+        concurrent = 1
+    elif max_concurrent_trials is None:
+        concurrent = configs.default_max_concurrent_trials(
+            backend=backend, slots_per_trial=slots_per_trial, local_slots=settings.EXPERIMENT_LOCAL_CONCURRENCY
+        )
+    else:
+        configs.check_max_concurrent_trials(max_concurrent_trials, max_trials=trials)
+        concurrent = max_concurrent_trials
+    return _LaunchPlan(space=space, trials=trials, slots_per_trial=slots_per_trial, max_concurrent_trials=concurrent)
 
 
 def _default_name(version: DatasetVersion, template: str) -> str:
@@ -179,6 +203,7 @@ def _config_yaml(*, dataset_version: DatasetVersion, template: str, plan: _Launc
             space=plan.space,
             max_trials=plan.trials,
             slots_per_trial=plan.slots_per_trial,
+            max_concurrent_trials=plan.max_concurrent_trials,
             batches=batches,
             # Trial containers find the shards under the agents' view of the shard directory.
             shard_host_dir=settings.SHARD_HOST_DIR or str(settings.SHARD_DIR),

@@ -41,6 +41,15 @@ class Command(PortalCommand):
             default=1,
             help=f"processes per trial, {SLOTS_PER_TRIAL_MIN} to {SLOTS_PER_TRIAL_MAX} (default 1)",
         )
+        parser.add_argument(
+            "--max-concurrent-trials",
+            type=int,
+            default=None,
+            help=(
+                "trials of a search training at once (Determined's max_concurrent_trials; 0: the searcher's "
+                "default; default: EXPERIMENT_LOCAL_CONCURRENCY / slots per trial locally, 0 on a cluster)"
+            ),
+        )
         parser.add_argument("--wait", action="store_true", help="block until the experiment ends")
         parser.add_argument("--timeout", type=float, default=0, help="with --wait: give up after this many seconds")
         parser.add_argument("--format", choices=["text", "json"], default="text")
@@ -66,6 +75,7 @@ class Command(PortalCommand):
                     max_trials=options["max_trials"],
                     batches=options["batches"],
                     slots_per_trial=options["slots_per_trial"],
+                    max_concurrent_trials=options["max_concurrent_trials"],
                     name=options["name"],
                 )
             except UserError as exc:
@@ -87,6 +97,7 @@ class Command(PortalCommand):
                 batches=options["batches"],
                 name=options["name"],
                 slots_per_trial=options["slots_per_trial"],
+                max_concurrent_trials=options["max_concurrent_trials"],
             )
         except UserError as exc:
             raise _option_error(exc) from None
