@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0008_slots_asha_rungs_cancel_and_launch_heartbeat'),
+        ('experiments', '0009_trial_latest_eod_beyond_noise'),
     ]
 
     operations = [
