@@ -103,6 +103,14 @@ class Prepared:
             warnings=tuple(meta.get("warnings", ())),
         )
 
+    def score_range(self) -> tuple[float, float]:
+        """The smallest and largest score (each segment is sorted: its ends)."""
+        starts = self.offsets[:-1][self.offsets[1:] > self.offsets[:-1]]
+        ends = self.offsets[1:][self.offsets[1:] > self.offsets[:-1]] - 1
+        if not len(starts):
+            return (0.0, 1.0)
+        return float(np.min(self.scores[starts])), float(np.max(self.scores[ends]))
+
     def groups_of(self, key: str) -> tuple[str, ...]:
         """The groups' keys of one attribute, or of the intersection (``key`` as in the document)."""
         for name, groups in self.attributes:
@@ -253,6 +261,57 @@ def check_thresholds(prepared: Prepared, thresholds: Thresholds) -> None:
             raise ThresholdError(override_field(key, group), f"{group!r} is not a group of {key!r} (groups: {shown})")
         if not math.isfinite(value):
             raise ThresholdError(override_field(key, group), f"the threshold must be a finite number, not {value}")
+
+
+def thresholds_from_query(
+    items: Sequence[tuple[str, str]], *, attribute_keys: Sequence[str], default: float
+) -> Thresholds:
+    """Thresholds from query parameters: ``threshold=0.5`` (the global one; default ``default``) and
+    ``threshold[ATTRIBUTE=GROUP]=0.4`` per group, all for one attribute (or the intersection, its
+    key as in the document: ``gender&age``). ThresholdError names the parameter at fault. Other
+    parameters are not looked at."""
+    threshold = default
+    attribute: str | None = None
+    groups: dict[str, float] = {}
+    # Longest first: an attribute whose name starts with another's and "=" is matched whole.
+    keys = sorted(attribute_keys, key=len, reverse=True)
+    for name, text in items:
+        if not text.strip():
+            continue  # an empty box: the default (the global threshold, for a group)
+        if name == "threshold":
+            threshold = _number(name, text)
+            continue
+        if not (name.startswith("threshold[") and name.endswith("]")):
+            continue
+        inner = name[len("threshold[") : -1]
+        key = next((key for key in keys if inner.startswith(key + "=")), None)
+        if key is None:
+            given = inner.partition("=")[0]
+            shown = ", ".join(repr(key) for key in attribute_keys)
+            raise ThresholdError(
+                name,
+                f"{given!r} is not an attribute of this what-if (attributes: {shown}); "
+                "write threshold[ATTRIBUTE=GROUP]=NUMBER",
+            )
+        if attribute is not None and key != attribute:
+            raise ThresholdError(
+                name,
+                f"group thresholds apply to one attribute at a time: {attribute!r} has some already, "
+                f"{key!r} cannot have others",
+            )
+        attribute = key
+        groups[inner[len(key) + 1 :]] = _number(name, text)
+    return Thresholds(threshold=threshold, attribute=attribute, groups=groups)
+
+
+def _number(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ThresholdError(name, f"{text[:40]!r} is not a number; a threshold is a number such as 0.5") from None
+    if not math.isfinite(value):
+        raise ThresholdError(name, f"the threshold must be a finite number, not {text[:40]!r}")
+    return value
 
 
 def cell_thresholds(prepared: Prepared, thresholds: Thresholds) -> Floats:
@@ -561,4 +620,5 @@ __all__ = [
     "override_field",
     "prepare",
     "suggest",
+    "thresholds_from_query",
 ]
