@@ -53,7 +53,9 @@ def item(bob: User, predictions_csv: Path, dataset_storage: Path) -> WhatIf:
 def test_a_small_file_is_prepared_at_once_its_scores_stored_and_hashed(item: WhatIf) -> None:
     item.refresh_from_db()
     assert item.status == QueuedStatus.DONE
-    assert item.num_rows == 12 and len(item.sha256) == 64 and len(item.prepared_sha256) == 64
+    assert item.num_rows == 12
+    assert len(item.sha256) == 64
+    assert len(item.prepared_sha256) == 64
     assert item.scores_file.is_file()
     event = Event.objects.get(verb=Verb.WHATIF_STARTED)
     assert event.target_id == str(item.pk)
@@ -112,22 +114,23 @@ def test_the_api_starts_a_what_if_from_an_upload(bob: User, dataset_storage: Pat
     response = client_for(bob).post(reverse("api-whatif-list"), _fields())
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["status"] == "done" and body["num_rows"] == 12
+    assert body["status"] == "done"
+    assert body["num_rows"] == 12
     assert body["attributes"]["gender"] == ["f", "m"]
 
 
-def test_a_large_file_goes_to_the_worker(
-    bob: User, dataset_storage: Path, settings: SettingsWrapper
-) -> None:
+def test_a_large_file_goes_to_the_worker(bob: User, dataset_storage: Path, settings: SettingsWrapper) -> None:
     settings.AUDIT_INLINE_MAX_BYTES = 10
     response = client_for(bob).post(reverse("api-whatif-list"), _fields())
     assert response.status_code == 202
     item = WhatIf.objects.get()
-    assert item.status == QueuedStatus.QUEUED and item.upload_file.is_file()
+    assert item.status == QueuedStatus.QUEUED
+    assert item.upload_file.is_file()
     assert OutboxMessage.objects.get().name == "audits.prepare_whatif"
     assert services.whatif_prepare_queued(whatif_id=item.pk) is not None
     item.refresh_from_db()
-    assert item.status == QueuedStatus.DONE and not item.upload_path
+    assert item.status == QueuedStatus.DONE
+    assert not item.upload_path
     assert len(item.prepared_sha256) == 64
     assert client_for(bob).get(reverse("api-whatif", args=[item.pk])).json()["document"]["rows"] == 12
 
@@ -194,7 +197,8 @@ def test_the_page_form_freezes_and_lands_on_the_audit(item: WhatIf, bob: User) -
         reverse("audits:whatif-freeze", args=[item.pk]), {"threshold": "0.5", "threshold[gender=m]": "0.6"}
     )
     audit = PredictionAudit.objects.get()
-    assert response.status_code == 302 and response["Location"] == reverse("audits:prediction", args=[audit.pk])
+    assert response.status_code == 302
+    assert response["Location"] == reverse("audits:prediction", args=[audit.pk])
     assert audit.parameters["thresholds"]["groups"] == {"m": 0.6}
 
 

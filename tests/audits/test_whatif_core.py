@@ -53,9 +53,10 @@ def _oracle(path: Path, tmp_path: Path, spec: AuditSpec, thresholds: Thresholds)
     predicted = table.append_column("pred", pa.array((score >= per_row).astype(np.int8)))
     target = tmp_path / "oracle.csv"
     pacsv.write_csv(predicted.drop_columns(["score"]), target)
-    oracle_spec = AuditSpec(**{**spec.parameters(), "score": None, "threshold": None, "prediction": "pred"} | {
-        key: tuple(value) for key, value in spec.parameters().items() if isinstance(value, list)
-    })
+    oracle_spec = AuditSpec(
+        **{**spec.parameters(), "score": None, "threshold": None, "prediction": "pred"}
+        | {key: tuple(value) for key, value in spec.parameters().items() if isinstance(value, list)}
+    )
     return audit_predictions(target, oracle_spec, display_name=target.name, max_bytes=MAX).document
 
 
@@ -133,7 +134,8 @@ def test_a_score_that_is_not_a_number_names_its_row_and_column(tmp_path: Path) -
     with pytest.raises(DatasetError) as caught:
         whatif.prepare(path, _spec(attributes=("g",)), display_name="p.csv", max_bytes=MAX)
     assert "'high' is not a number" in str(caught.value)
-    assert caught.value.row == 2 and caught.value.column == "score"
+    assert caught.value.row == 2
+    assert caught.value.column == "score"
 
 
 def test_an_override_for_a_group_that_does_not_exist_names_it(tmp_path: Path) -> None:
@@ -164,11 +166,11 @@ def _fairlearn(path: Path) -> tuple[float, float]:
     class Scores(BaseEstimator):  # type: ignore[misc]
         """A fitted "model" whose decision function is the score column (a prefit estimator)."""
 
-        def fit(self, X: Any, y: Any) -> Scores:  # noqa: N803
+        def fit(self, X: Any, y: Any) -> Scores:
             self.fitted_ = True
             return self
 
-        def predict(self, X: Any) -> Any:  # noqa: N803
+        def predict(self, X: Any) -> Any:
             return np.asarray(X["score"], dtype=float)
 
     frame = pd.read_csv(path, keep_default_na=False)
@@ -194,9 +196,11 @@ def test_suggested_thresholds_reach_the_tolerance_about_as_accurately_as_fairlea
     spec = _spec(attributes=("gender",), tolerance=0.02)
     prepared = whatif.prepare(path, spec, display_name="scores.csv", max_bytes=MAX)
     suggestion = whatif.suggest(prepared)
-    assert suggestion.gap_before is not None and suggestion.gap_before > 0.05  # there is something to fix
+    assert suggestion.gap_before is not None
+    assert suggestion.gap_before > 0.05
     assert suggestion.reached
-    assert suggestion.gap_after is not None and suggestion.gap_after <= 0.02
+    assert suggestion.gap_after is not None
+    assert suggestion.gap_after <= 0.02
     # The suggestion, applied, gives that gap in the judged document too.
     document = whatif.document_at(prepared, suggestion.thresholds)
     tprs = [group["tpr"] for group in document["attributes"]["gender"]["groups"].values()]
@@ -204,16 +208,14 @@ def test_suggested_thresholds_reach_the_tolerance_about_as_accurately_as_fairlea
 
     # fairlearn's rows leave the unknown group out; ours keeps it at the global threshold. Compare
     # accuracy over the known rows.
-    known = {
-        name: values for name, values in document["attributes"]["gender"]["groups"].items()
-    }
+    known = {name: values for name, values in document["attributes"]["gender"]["groups"].items()}
     ours = sum(v["tp"] + v["tn"] for v in known.values()) / sum(v["n"] for v in known.values())
     theirs, their_gap = _fairlearn(frame_path)
     assert their_gap < 0.02
     # Ours is deterministic and allowed the tolerance's slack; fairlearn's randomises to an exact
     # parity. Ours must be within 0.01 of fairlearn's accuracy (it is usually above it).
     assert ours >= theirs - 0.01, (ours, theirs)
-    print(f'ours {ours:.4f} gap {suggestion.gap_after:.4f}; fairlearn {theirs:.4f} gap {their_gap:.4f}')
+    print(f"ours {ours:.4f} gap {suggestion.gap_after:.4f}; fairlearn {theirs:.4f} gap {their_gap:.4f}")
     assert suggestion.accuracy_after <= suggestion.accuracy_before + 1e-12 or suggestion.accuracy_after > 0
 
 
