@@ -30,7 +30,8 @@ def _scored(path: Path, rows: int = 6000, seed: int = 7) -> Path:
     label = (rng.random(rows) < np.where(gender == "f", 0.35, 0.45)).astype(np.int8)
     shift = np.where(gender == "f", -0.08, 0.0) + np.where(age == "old", 0.03, 0.0)
     score = np.clip(rng.normal(0.35 + 0.3 * label + shift, 0.18), 0, 1).round(3)
-    pacsv.write_csv(pa.table({"label": label, "score": score, "gender": gender, "age": age}), path)
+    columns: dict[str, Any] = {"label": label, "score": score, "gender": gender, "age": age}
+    pacsv.write_csv(pa.table(columns), path)
     return path
 
 
@@ -45,7 +46,8 @@ def _oracle(path: Path, tmp_path: Path, spec: AuditSpec, thresholds: Thresholds)
     score = table.column("score").to_numpy()
     per_row = np.full(len(score), thresholds.threshold)
     if thresholds.groups:
-        attributes = thresholds.attribute.split("&") if "&" in (thresholds.attribute or "") else [thresholds.attribute]
+        attribute = str(thresholds.attribute)
+        attributes = attribute.split("&")
         keys = ["&".join(values) for values in zip(*(table.column(a).to_pylist() for a in attributes), strict=True)]
         for index, key in enumerate(keys):
             if key in thresholds.groups:

@@ -56,7 +56,7 @@ def test_moving_a_groups_threshold_by_keyboard_changes_the_table_and_the_verdict
     box_value = float(f_row.locator("input[type=number]").input_value())
     assert box_value < 0.495
     page.wait_for_function(
-        "() => document.querySelector('#whatif-comparisons tr[data-metric=\"tpr\"][data-group=\"m\"] .badge')"
+        '() => document.querySelector(\'#whatif-comparisons tr[data-metric="tpr"][data-group="m"] .badge\')'
         ".textContent === 'PASS'"
     )
     assert "threshold%5Bgender%3Df%5D" in page.url or "threshold[gender=f]" in page.url

@@ -91,7 +91,9 @@ class Prepared:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], scores: Floats) -> Prepared:
-        values = {key: tuple(value) if isinstance(value, list) else value for key, value in meta["spec"].items()}
+        values: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in meta["spec"].items()
+        }
         return cls(
             spec=AuditSpec(**values),
             attributes=tuple((name, tuple(groups)) for name, groups in meta["attributes"]),
@@ -194,12 +196,13 @@ def prepare(
         spec = dataclasses.replace(spec, threshold=0.5)
     spec.check()
     columns_spec = spec.columns_spec()
-    others = [(spec.score, "score")]
+    score = cast(str, spec.score)
+    others = [(score, "score")]
     raw = read_columns(
         path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256, limits=limits
     )
     columns = decode_labelled(raw, columns_spec, others=others, display_name=display_name)
-    scores = score_values(columns.others[spec.score], display_name, spec.score)
+    scores = score_values(columns.others[score], display_name, score)
     attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
     shape = tuple(len(groups) + 1 for _, groups in attributes)
     cells = math.prod(shape)
@@ -209,7 +212,7 @@ def prepare(
             "apart; declare fewer or coarser attributes",
             file=display_name,
         )
-    segment = np.zeros(len(scores), np.int64 if cells * 2 > 1 << 15 else np.int16)
+    segment: npt.NDArray[np.signedinteger[Any]] = np.zeros(len(scores), np.int64 if cells * 2 > 1 << 15 else np.int16)
     for size, codes in zip(shape, columns.codes, strict=True):
         segment *= size
         segment += codes
