@@ -215,6 +215,7 @@ api-prediction-audit               GET  -         401    404    200    200    20
 api-prediction-audit-retire        GET  -         401    405    405    405    405    405    405    405    405    405
 api-prediction-audit-retire        POST reason    401    404    403    403    200    403    200    403    200    404
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
+api-whatif-list                    GET  -         401    405    405    405    405    405    405    405    405    405
 api-whatif-list                    POST -         401    403    403    403    415    415    415    403    403    403
 api-whatif                         GET  -         401    404    200    200    200    200    200    200    200    404
 api-whatif-suggestion              GET  -         401    404    200    200    200    200    200    200    200    404
