@@ -62,6 +62,7 @@ bench: install
 	$(PY) bench/dashboard.py
 	$(PY) bench/api_load.py
 	$(PY) bench/monitoring.py
+	$(PY) bench/whatif.py
 
 clean:
 	rm -rf $(VENV) var

@@ -47,6 +47,8 @@ class Verb(models.TextChoices):
     DATASET_VERSION_RETIRED = "dataset_version.retired", "dataset version retired"
     PREDICTION_AUDIT_RETIRED = "prediction_audit.retired", "prediction audit retired"
     PREDICTION_AUDIT_QUEUED = "prediction_audit.queued", "prediction file queued for a worker's audit"
+    WHATIF_STARTED = "whatif.started", "what-if thresholds started from a scored file"
+    WHATIF_FROZEN = "whatif.frozen", "what-if thresholds frozen as a prediction audit"
     REVIEW_REQUEST_CREATED = "review_request.created", "review request created"
     REVIEW_REQUEST_REVISED = "review_request.revised", "review request revised"
     REVIEW_REQUEST_SUBMITTED = "review_request.submitted", "review request submitted"

@@ -25,6 +25,7 @@ _PAGES: dict[str, tuple[str, str | None]] = {
     "experiments.experiment": ("experiments:detail", "experiment_id"),
     "audits.predictionaudit": ("audits:prediction", "audit_id"),
     "audits.queuedpredictionaudit": ("audits:prediction-queued", "queued_id"),
+    "audits.whatif": ("audits:whatif", "whatif_id"),
     "evidence.verdictdocument": ("evidence:document", "document_id"),
     "approvals.reviewrequest": ("approvals:request", "request_id"),
     "reports.report": ("reports:detail", "report_id"),

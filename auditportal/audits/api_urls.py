@@ -22,4 +22,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
         apis.PredictionAuditRetireApi.as_view(),
         name="api-prediction-audit-retire",
     ),
+    path("audits/whatif/", apis.WhatIfCreateApi.as_view(), name="api-whatif-list"),
+    path("audits/whatif/<int:whatif_id>/", apis.WhatIfApi.as_view(), name="api-whatif"),
+    path("audits/whatif/<int:whatif_id>/suggestion/", apis.WhatIfSuggestionApi.as_view(), name="api-whatif-suggestion"),
+    path("audits/whatif/<int:whatif_id>/freeze/", apis.WhatIfFreezeApi.as_view(), name="api-whatif-freeze"),
 ]

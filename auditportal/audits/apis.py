@@ -5,7 +5,7 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -15,10 +15,11 @@ from rest_framework.views import APIView
 from auditportal.accounts.models import User
 from auditportal.accounts.permissions import request_user
 from auditportal.audits import rules, selectors, services
-from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus, WhatIf
 from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_refs
 from auditportal.evidence.selectors import verdict_document_search, verdict_documents_by_audit
-from auditportal.fairness.statistics import stats
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.statistics import stats, whatif
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.stats import Verdict
 from auditportal.fairness.text.sizes import human_size
@@ -149,14 +150,9 @@ class _RetirementSerializer(serializers.Serializer[Any]):
 
 
 @open_component
-class _AuditDocumentSerializer(serializers.Serializer[Any]):
-    """A stored prediction audit: the document it was judged as (docs/audit-json.md), with its id, when
-    it was stored, whether it was retired since and the verdict document frozen with it."""
+class _AuditResultSerializer(serializers.Serializer[Any]):
+    """An audit document (docs/audit-json.md): what an audit, or a what-if at some thresholds, judged."""
 
-    id = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
-    retired = _RetirementSerializer(allow_null=True)
-    documents = VerdictDocumentRefSerializer(many=True, help_text=_DOCUMENTS_HELP)
     schema_version = serializers.IntegerField()
     file = _AuditFileSerializer()
     rows = serializers.IntegerField()
@@ -172,6 +168,17 @@ class _AuditDocumentSerializer(serializers.Serializer[Any]):
     levels = serializers.DictField(child=serializers.CharField(), required=False)
     warnings = serializers.ListField(child=serializers.CharField(), required=False)
     attributes = serializers.DictField(child=_AuditAttributeSerializer(), help_text="keyed by the attribute's key")
+
+
+@open_component
+class _AuditDocumentSerializer(_AuditResultSerializer):
+    """A stored prediction audit: the document it was judged as (docs/audit-json.md), with its id, when
+    it was stored, whether it was retired since and the verdict document frozen with it."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    retired = _RetirementSerializer(allow_null=True)
+    documents = VerdictDocumentRefSerializer(many=True, help_text=_DOCUMENTS_HELP)
 
 
 def _retirement(audit: PredictionAudit) -> dict[str, Any] | None:
@@ -370,3 +377,210 @@ class PredictionAuditRetireApi(APIView):
         serializer.is_valid(raise_exception=True)
         audit = services.prediction_audit_retire(user=user, audit=audit, reason=serializer.validated_data["reason"])
         return Response(_document(audit, user=user))
+
+
+# ---------------------------------------------------------------------------------------- what-if
+
+_THRESHOLD_PARAMETERS = [
+    OpenApiParameter(
+        "threshold",
+        float,
+        description="the global threshold: rows whose score is at least it are predicted positive (default: the "
+        "threshold the what-if started at)",
+    ),
+    OpenApiParameter(
+        "threshold[ATTRIBUTE=GROUP]",
+        float,
+        description="a group's own threshold, e.g. threshold[gender=f]=0.42; any number of groups, all of one "
+        "attribute (or of the intersection, keyed as in the document: threshold[gender&age=f&young]). Rows "
+        "of an unknown group take the global threshold",
+    ),
+]
+
+
+class _ThresholdsSerializer(serializers.Serializer[Any]):
+    threshold = serializers.FloatField()
+    attribute = serializers.CharField(allow_null=True)
+    groups = serializers.DictField(child=serializers.FloatField())
+
+
+class _AccuracySerializer(serializers.Serializer[Any]):
+    overall = serializers.FloatField(allow_null=True)
+    correct = serializers.IntegerField()
+    groups = serializers.DictField(
+        child=serializers.DictField(child=serializers.FloatField(allow_null=True)),
+        help_text="per attribute, per group: (tp + tn) / n",
+    )
+
+
+class WhatIfOutputSerializer(serializers.Serializer[Any]):
+    """A what-if and, once prepared, its judgement at the thresholds asked for (exploratory: nothing
+    is stored; freeze it to make an audit)."""
+
+    id = serializers.IntegerField()
+    exploratory = serializers.BooleanField(help_text="always true: a what-if is no audit until it is frozen")
+    status = serializers.ChoiceField(choices=QueuedStatus.choices)
+    error = serializers.CharField(allow_blank=True)
+    original_name = serializers.CharField()
+    sha256 = serializers.CharField(allow_blank=True, help_text="of the scored file")
+    prepared_sha256 = serializers.CharField(allow_blank=True, help_text="of the stored sorted scores")
+    num_rows = serializers.IntegerField(allow_null=True)
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    attributes = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
+        help_text="per attribute key (the intersection too): its groups' keys",
+    )
+    thresholds = _ThresholdsSerializer(allow_null=True)
+    accuracy = _AccuracySerializer(allow_null=True)
+    document = _AuditResultSerializer(allow_null=True, help_text="the audit document at these thresholds")
+
+
+def _whatif(item: WhatIf, answer: dict[str, Any] | None, thresholds: Any) -> dict[str, Any]:
+    prepared = item.prepared
+    attributes: dict[str, list[str]] = {}
+    if item.is_ready:
+        loaded = selectors.whatif_load(item=item)
+        attributes = {key: list(loaded.groups_of(key)) for key in loaded.attribute_keys}
+    return {
+        "id": item.pk,
+        "exploratory": True,
+        "status": item.status,
+        "error": item.error,
+        "original_name": item.original_name,
+        "sha256": item.sha256,
+        "prepared_sha256": item.prepared_sha256,
+        "num_rows": item.num_rows if prepared else None,
+        "created_by": item.created_by.username,
+        "created_at": item.created_at.isoformat(),
+        "attributes": attributes,
+        "thresholds": None if thresholds is None else thresholds.as_json(),
+        "accuracy": None if answer is None else answer["accuracy"],
+        "document": None if answer is None else answer["document"],
+    }
+
+
+def whatif_thresholds(request: Request, item: WhatIf) -> whatif.Thresholds:
+    loaded = selectors.whatif_load(item=item)
+    return whatif.thresholds_from_query(
+        _pairs(request.query_params),
+        attribute_keys=loaded.attribute_keys,
+        default=float(loaded.spec.threshold or 0.5),
+    )
+
+
+def _pairs(query: Any) -> list[tuple[str, str]]:
+    return [(key, value) for key, values in query.lists() for value in values]
+
+
+@accepts_uploads(rules.can_run, who="an ML engineer or a reviewer")
+class WhatIfCreateApi(APIView):
+    """POST: start a what-if from an uploaded scored file (``multipart/form-data``; the audit's fields,
+    a score column required). A small file is prepared at once (201); a large one by a worker (202),
+    whose status the what-if's GET gives."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request={"multipart/form-data": PredictionAuditListCreateApi.InputSerializer},
+        responses={201: WhatIfOutputSerializer, 202: WhatIfOutputSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_run(user)
+        services.refuse_policy_parameters(list(request.data))
+        serializer = PredictionAuditListCreateApi.InputSerializer(data=request.data)
+        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
+        if rejected:
+            item = rejected[0]
+            raise exceptions.ValidationError(
+                {"file": [f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit"]}
+            )
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        spec = AuditSpec.from_input(
+            label=data["label"],
+            positive=data["positive"],
+            prediction=data["prediction"],
+            score=data["score"],
+            threshold=data["threshold"],
+            attributes=data["attributes"],
+            intersect=data["intersect"],
+            references=data["references"],
+            unknown_tokens=data.get("unknown_tokens"),
+            power=data["power"],
+            max_groups=settings.DATASET_MAX_GROUPS,
+        )
+        uploaded = data["file"]
+        started = services.whatif_start(
+            user=user,
+            source=Path(uploaded.temporary_file_path()),
+            original_name=uploaded.name,
+            spec=spec,
+            sha256=received_sha256(uploaded),
+        )
+        if not started.is_ready:
+            url = reverse("api-whatif", args=[started.pk])
+            return Response(_whatif(started, None, None), status=202, headers={"Location": url})
+        thresholds = whatif.Thresholds(threshold=float(spec.threshold if spec.threshold is not None else 0.5))
+        answer = selectors.whatif_answer(item=started, thresholds=thresholds)
+        return Response(_whatif(started, answer, thresholds), status=201)
+
+
+class WhatIfApi(APIView):
+    """The what-if judged at the thresholds in the query: every metric, interval and verdict of the
+    audit document, and the accuracy. Exploratory: nothing is stored."""
+
+    @extend_schema(parameters=_THRESHOLD_PARAMETERS, responses=WhatIfOutputSerializer)
+    def get(self, request: Request, whatif_id: int) -> Response:
+        item = selectors.whatif_get(user=request_user(request), whatif_id=whatif_id)
+        if not item.is_ready:
+            return Response(_whatif(item, None, None))
+        thresholds = whatif_thresholds(request, item)
+        answer = selectors.whatif_answer(item=item, thresholds=thresholds)
+        return Response(_whatif(item, answer, thresholds))
+
+
+class WhatIfSuggestionOutputSerializer(serializers.Serializer[Any]):
+    attribute = serializers.CharField()
+    thresholds = _ThresholdsSerializer()
+    tolerance = serializers.FloatField()
+    gap_before = serializers.FloatField(allow_null=True, help_text="max - min TPR at the starting threshold")
+    gap_after = serializers.FloatField(allow_null=True)
+    accuracy_before = serializers.FloatField()
+    accuracy_after = serializers.FloatField()
+    accuracy_cost = serializers.FloatField()
+    reached = serializers.BooleanField()
+    tpr = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    method = serializers.CharField()
+
+
+class WhatIfSuggestionApi(APIView):
+    """Per group of one attribute, deterministic thresholds that bring the equal-opportunity (TPR) gap
+    within the policy's tolerance at the smallest loss of accuracy, with that cost."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("attribute", str, description="default: the first attribute")],
+        responses=WhatIfSuggestionOutputSerializer,
+    )
+    def get(self, request: Request, whatif_id: int) -> Response:
+        item = selectors.whatif_get(user=request_user(request), whatif_id=whatif_id)
+        if not item.is_ready:
+            raise UserError("This what-if is not prepared yet.")
+        suggestion = selectors.whatif_suggestion(item=item, attribute=request.query_params.get("attribute") or None)
+        return Response(suggestion)
+
+
+class WhatIfFreezeApi(APIView):
+    """Freeze the what-if at the thresholds in the query (as for the GET) into a real prediction audit
+    and its verdict document; 201 with the audit's document."""
+
+    @extend_schema(parameters=_THRESHOLD_PARAMETERS, request=None, responses={201: _AuditDocumentSerializer})
+    def post(self, request: Request, whatif_id: int) -> Response:
+        user = request_user(request)
+        item = selectors.whatif_get(user=user, whatif_id=whatif_id)
+        rules.check_run(user)
+        if not item.is_ready:
+            raise UserError("This what-if is not prepared yet.")
+        audit = services.whatif_freeze(user=user, item=item, thresholds=whatif_thresholds(request, item))
+        return Response(_document(audit, user=user), status=201)

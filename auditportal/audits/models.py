@@ -121,3 +121,61 @@ class QueuedPredictionAudit(models.Model):
     @property
     def is_working(self) -> bool:
         return self.status in (QueuedStatus.QUEUED, QueuedStatus.RUNNING)
+
+
+class WhatIf(models.Model):
+    """A scored prediction file prepared once for what-if thresholds (docs/whatif.md).
+
+    The file itself is not kept, as for an audit: only its SHA-256 and, in the private store, its
+    scores sorted per cell and label (``scores_path``, a .npy file whose SHA-256 is
+    ``prepared_sha256``), with what is needed to read them (``prepared``: fairness/statistics/whatif
+    ``Prepared.meta()``). Immutable once ``done``. A large file is prepared by a worker (``queued``,
+    ``running``); its upload is kept at ``upload_path`` meanwhile and removed either way.
+    """
+
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    original_name = models.CharField(max_length=255)
+    # The SHA-256 of the scored file (taken as the upload streamed in, or when it was read).
+    sha256 = models.CharField(max_length=64, blank=True)
+    size_bytes = models.BigIntegerField()
+    num_rows = models.BigIntegerField(null=True, blank=True)
+    file_format = models.CharField(max_length=16, blank=True)
+    # AuditSpec.parameters() of what was given; the threshold is where the what-if starts.
+    parameters = models.JSONField(default=dict)
+    policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=16, choices=QueuedStatus.choices, default=QueuedStatus.QUEUED)
+    error = models.TextField(blank=True)
+    upload_path = models.CharField(max_length=500, blank=True)
+    prepared = models.JSONField(default=dict, blank=True)
+    scores_path = models.CharField(max_length=500, blank=True)
+    prepared_sha256 = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=QueuedStatus.values), name="audits_whatif_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status=QueuedStatus.DONE) | ~models.Q(prepared_sha256=""),
+                name="audits_whatif_done_is_prepared",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"What-if #{self.pk} of {self.original_name}"
+
+    @property
+    def is_ready(self) -> bool:
+        return self.status == QueuedStatus.DONE
+
+    @property
+    def scores_file(self) -> Path:
+        return Path(settings.DATASET_STORAGE_DIR) / self.scores_path
+
+    @property
+    def upload_file(self) -> Path:
+        return Path(settings.DATASET_STORAGE_DIR) / self.upload_path

@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
@@ -15,8 +16,8 @@ from django.utils import timezone
 from auditportal.accounts.models import User
 from auditportal.activity.models import Verb
 from auditportal.activity.services import event_record
-from auditportal.audits import rules
-from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus
+from auditportal.audits import rules, selectors
+from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit, QueuedStatus, WhatIf
 from auditportal.audits.signals import prediction_audit_retired
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.models import FreezeTrigger, VerdictDocument
@@ -25,7 +26,8 @@ from auditportal.fairness.documents import verdict_documents
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular import DatasetError
-from auditportal.fairness.statistics.audit import AuditSpec, audit_predictions
+from auditportal.fairness.statistics import whatif
+from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, audit_predictions
 from auditportal.lib.files import FILE_MODE, private_dir
 from auditportal.outbox.services import task_enqueue
 from auditportal.policies.models import FairnessPolicy
@@ -345,3 +347,232 @@ def _queued_fail(queued: QueuedPredictionAudit, error: str) -> None:
     QueuedPredictionAudit.objects.filter(pk=queued.pk, status=QueuedStatus.RUNNING).update(
         status=QueuedStatus.FAILED, error=error, finished_at=timezone.now()
     )
+
+
+# ---------------------------------------------------------------------------------------- what-if
+#
+# A what-if keeps a scored file's scores sorted per cell and label (fairness/statistics/whatif), so
+# that any thresholds are judged with a binary search per cell; docs/whatif.md. A file too large
+# for the web request is prepared by a worker, as a large audit is.
+
+
+def _whatif_root() -> Path:
+    return private_dir(Path(settings.DATASET_STORAGE_DIR) / "whatif")
+
+
+def _policy_spec(spec: AuditSpec, policy: FairnessPolicy) -> AuditSpec:
+    return dataclasses.replace(
+        spec,
+        tolerance=policy.tolerance,
+        alpha=policy.alpha,
+        metrics=tuple(policy.metrics),
+        min_group_size=policy.min_group_size,
+    )
+
+
+def _whatif_check_spec(spec: AuditSpec, policy: FairnessPolicy) -> AuditSpec:
+    if not spec.score:
+        raise AuditSpecError(
+            "score",
+            "a what-if needs a score column: it moves the threshold over the scores, which a 0/1 prediction "
+            "column does not have",
+        )
+    if spec.threshold is None:
+        spec = dataclasses.replace(spec, threshold=0.5)
+    spec = _policy_spec(spec, policy)
+    spec.check()
+    return spec
+
+
+def whatif_start(*, user: User, source: Path, original_name: str, spec: AuditSpec, sha256: str | None = None) -> WhatIf:
+    """Start a what-if from the scored file ``source`` (an upload): prepared in the request when the
+    file is small enough for an inline audit, else kept and queued for a worker (status ``queued``).
+
+    Refuses a spec without a score column (AuditSpecError naming ``score``) and what an audit
+    refuses; the policy in force decides tolerance, alpha, metrics and minimum group size."""
+    rules.check_run(user)
+    policy = policy_active()
+    spec = _whatif_check_spec(spec, policy)
+    tabular.check_file_name(original_name)
+    if not source.is_file():
+        raise DatasetError("the file does not exist or is not a regular file", file=original_name)
+    directory = _whatif_root() / uuid.uuid4().hex
+    if prediction_audit_runs_inline(source=source):
+        try:
+            prepared = whatif.prepare(
+                source,
+                spec,
+                display_name=original_name,
+                max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+                sha256=sha256,
+                limits=inline_read_limits(),
+            )
+        except tabular.DecodedSizeError as exc:
+            logger.info("%s: what-if queued for a worker (%s)", original_name, exc)
+        else:
+            try:
+                with transaction.atomic():
+                    item = WhatIf(created_by=user, original_name=original_name, size_bytes=source.stat().st_size)
+                    item.parameters, item.policy = spec.parameters(), policy
+                    _whatif_store(item, prepared, directory)
+                    item.save()
+                    _whatif_started_event(item, user)
+            except BaseException:
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+            return item
+    tabular.check_file(
+        source, display_name=original_name, max_bytes=settings.DATASET_MAX_UPLOAD_BYTES, limits=dataset_read_limits()
+    )
+    stored = directory / original_name
+    try:
+        private_dir(directory)
+        size = source.stat().st_size
+        shutil.move(source, stored)
+        stored.chmod(FILE_MODE)
+        with transaction.atomic():
+            item = WhatIf.objects.create(
+                created_by=user,
+                original_name=original_name,
+                size_bytes=size,
+                sha256=sha256 or "",
+                parameters=spec.parameters(),
+                policy=policy,
+                upload_path=str(stored.relative_to(Path(settings.DATASET_STORAGE_DIR))),
+            )
+            _whatif_started_event(item, user)
+            task_enqueue(name="audits.prepare_whatif", args=[item.pk])
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return item
+
+
+def _whatif_started_event(item: WhatIf, user: User) -> None:
+    event_record(
+        actor=user,
+        verb=Verb.WHATIF_STARTED,
+        target=item,
+        data={
+            "file": item.original_name,
+            "sha256": item.sha256 or None,
+            "rows": item.num_rows,
+            "prepared_sha256": item.prepared_sha256 or None,
+            "status": item.status,
+        },
+    )
+
+
+def _whatif_store(item: WhatIf, prepared: whatif.Prepared, directory: Path) -> None:
+    """Write the sorted scores into the store and fill ``item`` with what reads them."""
+    private_dir(directory)
+    target = directory / "scores.npy"
+    np.save(target, prepared.scores, allow_pickle=False)
+    target.chmod(FILE_MODE)
+    item.sha256 = str(prepared.file["sha256"])
+    item.file_format = str(prepared.file["format"])
+    item.num_rows = prepared.num_rows
+    item.prepared = prepared.meta()
+    item.scores_path = str(target.relative_to(Path(settings.DATASET_STORAGE_DIR)))
+    item.prepared_sha256 = tabular.file_sha256(target)
+    item.status = QueuedStatus.DONE
+    item.finished_at = timezone.now()
+
+
+def whatif_prepare_queued(*, whatif_id: int) -> WhatIf | None:
+    """The worker's half: claim a queued what-if, prepare its file, store the scores; idempotent
+    (a done or failed one is left alone, a run older than QUEUED_RUN_STALE is taken again)."""
+    now = timezone.now()
+    claimable = models.Q(status=QueuedStatus.QUEUED) | models.Q(
+        status=QueuedStatus.RUNNING, started_at__lt=now - QUEUED_RUN_STALE
+    )
+    if not WhatIf.objects.filter(claimable, pk=whatif_id).update(status=QueuedStatus.RUNNING, started_at=now):
+        return None
+    item = WhatIf.objects.select_related("created_by").get(pk=whatif_id)
+    upload = item.upload_file
+    try:
+        prepared = whatif.prepare(
+            upload,
+            _spec_from_json(item.parameters),
+            display_name=item.original_name,
+            max_bytes=settings.DATASET_MAX_UPLOAD_BYTES,
+            sha256=item.sha256 or None,
+            limits=dataset_read_limits(),
+        )
+        with transaction.atomic():
+            _whatif_store(item, prepared, upload.parent)
+            item.upload_path = ""
+            item.save()
+    except UserError as exc:
+        _whatif_fail(item, str(exc))
+        return None
+    except BaseException:
+        _whatif_fail(item, QUEUED_INTERNAL_ERROR)
+        raise
+    upload.unlink(missing_ok=True)
+    return item
+
+
+def _whatif_fail(item: WhatIf, error: str) -> None:
+    shutil.rmtree(item.upload_file.parent, ignore_errors=True)
+    WhatIf.objects.filter(pk=item.pk, status=QueuedStatus.RUNNING).update(
+        status=QueuedStatus.FAILED, error=error, finished_at=timezone.now(), upload_path=""
+    )
+
+
+def whatif_freeze(*, user: User, item: WhatIf, thresholds: whatif.Thresholds) -> PredictionAudit:
+    """Make a real prediction audit, and its verdict document, of the what-if at ``thresholds``.
+
+    Judged under the policy in force now, as any audit; the stored scores are hashed again first and
+    must match ``prepared_sha256`` (UserError otherwise). The audit records the thresholds per group
+    and both SHA-256s in its parameters and its document (``prediction.thresholds``)."""
+    rules.check_run(user)
+    if not item.is_ready:
+        raise UserError("This what-if is not prepared yet.")
+    if tabular.file_sha256(item.scores_file) != item.prepared_sha256:
+        raise UserError("The what-if's stored scores no longer match their SHA-256; start it again from the file.")
+    policy = policy_active()
+    prepared = selectors.whatif_load(item=item)
+    prepared = dataclasses.replace(prepared, spec=_policy_spec(prepared.spec, policy))
+    document = whatif.document_at(prepared, thresholds, policy=policy.as_document())
+    document["prediction"]["thresholds"] = thresholds.as_json()
+    document["prediction"]["whatif"] = {"id": item.pk, "prepared_sha256": item.prepared_sha256}
+    parameters = {
+        **dataclasses.replace(prepared.spec, threshold=thresholds.threshold).parameters(),
+        "thresholds": thresholds.as_json(),
+        "whatif": {"id": item.pk, "prepared_sha256": item.prepared_sha256},
+    }
+    with transaction.atomic():
+        audit = PredictionAudit.objects.create(
+            created_by=user,
+            original_name=item.original_name,
+            file_format=item.file_format,
+            sha256=item.sha256,
+            size_bytes=item.size_bytes,
+            num_rows=item.num_rows or 0,
+            parameters=parameters,
+            result=document,
+            verdict=document["verdict"] or "",
+            policy=policy,
+        )
+        event_record(
+            actor=user,
+            verb=Verb.PREDICTION_AUDIT_CREATED,
+            target=audit,
+            data={
+                "file": item.original_name,
+                "sha256": item.sha256,
+                "rows": item.num_rows,
+                "verdict": document["verdict"],
+                "policy": policy.version,
+                "whatif": item.pk,
+            },
+        )
+        event_record(
+            actor=user,
+            verb=Verb.WHATIF_FROZEN,
+            target=item,
+            data={"audit": audit.pk, "thresholds": thresholds.as_json(), "prepared_sha256": item.prepared_sha256},
+        )
+        verdict_document_freeze_prediction_audit(audit=audit)
+    return audit

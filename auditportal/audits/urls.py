@@ -22,4 +22,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="prediction-comparisons-csv",
     ),
     path("predictions/<int:audit_id>/retire/", views.prediction_audit_retire, name="prediction-retire"),
+    path("predictions/whatif/new/", views.whatif_new, name="whatif-new"),
+    path("predictions/whatif/<int:whatif_id>/", views.whatif_detail, name="whatif"),
+    path("predictions/whatif/<int:whatif_id>/freeze/", views.whatif_freeze, name="whatif-freeze"),
 ]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -19,6 +21,7 @@ from auditportal.fairness.documents.plain import document_plain_summary
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot, references
 from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.statistics import whatif
 from auditportal.fairness.text import presentation
 from auditportal.lib.csvexport import csv_response
 from auditportal.lib.forms import add_user_error, form_failed_redirect, form_failed_restore
@@ -174,3 +177,122 @@ def prediction_audit_queued_status(request: HttpRequest, queued_id: str) -> Json
             "audit_url": reverse("audits:prediction", args=[queued.audit_id]) if queued.audit_id else None,
         }
     )
+
+
+# ---------------------------------------------------------------------------------------- what-if
+
+
+@accepts_uploads(rules.can_run, who="an ML engineer or a reviewer")
+@login_required
+@require_http_methods(["GET", "POST"])
+def whatif_new(request: HttpRequest) -> HttpResponse:
+    """Start a what-if: the audit's upload form, with a score column."""
+    user = request_user(request)
+    rules.check_run(user)
+    form = PredictionAuditForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and not report_rejected_uploads(request, form) and form.is_valid():
+        uploaded = form.cleaned_data["file"]
+        try:
+            item = services.whatif_start(
+                user=user,
+                source=Path(uploaded.temporary_file_path()),
+                original_name=uploaded.name,
+                spec=form.spec(),
+                sha256=received_sha256(uploaded),
+            )
+        except UserError as exc:
+            add_user_error(form, exc)
+        else:
+            return redirect("audits:whatif", whatif_id=item.pk)
+    return render(
+        request,
+        "audits/whatif_new.html",
+        {"form": form, "policy": policy_active()},
+        status=400 if form.errors else 200,
+    )
+
+
+def _slider_step(low: float, high: float) -> float:
+    span = high - low
+    if span <= 0:
+        return 0.001
+    return float(10 ** math.floor(math.log10(span / 1000)))
+
+
+@login_required
+@require_GET
+def whatif_detail(request: HttpRequest, whatif_id: int) -> HttpResponse:
+    user = request_user(request)
+    item = selectors.whatif_get(user=user, whatif_id=whatif_id)
+    context: dict[str, Any] = {"item": item, "can_run": rules.can_run(user)}
+    if not item.is_ready:
+        return render(request, "audits/whatif.html", context)
+    prepared = selectors.whatif_load(item=item)
+    keys = prepared.attribute_keys
+    attribute = request.GET.get("attribute") or ""
+    if attribute not in keys:
+        attribute = keys[0]
+    error: UserError | None = None
+    try:
+        thresholds = whatif.thresholds_from_query(
+            [(key, value) for key, values in request.GET.lists() for value in values],
+            attribute_keys=keys,
+            default=float(prepared.spec.threshold or 0.5),
+        )
+        answer = selectors.whatif_answer(item=item, thresholds=thresholds)
+    except UserError as exc:
+        error = exc
+        thresholds = whatif.Thresholds(threshold=float(prepared.spec.threshold or 0.5))
+        answer = selectors.whatif_answer(item=item, thresholds=thresholds)
+    if thresholds.attribute:
+        attribute = thresholds.attribute
+    low, high = prepared.score_range()
+    step = _slider_step(low, high)
+    groups = [
+        {
+            "name": group,
+            "field": whatif.override_field(attribute, group),
+            "value": thresholds.groups.get(group) if thresholds.attribute == attribute else None,
+        }
+        for group in prepared.groups_of(attribute)
+    ]
+    context.update(
+        {
+            "answer": answer,
+            "doc": answer["document"],
+            "thresholds": thresholds,
+            "frozen_fields": [("threshold", thresholds.threshold)]
+            + [(whatif.override_field(attribute, name), value) for name, value in thresholds.groups.items()],
+            "attribute": attribute,
+            "attribute_keys": keys,
+            "groups": groups,
+            "slider": {"min": math.floor(low / step) * step, "max": math.ceil(high / step) * step, "step": step},
+            "error": error,
+            "rows": presentation.comparison_records(answer["document"]),
+            "document_verdict": presentation.document_verdict(answer["document"]),
+        }
+    )
+    return render(request, "audits/whatif.html", context, status=400 if error else 200)
+
+
+@login_required
+@require_http_methods(["POST"])
+def whatif_freeze(request: HttpRequest, whatif_id: int) -> HttpResponse:
+    user = request_user(request)
+    item = selectors.whatif_get(user=user, whatif_id=whatif_id)
+    rules.check_run(user)
+    try:
+        prepared = selectors.whatif_load(item=item) if item.is_ready else None
+        if prepared is None:
+            raise UserError("This what-if is not prepared yet.")
+        thresholds = whatif.thresholds_from_query(
+            [(key, value) for key, values in request.POST.lists() for value in values],
+            attribute_keys=prepared.attribute_keys,
+            default=float(prepared.spec.threshold or 0.5),
+        )
+        audit = services.whatif_freeze(user=user, item=item, thresholds=thresholds)
+    except UserError as exc:
+        messages.error(request, f"Not frozen: {exc}")
+        return redirect("audits:whatif", whatif_id=item.pk)
+    messages.success(request, f"Frozen as prediction audit #{audit.pk}, with its verdict document.")
+    return redirect("audits:prediction", audit_id=audit.pk)

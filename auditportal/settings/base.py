@@ -309,6 +309,8 @@ SPECTACULAR_SETTINGS = {
         "DeploymentChangeKindEnum": "auditportal.monitoring.models.ChangeKind",
         "BatchStateEnum": "auditportal.monitoring.models.BatchState",
         "WebhookDeliveryStatusEnum": "auditportal.monitoring.models.WebhookDeliveryStatus",
+        # A queued audit's and a what-if's preparation share their states.
+        "QueuedStatusEnum": "auditportal.audits.models.QueuedStatus",
         # The fairness policy's proposals and the monitor policies' share their states.
         "PolicyProposalStateEnum": "auditportal.policies.selectors.PROPOSAL_STATES",
     },

@@ -24,6 +24,7 @@ from auditportal.approvals import notifications as approval_notifications
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
+from auditportal.audits.models import WhatIf
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services as experiment_services
@@ -34,6 +35,7 @@ from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.statistics.whatif import Thresholds
 from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import Deployment, MonitorPolicyProposal, WebhookEndpoint
 from auditportal.policies import services as policy_services
@@ -177,6 +179,26 @@ def _prediction_audit_queued(request: pytest.FixtureRequest) -> Callable[[], obj
     source.write_text(PREDICTIONS_CSV, encoding="utf-8")
     spec = AuditSpec(label="label", prediction="pred", attributes=("gender",))
     return lambda: audit_services.prediction_audit_queue(user=bob, source=source, original_name="scores.csv", spec=spec)
+
+
+def _whatif(request: pytest.FixtureRequest) -> tuple[User, Callable[[], WhatIf]]:
+    bob = _user(request, "bob")
+    request.getfixturevalue("dataset_storage")
+    source = request.getfixturevalue("tmp_path") / "scores.csv"
+    source.write_text(PREDICTIONS_CSV, encoding="utf-8")
+    spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("gender",))
+    return bob, lambda: audit_services.whatif_start(user=bob, source=source, original_name="scores.csv", spec=spec)
+
+
+def _whatif_started(request: pytest.FixtureRequest) -> Callable[[], object]:
+    return _whatif(request)[1]
+
+
+def _whatif_frozen(request: pytest.FixtureRequest) -> Callable[[], object]:
+    bob, start = _whatif(request)
+    item = start()
+    thresholds = Thresholds(threshold=0.5, attribute="gender", groups={"f": 0.4})
+    return lambda: audit_services.whatif_freeze(user=bob, item=item, thresholds=thresholds)
 
 
 def _prediction_audit_retired(request: pytest.FixtureRequest) -> Callable[[], object]:
@@ -580,6 +602,8 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.PREDICTION_AUDIT_CREATED: _prediction_audit_created,
     Verb.PREDICTION_AUDIT_RETIRED: _prediction_audit_retired,
     Verb.PREDICTION_AUDIT_QUEUED: _prediction_audit_queued,
+    Verb.WHATIF_STARTED: _whatif_started,
+    Verb.WHATIF_FROZEN: _whatif_frozen,
     Verb.EXPERIMENT_LAUNCHED: _experiment_launched,
     Verb.EXPERIMENT_STARTED: _experiment_started,
     Verb.EXPERIMENT_LAUNCH_FAILED: _experiment_launch_failed,

@@ -222,6 +222,36 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     assert compared["champion"]["column"] == "model_a"
     call("pat", "GET", "/api/v1/comparisons/", 200)
     call("pat", "GET", "/api/v1/comparisons/{comparison_id}/", 200, path_parameters={"comparison_id": compared["id"]})
+    # What-if thresholds: started from a scored upload, judged at thresholds, suggested, frozen.
+    started = call(
+        "pat",
+        "POST",
+        "/api/v1/audits/whatif/",
+        201,
+        body={"file": PREDICTIONS_CSV.encode(), "label": "label", "score": "score", "attributes": ["gender"]},
+        media_type="multipart/form-data",
+    )
+    whatif_path = {"whatif_id": started["id"]}
+    moved = call(
+        "pat",
+        "GET",
+        "/api/v1/audits/whatif/{whatif_id}/",
+        200,
+        path_parameters=whatif_path,
+        query={"threshold": 0.45, "threshold[gender=f]": 0.42},
+    )
+    assert moved["thresholds"]["groups"] == {"f": 0.42}
+    call("pat", "GET", "/api/v1/audits/whatif/{whatif_id}/", 400, path_parameters=whatif_path, query={"threshold": "x"})
+    call("pat", "GET", "/api/v1/audits/whatif/{whatif_id}/suggestion/", 200, path_parameters=whatif_path)
+    frozen = call(
+        "pat",
+        "POST",
+        "/api/v1/audits/whatif/{whatif_id}/freeze/",
+        201,
+        path_parameters=whatif_path,
+        query={"threshold[gender=m]": 0.6},
+    )
+    assert frozen["prediction"]["thresholds"]["groups"] == {"m": 0.6}
     # A file over AUDIT_INLINE_MAX_SIZE: 202, and its status until a worker audits it.
     settings.AUDIT_INLINE_MAX_BYTES = 100
     queued = call(

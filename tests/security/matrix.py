@@ -131,6 +131,12 @@ comparisons:list                   GET  -         login  200    200    200    20
 comparisons:new                    GET  -         login  403    403    403    200    200    200    403    403    403
 comparisons:new                    POST -         login  403    403    403    200    200    200    403    403    403
 comparisons:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
+# What-if thresholds: started and frozen by those who run audits, read by every member (as audits).
+audits:whatif-new                  GET  -         login  403    403    403    200    200    200    403    403    403
+audits:whatif-new                  POST -         login  403    403    403    200    200    200    403    403    403
+audits:whatif                      GET  -         login  404    200    200    200    200    200    200    200    404
+audits:whatif-freeze               GET  -         login  405    405    405    405    405    405    405    405    405
+audits:whatif-freeze               POST -         login  404    403    403    302    302    302    403    403    404
 policies:page                      GET  -         login  403    200    200    200    200    200    200    200    403
 policies:page                      POST -         login  403    403    403    403    403    403    403    200    403
 # A proposal to loosen the policy (another administrator's): any other administrator confirms or withdraws it.
@@ -219,6 +225,12 @@ api-comparison-list                GET  -         401    200    200    200    20
 api-comparison-list                POST -         401    403    403    403    415    415    415    403    403    403
 api-comparison                     GET  -         401    404    200    200    200    200    200    200    200    404
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
+api-whatif-list                    GET  -         401    405    405    405    405    405    405    405    405    405
+api-whatif-list                    POST -         401    403    403    403    415    415    415    403    403    403
+api-whatif                         GET  -         401    404    200    200    200    200    200    200    200    404
+api-whatif-suggestion              GET  -         401    404    200    200    200    200    200    200    200    404
+api-whatif-freeze                  GET  -         401    405    405    405    405    405    405    405    405    405
+api-whatif-freeze                  POST -         401    404    403    403    201    201    201    403    403    404
 api-policy                         GET  -         401    403    200    200    200    200    200    200    200    403
 api-policy                         POST -         401    403    403    403    403    403    403    403    400    403
 api-policy-proposals               GET  -         401    403    200    200    200    200    200    200    200    403

@@ -7,6 +7,7 @@ an incident, a proposal to loosen its monitor policy and a webhook with a delive
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from auditportal.accounts import services as account_services
 from auditportal.accounts.models import Role, User
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, VoteChoice, Waiver
+from auditportal.audits import services as audit_services
 from auditportal.audits.models import PredictionAudit, QueuedPredictionAudit
 from auditportal.comparisons import services as comparison_services
 from auditportal.datasets import services as dataset_services
@@ -25,6 +27,7 @@ from auditportal.evidence.models import VerdictDocument
 from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment, Trial
 from auditportal.fairness.documents.findings import FAIL
+from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import Deployment, Incident, WebhookDelivery
@@ -33,6 +36,7 @@ from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
 from tests.approvals.conftest import approved, in_review, keys, trial_document, vote
+from tests.audits.conftest import PREDICTIONS_CSV
 from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV
 from tests.evidence.helpers import UNFAIR
@@ -175,6 +179,16 @@ def build_world(runs: Path, scratch: Path) -> World:
         storage_path="audit-uploads/none/matrix-large.csv",
         size_bytes=1,
     )
+    # A what-if of the engineer's, prepared: every member reads it, auditors freeze it.
+    with tempfile.TemporaryDirectory(prefix="matrix-whatif-") as directory:
+        scored = Path(directory) / "scores.csv"
+        scored.write_text(PREDICTIONS_CSV, encoding="utf-8")
+        whatif_item = audit_services.whatif_start(
+            user=users["eng"],
+            source=scored,
+            original_name="scores.csv",
+            spec=AuditSpec(label="label", score="score", threshold=0.5, attributes=("gender",)),
+        )
 
     # An audit's request with an approving vote: its INCONCLUSIVE comparisons are acknowledged.
     audit_request = approval_services.review_request_create(
@@ -300,6 +314,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         "authority_id": CertificateAuthority.objects.get().pk,
         "proposal_id": proposal.pk,
         "queued_id": queued.pk,
+        "whatif_id": whatif_item.pk,
         "user_id": users["eng2"].pk,  # the members pages' member
         "role_proposal_id": role_proposal.pk,
         "name": deployment.name,

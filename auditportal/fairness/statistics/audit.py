@@ -247,8 +247,50 @@ def audit_predictions(
         intersect=spec.intersect,
         display_name=display_name,
     ) or _count_decoded(raw, columns_spec, spec, display_name)
-    tables = counted.tables
+    num_rows = raw.table.num_rows
+    file: JSON = {"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes}
+    prediction: JSON = {
+        "column": spec.prediction,
+        "score": spec.score,
+        "threshold": spec.threshold,
+    }
+    document = judged_document(
+        counted,
+        spec,
+        file=file,
+        num_rows=num_rows,
+        prediction=prediction,
+        policy=policy,
+        warnings=repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, output]),
+        display_name=display_name,
+    )
+    return AuditOutcome(
+        document=document,
+        file_format=raw.file_format,
+        num_rows=num_rows,
+        sha256=raw.sha256,
+        size_bytes=raw.size_bytes,
+    )
 
+
+def judged_document(
+    counted: Counted,
+    spec: AuditSpec,
+    *,
+    file: JSON,
+    num_rows: int,
+    prediction: JSON,
+    policy: JSON | None,
+    warnings: list[str],
+    display_name: str,
+) -> JSON:
+    """The audit document of ``counted`` (docs/audit-json.md): every attribute judged, the headline.
+
+    The one place an audit document is put together: an audit of a file and a what-if at some
+    thresholds (fairness/statistics/whatif.py) judge their counts alike. ``prediction`` is the
+    document's prediction object without ``predicted_positives``, which comes from ``counted``.
+    """
+    tables = counted.tables
     references = _references(spec.references, {table.name: table.groups for table in tables}, display_name)
     attributes = {
         table.name: judge.judge_attribute(
@@ -269,15 +311,9 @@ def audit_predictions(
     headline = judge.headline(
         attributes, {table.name: table.counts for table in tables}, tolerance=spec.tolerance, alpha=spec.alpha
     )
-    num_rows = raw.table.num_rows
-    document: JSON = {
+    return {
         "schema_version": SCHEMA_VERSION,
-        "file": {
-            "name": display_name,
-            "format": raw.file_format,
-            "sha256": raw.sha256,
-            "size_bytes": raw.size_bytes,
-        },
+        "file": dict(file),
         "rows": num_rows,
         "label": {
             "column": spec.label,
@@ -285,12 +321,7 @@ def audit_predictions(
             "positives": counted.positives,
             "negatives": num_rows - counted.positives,
         },
-        "prediction": {
-            "column": spec.prediction,
-            "score": spec.score,
-            "threshold": spec.threshold,
-            "predicted_positives": counted.predicted_positives,
-        },
+        "prediction": {**prediction, "predicted_positives": counted.predicted_positives},
         "unknown_tokens": list(spec.unknown_tokens),
         "tolerance": spec.tolerance,
         "alpha": spec.alpha,
@@ -300,15 +331,8 @@ def audit_predictions(
         "headline": headline,
         "levels": dict(judge.LEVELS),
         "attributes": attributes,
-        "warnings": repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, output]),
+        "warnings": warnings,
     }
-    return AuditOutcome(
-        document=document,
-        file_format=raw.file_format,
-        num_rows=num_rows,
-        sha256=raw.sha256,
-        size_bytes=raw.size_bytes,
-    )
 
 
 def _count_decoded(raw: RawColumns, columns_spec: DatasetSpec, spec: AuditSpec, display_name: str) -> Counted:
@@ -392,6 +416,14 @@ def _predictions(column: Column, positive: str, display_name: str, name: str) ->
 
 
 def _scores_at_threshold(column: Column, threshold: float, display_name: str, name: str) -> npt.NDArray[np.int8]:
+    predicted: npt.NDArray[np.int8] = np.greater_equal(score_values(column, display_name, name), threshold).view(
+        np.int8
+    )
+    return predicted
+
+
+def score_values(column: Column, display_name: str, name: str) -> npt.NDArray[np.float64]:
+    """A score column as float64, every value a number (DatasetError naming the row otherwise)."""
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     kind = column.type
@@ -416,8 +448,7 @@ def _scores_at_threshold(column: Column, threshold: float, display_name: str, na
     # The common case (no nulls, no NaN) costs one numpy pass; the error path finds the row.
     if array.null_count or np.isnan(scores).any():
         _reject_missing(pc.is_null(values, nan_is_null=True), display_name, name, "score")
-    predicted: npt.NDArray[np.int8] = np.greater_equal(scores, threshold).view(np.int8)
-    return predicted
+    return cast(npt.NDArray[np.float64], scores)
 
 
 def _reject_missing(mask: Column, display_name: str, name: str, what: str) -> None:

@@ -1,0 +1,626 @@
+"""What-if thresholds: a scored prediction file prepared once, then judged at any thresholds.
+
+Pure pyarrow/numpy (no Django). :func:`prepare` reads a scored file as a prediction audit does
+(the same reading, validation and messages) and keeps, per *cell* (one combination of every
+attribute's group, unknown included) and per label value, the cell's scores sorted. At a threshold t
+the cell's label positives predicted positive are ``len - searchsorted(scores, t, "left")`` (score >= t
+is predicted positive, as in an audit), so any thresholds cost one binary search per cell and label
+(:func:`counts_at`), exactly, whatever the number of rows. The counts are then judged by the audit's
+own code (``audit.judged_document``), so a what-if at some thresholds gives the document an audit of
+the file with the equivalent prediction column gives.
+
+A threshold may be set globally and overridden per group of one attribute (or of the intersection):
+a row takes its group's threshold, else the global one; rows whose group there is unknown take the
+global one.
+
+:func:`suggest` searches, per group of one attribute, deterministic thresholds that bring the
+equal-opportunity gap (max minus min of the groups' TPR) within the tolerance at the smallest loss of
+accuracy (docs/whatif.md, "Suggested thresholds").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from auditportal.fairness.errors import UserError
+from auditportal.fairness.files.intersections import attribute_key, group_key
+from auditportal.fairness.files.tabular import (
+    NO_LIMITS,
+    DatasetError,
+    ReadLimits,
+    decode_labelled,
+    read_columns,
+    repeated_columns_warnings,
+)
+from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, judged_document, score_values
+from auditportal.fairness.statistics.counting import Counted, GroupCounts, intersection_table
+
+JSON = dict[str, Any]
+Floats = npt.NDArray[np.float64]
+
+# Cells (combinations of every attribute's groups, unknown included) a what-if keeps apart; each
+# threshold change costs two binary searches per cell.
+MAX_CELLS = 20_000
+# Candidate thresholds per group, and target TPR levels, the suggestion searches over.
+SUGGEST_CANDIDATES = 2_000
+SUGGEST_LEVELS = 2_000
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A scored file ready for any thresholds. ``scores`` holds every row's score, grouped by cell
+    then label (negatives first), sorted within each segment; ``offsets[s]:offsets[s + 1]`` is segment
+    s = 2 * cell + label. Cell c's position along attribute i is its group index + 1 (0: unknown),
+    the first attribute varying slowest."""
+
+    spec: AuditSpec  # its threshold is the global threshold the what-if starts at
+    attributes: tuple[tuple[str, tuple[str, ...]], ...]  # (name, groups) per attribute
+    offsets: npt.NDArray[np.int64]
+    scores: Floats
+    num_rows: int
+    positives: int
+    file: JSON  # name, format, sha256, size_bytes of the scored file
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(groups) + 1 for _, groups in self.attributes)
+
+    def meta(self) -> JSON:
+        """Everything but the scores, as plain JSON (stored beside the scores' file)."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "spec": self.spec.parameters(),
+            "attributes": [[name, list(groups)] for name, groups in self.attributes],
+            "offsets": [int(value) for value in self.offsets],
+            "num_rows": self.num_rows,
+            "positives": self.positives,
+            "file": dict(self.file),
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], scores: Floats) -> Prepared:
+        values: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in meta["spec"].items()
+        }
+        return cls(
+            spec=AuditSpec(**values),
+            attributes=tuple((name, tuple(groups)) for name, groups in meta["attributes"]),
+            offsets=np.asarray(meta["offsets"], np.int64),
+            scores=scores,
+            num_rows=int(meta["num_rows"]),
+            positives=int(meta["positives"]),
+            file=dict(meta["file"]),
+            warnings=tuple(meta.get("warnings", ())),
+        )
+
+    def score_range(self) -> tuple[float, float]:
+        """The smallest and largest score (each segment is sorted: its ends)."""
+        starts = self.offsets[:-1][self.offsets[1:] > self.offsets[:-1]]
+        ends = self.offsets[1:][self.offsets[1:] > self.offsets[:-1]] - 1
+        if not len(starts):
+            return (0.0, 1.0)
+        return float(np.min(self.scores[starts])), float(np.max(self.scores[ends]))
+
+    def groups_of(self, key: str) -> tuple[str, ...]:
+        """The groups' keys of one attribute, or of the intersection (``key`` as in the document)."""
+        for name, groups in self.attributes:
+            if name == key:
+                return groups
+        if self.spec.intersect and key == self.intersection_key:
+            return tuple(group_key(values) for values in self._intersection_values())
+        raise KeyError(key)
+
+    @property
+    def attribute_keys(self) -> tuple[str, ...]:
+        names = tuple(name for name, _ in self.attributes)
+        return (*names, self.intersection_key) if self.spec.intersect else names
+
+    @property
+    def intersection_key(self) -> str:
+        return attribute_key([name for name, _ in self.attributes])
+
+    def _intersection_values(self) -> list[tuple[str, ...]]:
+        sizes = [len(groups) for _, groups in self.attributes]
+        cells = np.arange(math.prod(sizes))
+        axes = np.unravel_index(cells, sizes)
+        return [
+            tuple(groups[int(axis[k])] for (_, groups), axis in zip(self.attributes, axes, strict=True))
+            for k in range(len(cells))
+        ]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The global threshold, and overrides for groups of one attribute (its key in the document)."""
+
+    threshold: float
+    attribute: str | None = None
+    groups: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def as_json(self) -> JSON:
+        return {
+            "threshold": self.threshold,
+            "attribute": self.attribute if self.groups else None,
+            "groups": {name: float(value) for name, value in sorted(self.groups.items())},
+        }
+
+
+class ThresholdError(UserError):
+    """A threshold a what-if cannot take; ``field`` names the parameter (``threshold[gender=f]``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, field=field)
+
+
+def override_field(attribute: str, group: str) -> str:
+    return f"threshold[{attribute}={group}]"
+
+
+# --------------------------------------------------------------------------- preparing
+
+
+def prepare(
+    path: Path,
+    spec: AuditSpec,
+    *,
+    display_name: str,
+    max_bytes: int,
+    sha256: str | None = None,
+    limits: ReadLimits = NO_LIMITS,
+) -> Prepared:
+    """Read a scored prediction file once and keep its scores per cell and label, sorted.
+
+    ``spec`` is an audit's spec with a score column (its threshold the starting global threshold);
+    a spec with a prediction column or without a score is refused naming the field ``score``.
+    Raises DatasetError for the file's problems, with the audit's messages.
+    """
+    if not spec.score:
+        raise AuditSpecError(
+            "score",
+            "a what-if needs a score column: it moves the threshold over the scores, which a 0/1 prediction "
+            "column does not have",
+        )
+    if spec.threshold is None:
+        spec = dataclasses.replace(spec, threshold=0.5)
+    spec.check()
+    columns_spec = spec.columns_spec()
+    score = cast(str, spec.score)
+    others = [(score, "score")]
+    raw = read_columns(
+        path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256, limits=limits
+    )
+    columns = decode_labelled(raw, columns_spec, others=others, display_name=display_name)
+    scores = score_values(columns.others[score], display_name, score)
+    attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
+    shape = tuple(len(groups) + 1 for _, groups in attributes)
+    cells = math.prod(shape)
+    if cells > MAX_CELLS:
+        raise DatasetError(
+            f"the attributes' groups make {cells:,} combinations, more than the {MAX_CELLS:,} a what-if keeps "
+            "apart; declare fewer or coarser attributes",
+            file=display_name,
+        )
+    segment: npt.NDArray[np.signedinteger[Any]] = np.zeros(len(scores), np.int64 if cells * 2 > 1 << 15 else np.int16)
+    for size, codes in zip(shape, columns.codes, strict=True):
+        segment *= size
+        segment += codes
+        segment += 1
+    segment *= 2
+    segment += columns.target
+    # A stable sort of small integers is a radix sort: one pass, then each segment is sorted alone.
+    order = np.argsort(segment, kind="stable")
+    grouped = scores[order]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(segment, minlength=2 * cells))]).astype(np.int64)
+    for start, end in itertools.pairwise(bounds.tolist()):
+        if end - start > 1:
+            grouped[start:end].sort()
+    return Prepared(
+        spec=spec,
+        attributes=attributes,
+        offsets=bounds,
+        scores=grouped,
+        num_rows=columns.num_rows,
+        positives=int(np.count_nonzero(columns.target)),
+        file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
+        warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
+    )
+
+
+# --------------------------------------------------------------------------- at some thresholds
+
+
+def check_thresholds(prepared: Prepared, thresholds: Thresholds) -> None:
+    """ThresholdError naming the parameter for a threshold that is not finite, an override on an
+    attribute the what-if does not have, or on a group that does not exist."""
+    if not math.isfinite(thresholds.threshold):
+        raise ThresholdError("threshold", f"the threshold must be a finite number, not {thresholds.threshold}")
+    if not thresholds.groups:
+        return
+    key = cast(str, thresholds.attribute)
+    try:
+        groups = prepared.groups_of(key)
+    except KeyError:
+        names = ", ".join(repr(name) for name in prepared.attribute_keys)
+        first = next(iter(thresholds.groups))
+        raise ThresholdError(
+            override_field(key, first), f"{key!r} is not an attribute of this what-if (attributes: {names})"
+        ) from None
+    for group, value in thresholds.groups.items():
+        if group not in groups:
+            shown = ", ".join(repr(name) for name in groups[:10]) + (", …" if len(groups) > 10 else "")
+            raise ThresholdError(override_field(key, group), f"{group!r} is not a group of {key!r} (groups: {shown})")
+        if not math.isfinite(value):
+            raise ThresholdError(override_field(key, group), f"the threshold must be a finite number, not {value}")
+
+
+def thresholds_from_query(
+    items: Sequence[tuple[str, str]], *, attribute_keys: Sequence[str], default: float
+) -> Thresholds:
+    """Thresholds from query parameters: ``threshold=0.5`` (the global one; default ``default``) and
+    ``threshold[ATTRIBUTE=GROUP]=0.4`` per group, all for one attribute (or the intersection, its
+    key as in the document: ``gender&age``). ThresholdError names the parameter at fault. Other
+    parameters are not looked at."""
+    threshold = default
+    attribute: str | None = None
+    groups: dict[str, float] = {}
+    # Longest first: an attribute whose name starts with another's and "=" is matched whole.
+    keys = sorted(attribute_keys, key=len, reverse=True)
+    for name, text in items:
+        if not text.strip():
+            continue  # an empty box: the default (the global threshold, for a group)
+        if name == "threshold":
+            threshold = _number(name, text)
+            continue
+        if not (name.startswith("threshold[") and name.endswith("]")):
+            continue
+        inner = name[len("threshold[") : -1]
+        key = next((key for key in keys if inner.startswith(key + "=")), None)
+        if key is None:
+            given = inner.partition("=")[0]
+            shown = ", ".join(repr(key) for key in attribute_keys)
+            raise ThresholdError(
+                name,
+                f"{given!r} is not an attribute of this what-if (attributes: {shown}); "
+                "write threshold[ATTRIBUTE=GROUP]=NUMBER",
+            )
+        if attribute is not None and key != attribute:
+            raise ThresholdError(
+                name,
+                f"group thresholds apply to one attribute at a time: {attribute!r} has some already, "
+                f"{key!r} cannot have others",
+            )
+        attribute = key
+        groups[inner[len(key) + 1 :]] = _number(name, text)
+    return Thresholds(threshold=threshold, attribute=attribute, groups=groups)
+
+
+def _number(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ThresholdError(name, f"{text[:40]!r} is not a number; a threshold is a number such as 0.5") from None
+    if not math.isfinite(value):
+        raise ThresholdError(name, f"the threshold must be a finite number, not {text[:40]!r}")
+    return value
+
+
+def cell_thresholds(prepared: Prepared, thresholds: Thresholds) -> Floats:
+    """Each cell's threshold."""
+    shape = prepared.shape
+    result = np.full(math.prod(shape), float(thresholds.threshold))
+    if not thresholds.groups:
+        return result
+    key = cast(str, thresholds.attribute)
+    names = [name for name, _ in prepared.attributes]
+    axes = np.unravel_index(np.arange(len(result)), shape)
+    if key in names:
+        index = names.index(key)
+        groups = prepared.attributes[index][1]
+        per_position = np.full(len(groups) + 1, float(thresholds.threshold))
+        for group, value in thresholds.groups.items():
+            per_position[groups.index(group) + 1] = value
+        return cast(Floats, per_position[axes[index]])
+    # The intersection: a cell whose every attribute is known is one intersection group.
+    known = np.all([axis > 0 for axis in axes], axis=0)
+    sizes = [len(groups) for _, groups in prepared.attributes]
+    flat = np.ravel_multi_index([axis[known] - 1 for axis in axes], sizes) if known.any() else np.array([], int)
+    all_keys = prepared.groups_of(key)
+    lookup = {name: position for position, name in enumerate(all_keys)}
+    per_combination = np.full(len(all_keys), float(thresholds.threshold))
+    for group, value in thresholds.groups.items():
+        per_combination[lookup[group]] = value
+    result[known] = per_combination[flat]
+    return result
+
+
+def counts_at(prepared: Prepared, thresholds: Thresholds) -> npt.NDArray[np.int64]:
+    """(cells, 4) confusion counts (tp, fn, fp, tn) at ``thresholds``: two binary searches a cell."""
+    per_cell = cell_thresholds(prepared, thresholds)
+    offsets = prepared.offsets
+    scores = prepared.scores
+    counts = np.zeros((len(per_cell), 4), np.int64)
+    for cell, threshold in enumerate(per_cell.tolist()):
+        base = 2 * cell
+        negatives_start, positives_start, end = offsets[base], offsets[base + 1], offsets[base + 2]
+        if negatives_start == end:
+            continue
+        below_negative = int(np.searchsorted(scores[negatives_start:positives_start], threshold, "left"))
+        below_positive = int(np.searchsorted(scores[positives_start:end], threshold, "left"))
+        positives = int(end - positives_start)
+        negatives = int(positives_start - negatives_start)
+        counts[cell] = (positives - below_positive, below_positive, negatives - below_negative, below_negative)
+    return counts
+
+
+def counted_at(prepared: Prepared, thresholds: Thresholds) -> Counted:
+    """The audit's per-group tables at ``thresholds``, as ``counting.count_blocks`` gives them."""
+    cells = counts_at(prepared, thresholds)
+    shape = prepared.shape
+    joint = cells.reshape(*shape, 4)
+    axes = tuple(range(len(shape)))
+    tables = []
+    for i, (name, groups) in enumerate(prepared.attributes):
+        table = joint.sum(axis=tuple(axis for axis in axes if axis != i))
+        tables.append(GroupCounts.of_attribute(name, groups, table[1:], int(table[0].sum())))
+    if prepared.spec.intersect:
+        known = joint[(slice(1, None),) * len(shape)]
+        tables.append(
+            intersection_table(list(prepared.attributes), known.reshape(-1, 4), int(joint.sum() - known.sum()))
+        )
+    overall = cells.sum(axis=0)
+    return Counted(
+        tables=tuple(tables),
+        positives=prepared.positives,
+        predicted_positives=int(overall[0] + overall[2]),
+    )
+
+
+def document_at(prepared: Prepared, thresholds: Thresholds, *, policy: JSON | None = None) -> JSON:
+    """The audit document at ``thresholds``: what an audit of the file with these thresholds says.
+
+    Its ``prediction`` object also gives ``thresholds`` (the global one and the overrides) when a
+    group's threshold differs from the global one."""
+    check_thresholds(prepared, thresholds)
+    spec = dataclasses.replace(prepared.spec, threshold=float(thresholds.threshold))
+    prediction: JSON = {"column": None, "score": spec.score, "threshold": spec.threshold}
+    if thresholds.groups:
+        prediction["thresholds"] = thresholds.as_json()
+    return judged_document(
+        counted_at(prepared, thresholds),
+        spec,
+        file=prepared.file,
+        num_rows=prepared.num_rows,
+        prediction=prediction,
+        policy=policy,
+        warnings=list(prepared.warnings),
+        display_name=str(prepared.file["name"]),
+    )
+
+
+def answer_at(prepared: Prepared, thresholds: Thresholds, *, policy: JSON | None = None) -> JSON:
+    """The document at ``thresholds`` with the accuracy beside it (overall and per group)."""
+    document = document_at(prepared, thresholds, policy=policy)
+    cells = counts_at(prepared, thresholds)
+    overall = cells.sum(axis=0)
+    rows = int(overall.sum())
+    groups = {
+        name: {
+            group: (values["tp"] + values["tn"]) / values["n"] if values["n"] else None
+            for group, values in section["groups"].items()
+        }
+        for name, section in document["attributes"].items()
+    }
+    return {
+        "document": document,
+        "accuracy": {
+            "overall": float(overall[0] + overall[3]) / rows if rows else None,
+            "correct": int(overall[0] + overall[3]),
+            "groups": groups,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- suggested thresholds
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    attribute: str
+    thresholds: Thresholds
+    tolerance: float
+    gap_before: float | None  # max - min TPR over the attribute's groups at the starting thresholds
+    gap_after: float | None
+    accuracy_before: float
+    accuracy_after: float
+    reached: bool  # whether the gap is within the tolerance at the suggested thresholds
+    tpr: Mapping[str, float | None]  # per group, at the suggested thresholds
+
+    def as_json(self) -> JSON:
+        return {
+            "attribute": self.attribute,
+            "thresholds": self.thresholds.as_json(),
+            "tolerance": self.tolerance,
+            "gap_before": self.gap_before,
+            "gap_after": self.gap_after,
+            "accuracy_before": self.accuracy_before,
+            "accuracy_after": self.accuracy_after,
+            "accuracy_cost": self.accuracy_before - self.accuracy_after,
+            "reached": self.reached,
+            "tpr": dict(self.tpr),
+            "method": SUGGEST_METHOD,
+        }
+
+
+SUGGEST_METHOD = (
+    "Per group, up to 2,000 candidate thresholds (the group's distinct scores, evenly thinned); for each "
+    "candidate its TPR and its correct predictions from the sorted scores. For every level r among the "
+    "candidates' TPRs (up to 2,000, evenly thinned), each group takes its most accurate candidate whose "
+    "TPR lies in [r, r + tolerance]; the level with the most correct predictions overall wins. Every pair "
+    "of groups is then within the tolerance (max - min TPR), and among the candidates this is the most "
+    "accurate such choice when nothing was thinned. Deterministic: one threshold per group, no randomising."
+)
+
+
+def _tpr_gap(tprs: Sequence[float | None]) -> float | None:
+    known = [value for value in tprs if value is not None]
+    return max(known) - min(known) if len(known) > 1 else None
+
+
+def suggest(prepared: Prepared, *, attribute: str | None = None, tolerance: float | None = None) -> Suggestion:
+    """Per group of ``attribute`` (default: the first), the thresholds that bring the TPR gap within
+    ``tolerance`` (default: the spec's, the policy's) with the most correct predictions (the method:
+    SUGGEST_METHOD). Rows of an unknown group, and groups without label positives, keep the global
+    threshold."""
+    key = attribute or prepared.attributes[0][0]
+    delta = prepared.spec.tolerance if tolerance is None else tolerance
+    start = Thresholds(threshold=cast(float, prepared.spec.threshold))
+    groups = prepared.groups_of(key)
+    base_cells = counts_at(prepared, start)
+    total_rows = int(base_cells.sum())
+    correct_before = int(base_cells[:, 0].sum() + base_cells[:, 3].sum())
+
+    per_group = _group_scores(prepared, key)
+    fixed_correct = correct_before
+    options: list[tuple[str, Floats, Floats, npt.NDArray[np.int64]]] = []  # group, thresholds, tpr, correct
+    tprs_before: dict[str, float | None] = {}
+    for group in groups:
+        negatives, positives = per_group[group]
+        at_start = _correct(negatives, positives, np.array([start.threshold]))
+        tprs_before[group] = float(at_start[1][0]) if len(positives) else None
+        if not len(positives):
+            continue
+        fixed_correct -= int(at_start[0][0])
+        candidates = _candidates(negatives, positives, start.threshold)
+        correct, tpr = _correct(negatives, positives, candidates)
+        options.append((group, candidates, tpr, correct))
+
+    chosen: dict[str, float] = {}
+    if options:
+        levels = np.unique(np.concatenate([tpr for _, _, tpr, _ in options]))
+        if len(levels) > SUGGEST_LEVELS:
+            levels = levels[np.linspace(0, len(levels) - 1, SUGGEST_LEVELS).round().astype(int)]
+        best_total = -1
+        best: dict[str, float] = {}
+        sorted_options = []
+        for group, candidates, tpr, correct in options:
+            order = np.argsort(tpr, kind="stable")
+            sorted_options.append((group, candidates[order], tpr[order], correct[order]))
+        for level in levels.tolist():
+            total = fixed_correct
+            picks: dict[str, float] = {}
+            for group, candidates, tpr, correct in sorted_options:
+                low = int(np.searchsorted(tpr, level, "left"))
+                high = int(np.searchsorted(tpr, level + delta + 1e-12, "right"))
+                if low >= high:
+                    break
+                index = low + int(np.argmax(correct[low:high]))
+                total += int(correct[index])
+                picks[group] = float(candidates[index])
+            else:
+                if total > best_total:
+                    best_total, best = total, picks
+        chosen = best
+    thresholds = Thresholds(threshold=start.threshold, attribute=key, groups=chosen)
+    after_cells = counts_at(prepared, thresholds)
+    correct_after = int(after_cells[:, 0].sum() + after_cells[:, 3].sum())
+    tprs_after = {
+        group: (float(_correct(*per_group[group], np.array([chosen.get(group, start.threshold)]))[1][0]))
+        if len(per_group[group][1])
+        else None
+        for group in groups
+    }
+    gap_after = _tpr_gap(list(tprs_after.values()))
+    return Suggestion(
+        attribute=key,
+        thresholds=thresholds,
+        tolerance=delta,
+        gap_before=_tpr_gap(list(tprs_before.values())),
+        gap_after=gap_after,
+        accuracy_before=correct_before / total_rows,
+        accuracy_after=correct_after / total_rows,
+        reached=bool(chosen) and gap_after is not None and gap_after <= delta + 1e-9,
+        tpr=tprs_after,
+    )
+
+
+def _group_scores(prepared: Prepared, key: str) -> dict[str, tuple[Floats, Floats]]:
+    """Per group of ``key``: its negatives' and positives' scores, each sorted."""
+    shape = prepared.shape
+    axes = np.unravel_index(np.arange(math.prod(shape)), shape)
+    names = [name for name, _ in prepared.attributes]
+    groups = prepared.groups_of(key)
+    if key in names:
+        index = names.index(key)
+        position_of_cell = axes[index] - 1  # -1: unknown
+    else:
+        # The intersection's groups are the combinations with rows, in the order of the flat index.
+        known = np.all([axis > 0 for axis in axes], axis=0)
+        sizes = [len(g) for _, g in prepared.attributes]
+        lookup = {name: position for position, name in enumerate(groups)}
+        position_of_cell = np.full(len(known), -1)
+        for cell in np.flatnonzero(known).tolist():
+            flat = int(np.ravel_multi_index([int(axis[cell]) - 1 for axis in axes], sizes))
+            position_of_cell[cell] = lookup.get(group_key(_values(prepared, flat)), -1)
+    result: dict[str, tuple[Floats, Floats]] = {}
+    offsets, scores = prepared.offsets, prepared.scores
+    for position, group in enumerate(groups):
+        cells = np.flatnonzero(position_of_cell == position)
+        parts = []
+        for label in (0, 1):
+            pieces = [np.asarray(scores[offsets[2 * c + label] : offsets[2 * c + label + 1]]) for c in cells]
+            parts.append(np.sort(np.concatenate(pieces)) if pieces else np.empty(0))
+        result[group] = (parts[0], parts[1])
+    return result
+
+
+def _values(prepared: Prepared, flat: int) -> tuple[str, ...]:
+    sizes = [len(groups) for _, groups in prepared.attributes]
+    positions = np.unravel_index(flat, sizes)
+    return tuple(groups[int(p)] for (_, groups), p in zip(prepared.attributes, positions, strict=True))
+
+
+def _candidates(negatives: Floats, positives: Floats, current: float) -> Floats:
+    distinct = np.unique(np.concatenate([negatives, positives]))
+    if len(distinct) > SUGGEST_CANDIDATES:
+        distinct = distinct[np.linspace(0, len(distinct) - 1, SUGGEST_CANDIDATES).round().astype(int)]
+    # Above every score: nobody predicted positive.
+    top = np.nextafter(distinct[-1], np.inf) if len(distinct) else current
+    return cast(Floats, np.unique(np.concatenate([distinct, [current, top]])))
+
+
+def _correct(negatives: Floats, positives: Floats, thresholds: Floats) -> tuple[npt.NDArray[np.int64], Floats]:
+    """At each threshold: the group's correct predictions, and its TPR."""
+    tn = np.searchsorted(negatives, thresholds, "left")
+    tp = len(positives) - np.searchsorted(positives, thresholds, "left")
+    tpr = tp / len(positives) if len(positives) else np.full(len(thresholds), np.nan)
+    return (tp + tn).astype(np.int64), cast(Floats, tpr)
+
+
+__all__ = [
+    "MAX_CELLS",
+    "Prepared",
+    "Suggestion",
+    "ThresholdError",
+    "Thresholds",
+    "answer_at",
+    "check_thresholds",
+    "counted_at",
+    "counts_at",
+    "document_at",
+    "override_field",
+    "prepare",
+    "suggest",
+    "thresholds_from_query",
+]
