@@ -25,6 +25,7 @@ from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
 from auditportal.audits.models import WhatIf
+from auditportal.comparisons import services as comparison_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services as experiment_services
@@ -35,6 +36,7 @@ from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
 from auditportal.fairness.statistics.audit import AuditSpec
+from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.fairness.statistics.whatif import Thresholds
 from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import Deployment, MonitorPolicyProposal, WebhookEndpoint
@@ -45,6 +47,7 @@ from auditportal.reports import services as report_services
 from auditportal.reports import signing as report_signing
 from tests.approvals import conftest as approval_helpers
 from tests.audits.conftest import PREDICTIONS_CSV
+from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
@@ -253,13 +256,19 @@ def _experiment_cancelled(request: pytest.FixtureRequest) -> Callable[[], object
 def _trial_early_stopped(request: pytest.FixtureRequest) -> Callable[[], object]:
     # Four trials make a two-rung bracket of three (asha.py): trial 2, worse than trial 1 at the first
     # rung, is stopped there when the poll that ingests its validation enters it into the rung.
+    # max_concurrent_trials=0: the searcher's own split over brackets, as test_asha's search of eight.
     monkeypatch = request.getfixturevalue("monkeypatch")
     monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.1")
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", "trial-1=0.5,trial-2=0.9,trial-3=0.1,trial-4=0.1")
     request.getfixturevalue("fake_trainer")
     version: DatasetVersion = request.getfixturevalue("demo_version")
     experiment = experiment_services.experiment_create(
-        user=_user(request, "bob"), dataset_version=version, template="asha", max_trials=4, batches=16
+        user=_user(request, "bob"),
+        dataset_version=version,
+        template="asha",
+        max_trials=4,
+        batches=16,
+        max_concurrent_trials=0,
     )
     return lambda: (experiment_services.experiment_launch(experiment=experiment), poll_until_done(experiment))
 
@@ -313,6 +322,16 @@ def _verdict_document_frozen(request: pytest.FixtureRequest) -> Callable[[], obj
             metrics[f"count/gender/{group}/{cell}"] = float(value)
     trial_metrics_ingest(trial=trial, records=[MetricRecord(kind="validation", step=4, metrics=metrics)])
     return lambda: experiment_services.verdict_document_freeze_trial(user=bob, trial=trial, step=4)
+
+
+def _paired_comparison_created(request: pytest.FixtureRequest) -> Callable[[], object]:
+    # An engineer compares two models' predictions on the same rows (the document is frozen with it).
+    source = request.getfixturevalue("tmp_path") / "paired.csv"
+    source.write_text(paired_csv_text(rows=200), encoding="utf-8")
+    spec = PairedSpec.from_input(label="label", attributes="gender", champion="model_a", challenger="model_b")
+    return lambda: comparison_services.comparison_create(
+        user=_user(request, "bob"), source=source, original_name="paired.csv", spec=spec
+    )
 
 
 def _review_request(request: pytest.FixtureRequest, *, state: str = "draft", unfair: bool = False) -> ReviewRequest:
@@ -611,6 +630,7 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_FAILED: _experiment_failed,
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
     Verb.TRIAL_EARLY_STOPPED: _trial_early_stopped,
+    Verb.PAIRED_COMPARISON_CREATED: _paired_comparison_created,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.ROLE_GRANT_PROPOSED: _role_grant_proposed,
     Verb.ROLE_GRANT_PROPOSAL_CONFIRMED: lambda request: _role_grant_proposal(request, confirm=True),
