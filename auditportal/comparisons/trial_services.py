@@ -132,13 +132,15 @@ def _trial_reference(trial: Trial) -> dict[str, Any]:
 
 
 def comparison_request_trials(
-    *, user: User, champion: Trial, challenger: Trial, power: float = stats.DEFAULT_POWER
+    *, user: User, champion: Trial, challenger: Trial, power: float = stats.DEFAULT_POWER, queue: bool = True
 ) -> PairedComparison:
-    """Check two trials (``champion`` and ``challenger``, already scoped to ``user``) and queue their
-    comparison: a pending PairedComparison a worker completes (:func:`comparison_compute_trials`)."""
+    """Check two trials (``champion`` and ``challenger``, already scoped to ``user``) and store their
+    comparison as pending; ``queue``: a worker completes it (:func:`comparison_compute_trials`), else
+    the caller does (the command, which waits anyway)."""
     rules.check_create(user)
     check_trials(champion=champion, challenger=challenger)
     policy = policy_active()
+    paired._check_levels(tolerance=policy.tolerance, alpha=policy.alpha, power=power, metrics=paired.METRICS)
     version = champion.experiment.dataset_version
     parameters = {
         "source": ComparisonSource.TRIALS.value,
@@ -175,7 +177,8 @@ def comparison_request_trials(
             target=comparison,
             data={"champion_trial": champion.pk, "challenger_trial": challenger.pk, "sha256": version.sha256},
         )
-        task_enqueue(name=COMPARE_TRIALS_TASK, args=[comparison.pk])
+        if queue:
+            task_enqueue(name=COMPARE_TRIALS_TASK, args=[comparison.pk])
     return comparison
 
 
