@@ -72,7 +72,9 @@ class _PairedDocumentSerializer(serializers.Serializer[Any]):
         many=True,
         help_text="the comparison's frozen verdict document (docs/verdict-documents.md), for a review request",
     )
-    source = serializers.ChoiceField(choices=["file", "trials"], help_text="one file, or two trials' checkpoints")
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field, not Field.source
+        choices=["file", "trials"], help_text="one file, or two trials' checkpoints"
+    )
     state = serializers.ChoiceField(
         choices=["done", "pending", "failed"], help_text="two trials are compared by a worker: pending until then"
     )

@@ -75,8 +75,8 @@ def _manifest(trial: Trial, field: str) -> dict[str, Any]:
         manifest: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         raise UserError(f"trial {trial.pk}'s shards are no longer on disk", field=field) from None
-    dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}
-    if dataset.get("sha256") != trial.experiment.dataset_version.sha256:
+    dataset = manifest.get("dataset")
+    if not isinstance(dataset, dict) or dataset.get("sha256") != trial.experiment.dataset_version.sha256:
         raise UserError(
             f"trial {trial.pk}'s shards were rewritten from other data than its dataset version", field=field
         )
