@@ -97,6 +97,8 @@ class Verb(models.TextChoices):
     ACTIVITY_LOG_VERIFIED = "activity_log.verified", "activity log's hash chain verified"
     DATABASE_APP_ROLE_GRANTED = "database.app_role_granted", "database privileges set for the application role"
     PAIRED_COMPARISON_CREATED = "paired_comparison.created", "paired comparison of two models created"
+    PAIRED_COMPARISON_QUEUED = "paired_comparison.queued", "paired comparison of two trials queued for a worker"
+    PAIRED_COMPARISON_FAILED = "paired_comparison.failed", "paired comparison of two trials failed"
 
 
 class Event(models.Model):

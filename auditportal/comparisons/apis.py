@@ -13,9 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.comparisons import rules, selectors, services
+from auditportal.comparisons import rules, selectors, services, trial_services
 from auditportal.comparisons.models import PairedComparison
 from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_refs
+from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.statistics import paired, stats
 from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.fairness.text.sizes import human_size
@@ -71,6 +72,13 @@ class _PairedDocumentSerializer(serializers.Serializer[Any]):
         many=True,
         help_text="the comparison's frozen verdict document (docs/verdict-documents.md), for a review request",
     )
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field, not Field.source
+        choices=["file", "trials"], help_text="one file, or two trials' checkpoints"
+    )
+    state = serializers.ChoiceField(
+        choices=["done", "pending", "failed"], help_text="two trials are compared by a worker: pending until then"
+    )
+    error = serializers.CharField(allow_blank=True, help_text="why a pending comparison failed")
 
 
 def _document(comparison: PairedComparison) -> dict[str, Any]:
@@ -80,7 +88,28 @@ def _document(comparison: PairedComparison) -> dict[str, Any]:
         "created_by": comparison.created_by.username,
         **comparison.result,
         "documents": document_refs(comparison.verdict_documents.order_by("id")),
+        "source": comparison.source,
+        "state": comparison.state,
+        "error": comparison.error,
     }
+
+
+# Fields of other inputs a file comparison is sometimes sent, and why they are refused.
+_NOT_A_FILE_FIELD = {
+    "champion_audit": "two prediction audits cannot be paired: an audit keeps per-group confusion counts, not "
+    "which rows each model got right, so the rows where the models disagree are lost. Upload one file holding "
+    "both models' predictions on the same rows (fields file, champion and challenger).",
+    "champion_trial": "two trials are compared through POST /api/v1/comparisons/trials/ "
+    '({"champion_trial": id, "challenger_trial": id}).',
+}
+_NOT_A_FILE_FIELD["challenger_audit"] = _NOT_A_FILE_FIELD["champion_audit"]
+_NOT_A_FILE_FIELD["challenger_trial"] = _NOT_A_FILE_FIELD["champion_trial"]
+
+
+def _refuse_other_inputs(data: Any) -> None:
+    for field, message in _NOT_A_FILE_FIELD.items():
+        if field in data:
+            raise exceptions.ValidationError({field: [message]})
 
 
 @accepts_uploads(rules.can_create, who="an ML engineer or a reviewer")
@@ -133,6 +162,7 @@ class ComparisonListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         user = request_user(request)
         rules.check_create(user)
+        _refuse_other_inputs(request.data)
         serializer = self.InputSerializer(data=request.data)
         rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
         if rejected:
@@ -178,3 +208,39 @@ class ComparisonDetailApi(APIView):
     def get(self, request: Request, comparison_id: int) -> Response:
         comparison = selectors.comparison_get(user=request_user(request), comparison_id=comparison_id)
         return Response(_document(comparison))
+
+
+class ComparisonTrialsCreateApi(APIView):
+    """POST: compare two completed trials validated on the same dataset version, row by row on their shared
+    validation split (ML engineers and reviewers). A worker runs both checkpoints: the answer (202) is the
+    pending comparison; GET /api/v1/comparisons/<id>/ shows it done (with its document) or failed (why)."""
+
+    class InputSerializer(serializers.Serializer[Any]):
+        champion_trial = serializers.IntegerField(help_text="the trial whose model is in production (A)")
+        challenger_trial = serializers.IntegerField(help_text="the trial whose model would replace it (B)")
+        power = serializers.FloatField(default=stats.DEFAULT_POWER)
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        id = serializers.IntegerField()
+        state = serializers.CharField()
+        champion = serializers.CharField()
+        challenger = serializers.CharField()
+        sha256 = serializers.CharField(help_text="the dataset version's SHA-256")
+
+    @extend_schema(request=InputSerializer, responses={202: OutputSerializer})
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_create(user)
+        for field in ("champion_audit", "challenger_audit"):
+            if field in request.data:
+                raise exceptions.ValidationError({field: [_NOT_A_FILE_FIELD[field]]})
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        comparison = trial_services.comparison_request_trials(
+            user=user,
+            champion=trial_get(user=user, trial_id=data["champion_trial"]),
+            challenger=trial_get(user=user, trial_id=data["challenger_trial"]),
+            power=data["power"],
+        )
+        return Response(self.OutputSerializer(comparison).data, status=202)

@@ -3,7 +3,20 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from auditportal.experiments.models import Trial
 from auditportal.policies.models import FairnessPolicy
+
+
+class ComparisonSource(models.TextChoices):
+    FILE = "file", "one file with both models' outputs"
+    TRIALS = "trials", "two trials' checkpoints on their shared validation rows"
+
+
+class ComparisonState(models.TextChoices):
+    # A file is compared in the request; two trials' checkpoints are run by a worker (pending until then).
+    DONE = "done", "done"
+    PENDING = "pending", "pending"
+    FAILED = "failed", "failed"
 
 
 class PairedComparison(models.Model):
@@ -28,11 +41,20 @@ class PairedComparison(models.Model):
     # Worst per-group verdict over the comparison (better / equivalent / inconclusive / worse).
     verdict = models.CharField(max_length=16, blank=True)
     policy = models.ForeignKey(FairnessPolicy, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    source = models.CharField(max_length=8, choices=ComparisonSource.choices, default=ComparisonSource.FILE)
+    state = models.CharField(max_length=8, choices=ComparisonState.choices, default=ComparisonState.DONE)
+    # Why a pending comparison failed (two trials whose rows could not be paired, a checkpoint unreadable).
+    error = models.TextField(blank=True)
+    # Two trials validated on the same dataset version (source "trials"); the file is the version's.
+    champion_trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    challenger_trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(num_rows__gt=0), name="comparisons_paired_rows_positive"),
+            models.CheckConstraint(
+                condition=models.Q(num_rows__gt=0) | ~models.Q(state="done"), name="comparisons_paired_rows_positive"
+            ),
             models.CheckConstraint(
                 condition=~models.Q(champion=models.F("challenger")), name="comparisons_paired_two_models"
             ),

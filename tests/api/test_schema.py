@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -36,8 +37,9 @@ from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.approvals.rules import open_pauses
 from auditportal.approvals.services import REPORT_GENERATE_TASK
 from auditportal.audits.models import PredictionAudit
+from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.selectors import verdict_document_of_audit
-from auditportal.experiments.models import Template
+from auditportal.experiments.models import Template, TrialState
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.outbox.models import OutboxMessage
 from auditportal.reports.services import report_generate
@@ -45,7 +47,7 @@ from tests.api.conftest import Portal, session_of
 from tests.api.schemas import portal_schema, strict_schema
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.comparisons.conftest import paired_csv_text
-from tests.factories import PASSWORD, client_for, make_user
+from tests.factories import PASSWORD, ExperimentFactory, TrialFactory, client_for, make_user
 
 CHECKS = [
     not_a_server_error,
@@ -130,6 +132,24 @@ def call(portal: Portal) -> Iterator[Caller]:
     yield caller
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
+
+
+def _two_completed_trials(version_id: int, root: Path, settings: SettingsWrapper) -> tuple[int, int]:
+    version = DatasetVersion.objects.get(pk=version_id)
+    shards = root / "trial-shards"
+    shards.mkdir()
+    manifest = {"dataset": {"sha256": version.sha256}, "part_dirs": ["part-00000"], "num_examples": 10}
+    (shards / "manifest.json").write_text(json.dumps(manifest))
+    settings.EXPERIMENT_RUN_DIR = root
+    experiment = ExperimentFactory.create(dataset_version=version, shard_dir=str(shards))
+    pks = []
+    for number in (1, 2):
+        checkpoint = root / f"checkpoint-{number}"
+        checkpoint.mkdir()
+        (checkpoint / "state_dict.pth").write_bytes(b"")
+        trial = TrialFactory.create(experiment=experiment, state=TrialState.COMPLETED, checkpoint=str(checkpoint))
+        pks.append(trial.pk)
+    return pks[0], pks[1]
 
 
 @pytest.mark.slow
@@ -221,6 +241,17 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     )
     assert compared["champion"]["column"] == "model_a"
     call("pat", "GET", "/api/v1/comparisons/", 200)
+    # Two trials (tests/comparisons/test_trials.py trains real ones; here the checks before the worker pass).
+    pair = _two_completed_trials(ids["version_id"][0], tmp_path, settings)
+    queued_pair = call(
+        "pat",
+        "POST",
+        "/api/v1/comparisons/trials/",
+        202,
+        body={"champion_trial": pair[0], "challenger_trial": pair[1]},
+        media_type="application/json",
+    )
+    assert queued_pair["state"] == "pending"
     call("pat", "GET", "/api/v1/comparisons/{comparison_id}/", 200, path_parameters={"comparison_id": compared["id"]})
     # What-if thresholds: started from a scored upload, judged at thresholds, suggested, frozen.
     started = call(

@@ -224,6 +224,8 @@ api-prediction-audit-retire        POST reason    401    404    403    403    20
 api-comparison-list                GET  -         401    200    200    200    200    200    200    200    200    200
 api-comparison-list                POST -         401    403    403    403    415    415    415    403    403    403
 api-comparison                     GET  -         401    404    200    200    200    200    200    200    200    404
+api-comparison-trials              GET  -         401    405    405    405    405    405    405    405    405    405
+api-comparison-trials              POST -         401    403    403    403    400    400    400    403    403    403
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
 api-whatif-list                    GET  -         401    405    405    405    405    405    405    405    405    405
 api-whatif-list                    POST -         401    403    403    403    415    415    415    403    403    403

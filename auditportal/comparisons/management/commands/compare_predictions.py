@@ -1,15 +1,18 @@
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.http import Http404
 
 from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role, User
-from auditportal.comparisons import rules, services
+from auditportal.comparisons import rules, services, trial_services
 from auditportal.comparisons.models import PairedComparison
+from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.statistics import paired, stats
@@ -28,6 +31,8 @@ FLAGS = {
     "alpha": "--alpha",
     "power": "--power",
     "metrics": "--metric",
+    "champion_trial": "--champion-trial",
+    "challenger_trial": "--challenger-trial",
 }
 WORSE_EXIT_STATUS = 3
 
@@ -41,18 +46,21 @@ class Command(PortalCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", type=Path)
-        parser.add_argument("--label", required=True, help="the true binary label column")
+        parser.add_argument("file", type=Path, nargs="?", help="one file with both models' outputs")
+        parser.add_argument("--champion-trial", type=int, help="instead of a file: the champion's trial id")
+        parser.add_argument("--challenger-trial", type=int, help="and the challenger's, validated on the same version")
+        parser.add_argument("--champion-audit", type=int, help=argparse.SUPPRESS)
+        parser.add_argument("--challenger-audit", type=int, help=argparse.SUPPRESS)
+        parser.add_argument("--label", help="the true binary label column")
         parser.add_argument("--positive", default="1", help="the label value that counts as positive (default 1)")
-        parser.add_argument("--champion", required=True, help="the model in production (A): its prediction column")
-        parser.add_argument("--challenger", required=True, help="the model that would replace it (B): its column")
+        parser.add_argument("--champion", help="the model in production (A): its prediction column")
+        parser.add_argument("--challenger", help="the model that would replace it (B): its column")
         parser.add_argument("--score", action="store_true", help="the two columns are scores: give both thresholds")
         parser.add_argument("--champion-threshold", type=float, help="A predicts positive when its score >= this")
         parser.add_argument("--challenger-threshold", type=float, help="B predicts positive when its score >= this")
         parser.add_argument(
             "--attribute",
             action="append",
-            required=True,
             dest="attributes",
             help="a sensitive attribute column (repeatable, or comma-separated)",
         )
@@ -74,7 +82,32 @@ class Command(PortalCommand):
         parser.add_argument("--user", help="act as this user (needs the ML engineer or reviewer role)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        source: Path = options["file"]
+        for flag in ("champion_audit", "challenger_audit"):
+            if options[flag] is not None:
+                raise CommandError(
+                    f"--{flag.replace('_', '-')}: two prediction audits cannot be paired: an audit keeps per-group "
+                    "confusion counts, not which rows each model got right, so the rows where the models disagree "
+                    "are lost. Compare one file holding both models' predictions on the same rows "
+                    "(FILE --champion COLUMN --challenger COLUMN)."
+                )
+        if options["champion_trial"] is not None or options["challenger_trial"] is not None:
+            comparison = _compare_trials(options)
+        else:
+            comparison = self._compare_file(options)
+        if options["output_format"] == "json":
+            self.stdout.write(json.dumps({"id": comparison.pk, **comparison.result}, allow_nan=False, indent=2))
+        else:
+            self.stdout.write(render_table(comparison))
+        if options["fail_on_worse"] and comparison.result["verdict"] == paired.WORSE:
+            raise CommandError("the challenger is worse for at least one group", returncode=WORSE_EXIT_STATUS)
+
+    def _compare_file(self, options: dict[str, Any]) -> PairedComparison:
+        source: Path | None = options["file"]
+        if source is None:
+            raise CommandError("name the file (or two trials: --champion-trial A --challenger-trial B)")
+        for key in ("label", "champion", "challenger", "attributes"):
+            if not options[key]:
+                raise CommandError(f"{FLAGS[key]} is required with a file")
         spec = PairedSpec.from_input(
             label=options["label"],
             positive=options["positive"],
@@ -95,12 +128,33 @@ class Command(PortalCommand):
             raise CommandError(f"{FLAGS[exc.field]}: {exc}" if exc.field in MODEL_FIELDS else str(exc)) from exc
         except UserError as exc:
             raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
-        if options["output_format"] == "json":
-            self.stdout.write(json.dumps({"id": comparison.pk, **comparison.result}, allow_nan=False, indent=2))
-        else:
-            self.stdout.write(render_table(comparison))
-        if options["fail_on_worse"] and comparison.result["verdict"] == paired.WORSE:
-            raise CommandError("the challenger is worse for at least one group", returncode=WORSE_EXIT_STATUS)
+        return comparison
+
+
+def _compare_trials(options: dict[str, Any]) -> PairedComparison:
+    """Two trials: checked, then compared here (the command waits, so no worker is needed)."""
+    if options["file"] is not None:
+        raise CommandError("compare a file or two trials, not both")
+    for key in ("champion_trial", "challenger_trial"):
+        if options[key] is None:
+            raise CommandError(f"{FLAGS[key]} is required: a paired comparison needs two trials")
+    user = _actor(options["user"])
+    try:
+        champion = trial_get(user=user, trial_id=options["champion_trial"])
+        challenger = trial_get(user=user, trial_id=options["challenger_trial"])
+    except Http404 as exc:
+        raise CommandError(f"no such trial: {exc}") from exc
+    try:
+        pending = trial_services.comparison_request_trials(
+            user=user, champion=champion, challenger=challenger, power=options["power"], queue=False
+        )
+    except UserError as exc:
+        raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
+    comparison = trial_services.comparison_compute_trials(comparison_id=pending.pk) or pending
+    comparison.refresh_from_db()
+    if comparison.state != "done":
+        raise CommandError(f"comparison #{comparison.pk} failed: {comparison.error}")
+    return comparison
 
 
 MODEL_FIELDS = ("champion", "challenger")
