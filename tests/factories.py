@@ -144,6 +144,15 @@ class ExperimentFactory(factory.django.DjangoModelFactory[Experiment]):
     max_trials = factory.LazyAttribute(lambda o: 1 if o.template == Template.SINGLE else 4)
     hparam_space = factory.LazyAttribute(lambda o: configs.space_build(o.template, None))
     validation_period = factory.LazyAttribute(lambda o: configs.validation_period(o.template, o.batches))
+    max_concurrent_trials = factory.LazyAttribute(
+        lambda o: (
+            1
+            if o.template == Template.SINGLE
+            else configs.default_max_concurrent_trials(
+                backend=o.backend, slots_per_trial=1, local_slots=settings.EXPERIMENT_LOCAL_CONCURRENCY
+            )
+        )
+    )
     shard_dir = factory.LazyAttribute(
         lambda o: str(dataset_services.shard_dir_default(version=o.dataset_version, parts=1, seed=0))
     )
@@ -159,6 +168,7 @@ class ExperimentFactory(factory.django.DjangoModelFactory[Experiment]):
                 shard_folder=Path(o.shard_dir).name,
                 dataset_sha256=o.dataset_version.sha256,
                 image=settings.DET_TRAINER_IMAGE,
+                max_concurrent_trials=o.max_concurrent_trials,
             )
         )
     )

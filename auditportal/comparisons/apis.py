@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -232,7 +233,8 @@ class ComparisonTrialsCreateApi(APIView):
         user = request_user(request)
         rules.check_create(user)
         for field in ("champion_audit", "challenger_audit"):
-            if field in request.data:
+            # A body that is not an object (a bare number, a list) is the serializer's to refuse.
+            if isinstance(request.data, Mapping) and field in request.data:
                 raise exceptions.ValidationError({field: [_NOT_A_FILE_FIELD[field]]})
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

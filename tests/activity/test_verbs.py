@@ -7,9 +7,11 @@ scenario here fails, and so does a scenario whose call no longer writes its verb
 from __future__ import annotations
 
 import datetime as dt
+import json
 import secrets
 from collections.abc import Callable
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -26,11 +28,12 @@ from auditportal.approvals.models import ReviewRequest, Waiver
 from auditportal.audits import services as audit_services
 from auditportal.audits.models import WhatIf
 from auditportal.comparisons import services as comparison_services
+from auditportal.comparisons import trial_services as comparison_trial_services
 from auditportal.datasets import services as dataset_services
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import services as experiment_services
 from auditportal.experiments.ingest import trial_metrics_ingest
-from auditportal.experiments.models import Experiment, ExperimentStatus, Trial
+from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, TrialState
 from auditportal.fairness.documents.findings import FAIL
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
@@ -51,7 +54,7 @@ from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
-from tests.factories import PASSWORD, PredictionAuditFactory, make_user
+from tests.factories import PASSWORD, ExperimentFactory, PredictionAuditFactory, TrialFactory, make_user
 from tests.monitoring.breaching import breaching_look
 from tests.reports.helpers import decided_context
 
@@ -332,6 +335,49 @@ def _paired_comparison_created(request: pytest.FixtureRequest) -> Callable[[], o
     return lambda: comparison_services.comparison_create(
         user=_user(request, "bob"), source=source, original_name="paired.csv", spec=spec
     )
+
+
+def _two_completed_trials(request: pytest.FixtureRequest) -> tuple[Trial, Trial]:
+    """Two completed local trials on one dataset version with checkpoint folders and shards on disk:
+    enough for the checks made before a worker runs the checkpoints (tests/comparisons/test_trials.py
+    trains real ones)."""
+    root: Path = request.getfixturevalue("tmp_path")
+    request.getfixturevalue("settings").EXPERIMENT_RUN_DIR = root
+    experiment = ExperimentFactory.create(shard_dir=str(root / "shards"))
+    (root / "shards").mkdir()
+    manifest = {
+        "dataset": {"sha256": experiment.dataset_version.sha256},
+        "part_dirs": ["part-00000"],
+        "num_examples": 10,
+    }
+    (root / "shards" / "manifest.json").write_text(json.dumps(manifest))
+    trials = []
+    for number in (1, 2):
+        (root / f"checkpoint-{number}").mkdir()
+        (root / f"checkpoint-{number}" / "state_dict.pth").write_bytes(b"")
+        trials.append(
+            TrialFactory.create(
+                experiment=experiment, state=TrialState.COMPLETED, checkpoint=str(root / f"checkpoint-{number}")
+            )
+        )
+    return trials[0], trials[1]
+
+
+def _paired_comparison_queued(request: pytest.FixtureRequest) -> Callable[[], object]:
+    champion, challenger = _two_completed_trials(request)
+    return lambda: comparison_trial_services.comparison_request_trials(
+        user=_user(request, "bob"), champion=champion, challenger=challenger
+    )
+
+
+def _paired_comparison_failed(request: pytest.FixtureRequest) -> Callable[[], object]:
+    # The worker finds the challenger's checkpoint gone: the comparison cannot be paired.
+    champion, challenger = _two_completed_trials(request)
+    pending = comparison_trial_services.comparison_request_trials(
+        user=_user(request, "bob"), champion=champion, challenger=challenger, queue=False
+    )
+    (Path(challenger.checkpoint) / "state_dict.pth").unlink()
+    return lambda: comparison_trial_services.comparison_compute_trials(comparison_id=pending.pk)
 
 
 def _review_request(request: pytest.FixtureRequest, *, state: str = "draft", unfair: bool = False) -> ReviewRequest:
@@ -631,6 +677,8 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.EXPERIMENT_CANCELLED: _experiment_cancelled,
     Verb.TRIAL_EARLY_STOPPED: _trial_early_stopped,
     Verb.PAIRED_COMPARISON_CREATED: _paired_comparison_created,
+    Verb.PAIRED_COMPARISON_QUEUED: _paired_comparison_queued,
+    Verb.PAIRED_COMPARISON_FAILED: _paired_comparison_failed,
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.ROLE_GRANT_PROPOSED: _role_grant_proposed,
     Verb.ROLE_GRANT_PROPOSAL_CONFIRMED: lambda request: _role_grant_proposal(request, confirm=True),
