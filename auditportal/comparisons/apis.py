@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
