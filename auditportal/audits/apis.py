@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,9 +22,8 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.statistics import stats, whatif
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.stats import Verdict
-from auditportal.fairness.text.sizes import human_size
-from auditportal.lib.rest import DefaultPagination, open_component
-from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
+from auditportal.lib.rest import DefaultPagination, open_component, refuse_rejected_upload
+from auditportal.lib.uploads import accepts_uploads, received_sha256
 
 # The stored audit document, docs/audit-json.md (schema version 2; version 1 documents lack the keys
 # that are not required). The document's objects are open: keys may be added within a version.
@@ -307,17 +306,7 @@ class PredictionAuditListCreateApi(APIView):
         # The fairness policy sets these; a client that sends them would believe it had.
         services.refuse_policy_parameters(list(request.data))
         serializer = self.InputSerializer(data=request.data)
-        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
-        if rejected:
-            item = rejected[0]
-            raise exceptions.ValidationError(
-                {
-                    "file": [
-                        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-                        "(DATASET_MAX_UPLOAD_SIZE); nothing was stored."
-                    ]
-                }
-            )
+        refuse_rejected_upload(request)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         spec = AuditSpec.from_input(
@@ -490,12 +479,7 @@ class WhatIfCreateApi(APIView):
         rules.check_run(user)
         services.refuse_policy_parameters(list(request.data))
         serializer = PredictionAuditListCreateApi.InputSerializer(data=request.data)
-        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
-        if rejected:
-            item = rejected[0]
-            raise exceptions.ValidationError(
-                {"file": [f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit"]}
-            )
+        refuse_rejected_upload(request)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         spec = AuditSpec.from_input(

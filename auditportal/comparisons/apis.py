@@ -20,9 +20,8 @@ from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_ref
 from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.statistics import paired, stats
 from auditportal.fairness.statistics.paired_file import PairedSpec
-from auditportal.fairness.text.sizes import human_size
-from auditportal.lib.rest import DefaultPagination, open_component
-from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
+from auditportal.lib.rest import DefaultPagination, open_component, refuse_rejected_upload
+from auditportal.lib.uploads import accepts_uploads, received_sha256
 
 _VERDICT = serializers.ChoiceField(choices=paired.VERDICT_CHOICES, allow_null=True)
 
@@ -165,17 +164,7 @@ class ComparisonListCreateApi(APIView):
         rules.check_create(user)
         _refuse_other_inputs(request.data)
         serializer = self.InputSerializer(data=request.data)
-        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
-        if rejected:
-            item = rejected[0]
-            raise exceptions.ValidationError(
-                {
-                    "file": [
-                        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-                        "(DATASET_MAX_UPLOAD_SIZE); nothing was stored."
-                    ]
-                }
-            )
+        refuse_rejected_upload(request)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         spec = PairedSpec.from_input(

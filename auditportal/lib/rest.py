@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rest_framework import authentication
+from rest_framework import authentication, exceptions
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
+
+from auditportal.lib.uploads import rejected_upload_message, rejected_uploads
 
 
 class DefaultPagination(PageNumberPagination):
@@ -73,3 +75,12 @@ def component_name(serializer: type[Any]) -> str:
         return name
     outer = parts[-2].removesuffix("Api")
     return outer if name == "Output" else outer + name
+
+
+def refuse_rejected_upload(request: Request, *, setting: str = "DATASET_MAX_UPLOAD_SIZE") -> None:
+    """A 400 naming the file when the size-limiting upload handler dropped one (``setting``: the limit's
+    setting, named in the message). Parses the body first: the handler notes a file only as it runs."""
+    request.data  # noqa: B018 (parsing runs the upload handlers)
+    rejected = rejected_uploads(request._request)
+    if rejected:
+        raise exceptions.ValidationError({"file": [rejected_upload_message(rejected[0], setting=setting)]})

@@ -219,13 +219,22 @@ def received_sha256(uploaded: UploadedFile[Any]) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+def rejected_upload_message(item: RejectedUpload, *, setting: str = "DATASET_MAX_UPLOAD_SIZE") -> str:
+    """What the user is told of a file the handler dropped for its size: its name, the limit and the
+    setting that holds it."""
+    limit = human_size(item.limit_bytes)
+    return f"{item.file_name}: the file is larger than the {limit} limit ({setting}); nothing was stored."
+
+
+def rejected_uploads(request: HttpRequest) -> list[RejectedUpload]:
+    """The files the size-limiting handler dropped from ``request`` (read once its body is parsed)."""
+    rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
+    return rejected
+
+
 def report_rejected_uploads(request: HttpRequest, form: forms.Form) -> bool:
     """Put an error on ``form`` for every file the handler dropped; True when there was one."""
-    rejected: list[RejectedUpload] = getattr(request, "rejected_uploads", [])
+    rejected = rejected_uploads(request)
     for item in rejected:
-        form.add_error(
-            item.field_name if item.field_name in form.fields else None,
-            f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-            f"(DATASET_MAX_UPLOAD_SIZE); nothing was stored.",
-        )
+        form.add_error(item.field_name if item.field_name in form.fields else None, rejected_upload_message(item))
     return bool(rejected)

@@ -24,9 +24,8 @@ from auditportal.accounts.authentication import AnyTokenAuthentication
 from auditportal.accounts.models import ApiToken, TokenScope, User
 from auditportal.accounts.permissions import request_user
 from auditportal.fairness.files.tabular import file_sha256
-from auditportal.fairness.text.sizes import human_size
-from auditportal.lib.rest import DefaultPagination, SessionAuthentication
-from auditportal.lib.uploads import RejectedUpload, accepts_uploads, received_sha256
+from auditportal.lib.rest import DefaultPagination, SessionAuthentication, refuse_rejected_upload
+from auditportal.lib.uploads import accepts_uploads, received_sha256
 from auditportal.monitoring import rules, selectors, services
 from auditportal.monitoring.models import (
     BatchFormat,
@@ -705,10 +704,7 @@ class BatchListApi(APIView):
     def post(self, request: Request, name: str) -> Response:
         deployment, user = _batch_poster(request, name)
         data = request.data  # parsed here: the upload handlers note a file dropped for its size
-        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
-        if rejected:
-            item = rejected[0]
-            raise exceptions.ValidationError({"file": [_too_large(item)]})
+        refuse_rejected_upload(request, setting="MONITORING_BATCH_MAX_SIZE")
         serializer = self.InputSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -785,9 +781,7 @@ class BatchLabelsApi(APIView):
         deployment, user = _batch_poster(request, name)
         batch = _batch(deployment, batch_id)
         body_data = request.data
-        rejected: list[RejectedUpload] = getattr(request._request, "rejected_uploads", [])
-        if rejected:
-            raise exceptions.ValidationError({"file": [_too_large(rejected[0])]})
+        refuse_rejected_upload(request, setting="MONITORING_BATCH_MAX_SIZE")
         serializer = self.InputSerializer(data=body_data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -826,10 +820,3 @@ def _batch(deployment: Deployment, batch_id: str) -> PredictionBatch:
         return selectors.batch_get(deployment=deployment, batch_id=batch_id)
     except Http404 as exc:
         raise exceptions.NotFound(str(exc)) from None
-
-
-def _too_large(item: RejectedUpload) -> str:
-    return (
-        f"{item.file_name}: the file is larger than the {human_size(item.limit_bytes)} limit "
-        "(MONITORING_BATCH_MAX_SIZE); nothing was stored."
-    )
