@@ -8,6 +8,14 @@ import tempfile
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ.setdefault("REPORT_KEY_PASSPHRASE", "test-report-key-passphrase-not-for-production")
 os.environ.setdefault("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix="auditportal-test-var-"))
+# Each xdist worker writes under its own folder of it: pytest's controller sets the variable first and
+# its workers inherit it, so otherwise two workers' tests wrote datasets, uploads and runs side by side
+# (a test that checks nothing was written saw the other worker's files). Split once per worker: the
+# processes a test starts (manage.py, Celery workers) inherit the worker's folder as it is.
+if os.environ.get("PYTEST_XDIST_WORKER", "") != os.environ.get("PORTAL_TEST_VAR_SPLIT", ""):
+    os.environ["PORTAL_VAR_DIR"] = os.path.join(os.environ["PORTAL_VAR_DIR"], os.environ["PYTEST_XDIST_WORKER"])
+    os.makedirs(os.environ["PORTAL_VAR_DIR"], exist_ok=True)
+    os.environ["PORTAL_TEST_VAR_SPLIT"] = os.environ["PYTEST_XDIST_WORKER"]
 # The test client and the browser tests' live server speak plain HTTP (tests/test_security.py checks
 # the production defaults).
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
