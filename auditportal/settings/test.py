@@ -12,10 +12,10 @@ os.environ.setdefault("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix="auditportal-tes
 # its workers inherit it, so otherwise two workers' tests wrote datasets, uploads and runs side by side
 # (a test that checks nothing was written saw the other worker's files). Split once per worker: the
 # processes a test starts (manage.py, Celery workers) inherit the worker's folder as it is.
-if os.environ.get("PYTEST_XDIST_WORKER", "") != os.environ.get("PORTAL_TEST_VAR_SPLIT", ""):
-    os.environ["PORTAL_VAR_DIR"] = os.path.join(os.environ["PORTAL_VAR_DIR"], os.environ["PYTEST_XDIST_WORKER"])
+if (_worker := os.environ.get("PYTEST_XDIST_WORKER", "")) and _worker != os.environ.get("PORTAL_TEST_VAR_SPLIT", ""):
+    os.environ["PORTAL_VAR_DIR"] = os.path.join(os.environ["PORTAL_VAR_DIR"], _worker)
     os.makedirs(os.environ["PORTAL_VAR_DIR"], exist_ok=True)
-    os.environ["PORTAL_TEST_VAR_SPLIT"] = os.environ["PYTEST_XDIST_WORKER"]
+    os.environ["PORTAL_TEST_VAR_SPLIT"] = _worker
 # The test client and the browser tests' live server speak plain HTTP (tests/test_security.py checks
 # the production defaults).
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
