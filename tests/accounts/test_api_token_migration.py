@@ -21,6 +21,7 @@ BEFORE = [("accounts", "0001_initial"), ("approvals", "0002_api_token_scope")]
 AFTER = [("accounts", "0002_api_token_from_approvals"), ("approvals", "0003_api_token_to_accounts")]
 
 
+@pytest.mark.slow  # migrates backwards and forwards over every later migration (7-23 s here)
 @pytest.mark.django_db(transaction=True)
 def test_a_token_made_before_the_move_to_accounts_still_opens_the_gate_and_the_api() -> None:
     machine = make_user("deploy-bot")

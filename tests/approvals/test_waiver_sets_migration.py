@@ -22,6 +22,7 @@ def _migrate(target: list[tuple[str, str]] | None) -> None:
     executor.migrate(target if target is not None else executor.loader.graph.leaf_nodes())
 
 
+@pytest.mark.slow  # migrates backwards and forwards over every later migration (7-23 s here)
 @pytest.mark.django_db(transaction=True)
 def test_an_existing_waiver_keeps_its_id_and_its_comparison_becomes_its_scope(
     unfair_trial_request: ReviewRequest, carol: User

@@ -17,6 +17,7 @@ BEFORE = [("experiments", "0006_trial_verdict_policy")]
 AFTER = [("experiments", "0007_dashboard_series_index_and_noise_floor")]
 
 
+@pytest.mark.slow  # migrates backwards and forwards over every later migration (7-23 s here)
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_fills_the_noise_floor_of_stored_verdicts(dataset_storage: Path) -> None:
     trial = TrialFactory.create()
