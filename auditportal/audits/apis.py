@@ -309,19 +309,7 @@ class PredictionAuditListCreateApi(APIView):
         refuse_rejected_upload(request)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        spec = AuditSpec.from_input(
-            label=data["label"],
-            positive=data["positive"],
-            prediction=data["prediction"],
-            score=data["score"],
-            threshold=data["threshold"],
-            attributes=data["attributes"],
-            intersect=data["intersect"],
-            references=data["references"],
-            unknown_tokens=data.get("unknown_tokens"),
-            power=data["power"],
-            max_groups=settings.DATASET_MAX_GROUPS,
-        )
+        spec = _spec_of(data)
         uploaded = data["file"]
         outcome = services.prediction_audit_submit(
             user=user,
@@ -482,19 +470,7 @@ class WhatIfCreateApi(APIView):
         refuse_rejected_upload(request)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        spec = AuditSpec.from_input(
-            label=data["label"],
-            positive=data["positive"],
-            prediction=data["prediction"],
-            score=data["score"],
-            threshold=data["threshold"],
-            attributes=data["attributes"],
-            intersect=data["intersect"],
-            references=data["references"],
-            unknown_tokens=data.get("unknown_tokens"),
-            power=data["power"],
-            max_groups=settings.DATASET_MAX_GROUPS,
-        )
+        spec = _spec_of(data)
         uploaded = data["file"]
         started = services.whatif_start(
             user=user,
@@ -568,3 +544,20 @@ class WhatIfFreezeApi(APIView):
             raise UserError("This what-if is not prepared yet.")
         audit = services.whatif_freeze(user=user, item=item, thresholds=whatif_thresholds(request, item))
         return Response(_document(audit, user=user), status=201)
+
+
+def _spec_of(data: dict[str, Any]) -> AuditSpec:
+    """The audit spec an upload's validated fields ask for (an audit, or a what-if's starting point)."""
+    return AuditSpec.from_input(
+        label=data["label"],
+        positive=data["positive"],
+        prediction=data["prediction"],
+        score=data["score"],
+        threshold=data["threshold"],
+        attributes=data["attributes"],
+        intersect=data["intersect"],
+        references=data["references"],
+        unknown_tokens=data.get("unknown_tokens"),
+        power=data["power"],
+        max_groups=settings.DATASET_MAX_GROUPS,
+    )
