@@ -34,7 +34,7 @@ IG_METHOD = "riemann_middle"
 TOLERANCE = 1e-3
 # Rows explained per Captum call at IG_STEPS[0] points (fewer at more): ROWS_PER_CHUNK * IG_STEPS[0]
 # copies of the input layer go through the model at once.
-ROWS_PER_CHUNK = 256
+ROWS_PER_CHUNK = 1024
 MIN_FLOOR = 30
 PROXY_ROWS = 50_000
 BASELINE_KIND = (
