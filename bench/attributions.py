@@ -25,6 +25,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,12 +110,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--compare", action="store_true")
     parser.add_argument("--compare-rows", type=int, default=1000)
+    parser.add_argument("--keep", action="store_true", help="keep the generated shards, checkpoint and files")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-attributions-"))
     start = time.perf_counter()
     shards, checkpoint = _train(work, args.rows, args.numeric, args.categorical)
-    print(f"trained a checkpoint in {time.perf_counter() - start:.1f} s ({work})")
+    print(f"trained a checkpoint in {time.perf_counter() - start:.1f} s")
 
     import numpy as np
 
@@ -148,6 +150,10 @@ def main() -> int:
     print(f"together: {_describe(whole)} (target 30 s)")
     if args.compare:
         _compare(shards, checkpoint, args.compare_rows)
+    if args.keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
