@@ -362,3 +362,47 @@ def test_the_command_names_the_flag_of_bad_input(
         _run(*(arg.format(**values) for arg in args), "--user", "bob")
     assert message in str(caught.value)
     assert not PairedComparison.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [
+        {"threshold": 0.5, "attribute": "gender", "groups": {"f": 0.41, "x": 0.6}},
+        {"threshold": 0.47, "attribute": "gender&age", "groups": {"f&young": 0.3, "m&old": 0.651}},
+    ],
+    ids=["attribute", "intersection"],
+)
+def test_group_thresholds_on_an_attribute_or_the_intersection_take_the_what_ifs_predictions(
+    tmp_path: Path, thresholds: dict[str, Any]
+) -> None:
+    """No database: an audit frozen from a what-if (its document is whatif.document_at's) is read back
+    from the file with its group thresholds, and its counts are the document's."""
+    from auditportal.fairness.statistics import paired_audits, whatif
+    from auditportal.fairness.statistics.paired_file import compare_outputs
+    from tests.audits.test_whatif_core import _scored
+
+    path = _scored(tmp_path / "scores.csv", rows=3000)
+    spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("gender", "age"), intersect=True)
+    prepared = whatif.prepare(path, spec, display_name="scores.csv", max_bytes=1 << 30)
+    chosen = whatif.Thresholds(
+        threshold=thresholds["threshold"], attribute=thresholds["attribute"], groups=thresholds["groups"]
+    )
+    frozen = paired_audits.AuditedModel(
+        2,
+        {**spec.parameters(), "threshold": chosen.threshold, "thresholds": chosen.as_json()},
+        whatif.document_at(prepared, chosen),
+    )
+    plain = paired_audits.AuditedModel(
+        1, {**spec.parameters(), "threshold": 0.45}, whatif.document_at(prepared, whatif.Thresholds(0.45))
+    )
+    outputs = paired_audits.outputs_spec(plain, frozen, tolerance=0.05, alpha=0.05)
+    assert dict(outputs.challenger.override_groups) == thresholds["groups"]
+    outcome = compare_outputs(path, outputs, display_name="scores.csv", max_bytes=1 << 30)
+    assert paired_audits.marginal_mismatches(outcome, plain, "champion") == []
+    assert paired_audits.marginal_mismatches(outcome, frozen, "challenger") == []
+    # Read without its group thresholds, the frozen audit's counts are not its document's.
+    bare = paired_audits.AuditedModel(2, {**spec.parameters(), "threshold": chosen.threshold}, frozen.document)
+    outcome = compare_outputs(
+        path, paired_audits.outputs_spec(plain, bare, tolerance=0.05, alpha=0.05), display_name="s", max_bytes=1 << 30
+    )
+    assert paired_audits.marginal_mismatches(outcome, bare, "challenger")
