@@ -93,8 +93,7 @@ class AuditsComparisonForm(forms.Form):
     file = forms.FileField(
         label="The file both audits audited",
         allow_empty_file=True,
-        help_text="An audit keeps per-group counts, not rows, so the file is needed again; its SHA-256 must be "
-        "the one both audits recorded.",
+        help_text="Byte for byte: its SHA-256 must be the one both audits recorded.",
     )
     champion_audit = forms.TypedChoiceField(
         coerce=int, label="Champion's audit (A)", help_text="The model in production."
