@@ -29,8 +29,25 @@ _VERDICT = serializers.ChoiceField(choices=paired.VERDICT_CHOICES, allow_null=Tr
 
 @open_component
 class _ModelSerializer(serializers.Serializer[Any]):
+    """One model: its column (a file's), or its name (``trial 5 (...)``, ``audit 12 (...)``) and what it was
+    taken from (a trial's reference, or an audit's, below)."""
+
     column = serializers.CharField()
     threshold = serializers.FloatField(allow_null=True)
+    audit = serializers.IntegerField(required=False, help_text="two audits: the model's audit")
+    prediction = serializers.CharField(
+        required=False, allow_null=True, help_text="two audits: the audit's 0/1 prediction column"
+    )
+    score = serializers.CharField(
+        required=False, allow_null=True, help_text="two audits: the audit's score column (at threshold)"
+    )
+    thresholds = serializers.DictField(
+        required=False, help_text="two audits: a frozen what-if's group thresholds (attribute, groups)"
+    )
+    audit_sha256 = serializers.CharField(required=False, help_text="two audits: the file's SHA-256 the audit recorded")
+    document = serializers.DictField(
+        required=False, allow_null=True, help_text="two audits: the audit's verdict document (id, sha256)"
+    )
 
 
 @open_component

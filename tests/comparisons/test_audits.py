@@ -344,6 +344,7 @@ def test_the_command_compares_two_audits_of_the_file(
         (("--champion-audit", "{a}", "--challenger-audit", "{b}"), "FILE: name the file both audits audited"),
         (("--champion-audit", "{a}", "--challenger-audit", "999999", "{file}"), "no such audit"),
         (("--champion-audit", "{a}", "--challenger-audit", "{b}", "--label", "x", "{file}"), "--label: taken from"),
+        (("--champion-audit", "{a}", "--challenger-audit", "{b}", "--positive", "0", "{file}"), "--positive: taken"),
         (("--champion-audit", "{a}", "--challenger-audit", "{b}", "{other}"), "FILE: other.csv has SHA-256"),
     ],
 )

@@ -36,6 +36,7 @@ FLAGS = {
     "champion_audit": "--champion-audit",
     "challenger_audit": "--challenger-audit",
     "unknown_tokens": "--unknown-token",
+    "positive": "--positive",
     "file": "FILE",
 }
 WORSE_EXIT_STATUS = 3
@@ -182,6 +183,7 @@ def _compare_audits(options: dict[str, Any]) -> PairedComparison:
     if options["champion_trial"] is not None or options["challenger_trial"] is not None:
         raise CommandError("compare two audits or two trials, not both")
     given = [key for key in AUDIT_SPEC_FLAGS if options[key]] + (["output"] if options["score"] else [])
+    given += ["positive"] if options["positive"] != "1" else []
     if given:
         raise CommandError(
             f"{FLAGS[given[0]]}: taken from the audits with --champion-audit; each model is read as its audit read it"
