@@ -511,16 +511,32 @@ class WhatIfSuggestionOutputSerializer(serializers.Serializer[Any]):
     accuracy_after = serializers.FloatField()
     accuracy_cost = serializers.FloatField()
     reached = serializers.BooleanField()
-    tpr = serializers.DictField(child=serializers.FloatField(allow_null=True))
+    tpr = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="per group with rows (of the intersection: its combinations with rows), at the suggested thresholds",
+    )
+    coarse = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="groups with fewer than 1/tolerance label positives: their TPR moves in steps wider than the "
+        "tolerance, so they limit the levels every group can share (small intersection groups)",
+    )
+    kept = serializers.ListField(
+        child=serializers.CharField(), help_text="groups without label positives: kept at the global threshold"
+    )
     method = serializers.CharField()
 
 
 class WhatIfSuggestionApi(APIView):
-    """Per group of one attribute, deterministic thresholds that bring the equal-opportunity (TPR) gap
-    within the policy's tolerance at the smallest loss of accuracy, with that cost."""
+    """Per group of one attribute, or of the intersection (its key, as in the document), deterministic
+    thresholds that bring the equal-opportunity (TPR) gap within the policy's tolerance at the smallest
+    loss of accuracy, with that cost."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("attribute", str, description="default: the first attribute")],
+        parameters=[
+            OpenApiParameter(
+                "attribute", str, description="an attribute, or the intersection's key (default: the first attribute)"
+            )
+        ],
         responses=WhatIfSuggestionOutputSerializer,
     )
     def get(self, request: Request, whatif_id: int) -> Response:

@@ -255,6 +255,8 @@ def whatif_detail(request: HttpRequest, whatif_id: int) -> HttpResponse:
             "value": thresholds.groups.get(group) if thresholds.attribute == attribute else None,
         }
         for group in prepared.groups_of(attribute)
+        # An intersection's combinations without rows are no groups (as in the document): no box for them.
+        if group in answer["document"]["attributes"].get(attribute, {}).get("groups", {group: None})
     ]
     context.update(
         {
@@ -265,6 +267,7 @@ def whatif_detail(request: HttpRequest, whatif_id: int) -> HttpResponse:
             + [(whatif.override_field(attribute, name), value) for name, value in thresholds.groups.items()],
             "attribute": attribute,
             "attribute_keys": keys,
+            "is_intersection": prepared.spec.intersect and attribute == prepared.intersection_key,
             "groups": groups,
             "slider": {"min": math.floor(low / step) * step, "max": math.ceil(high / step) * step, "step": step},
             "error": error,

@@ -8,6 +8,7 @@ from auditportal.comparisons import apis, planner_apis
 urlpatterns: list[URLPattern | URLResolver] = [
     path("comparisons/", apis.ComparisonListCreateApi.as_view(), name="api-comparison-list"),
     path("comparisons/trials/", apis.ComparisonTrialsCreateApi.as_view(), name="api-comparison-trials"),
+    path("comparisons/audits/", apis.ComparisonAuditsCreateApi.as_view(), name="api-comparison-audits"),
     path("comparisons/plan/", planner_apis.ComparisonPlanApi.as_view(), name="api-comparisons-plan"),
     path("comparisons/<int:comparison_id>/", apis.ComparisonDetailApi.as_view(), name="api-comparison"),
 ]

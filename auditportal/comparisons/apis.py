@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from auditportal.accounts.permissions import request_user
-from auditportal.comparisons import rules, selectors, services, trial_services
+from auditportal.audits.selectors import prediction_audit_get
+from auditportal.comparisons import audit_services, rules, selectors, services, trial_services
 from auditportal.comparisons.models import PairedComparison
 from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_refs
 from auditportal.experiments.selectors import trial_get
@@ -28,8 +29,25 @@ _VERDICT = serializers.ChoiceField(choices=paired.VERDICT_CHOICES, allow_null=Tr
 
 @open_component
 class _ModelSerializer(serializers.Serializer[Any]):
+    """One model: its column (a file's), or its name (``trial 5 (...)``, ``audit 12 (...)``) and what it was
+    taken from (a trial's reference, or an audit's, below)."""
+
     column = serializers.CharField()
     threshold = serializers.FloatField(allow_null=True)
+    audit = serializers.IntegerField(required=False, help_text="two audits: the model's audit")
+    prediction = serializers.CharField(
+        required=False, allow_null=True, help_text="two audits: the audit's 0/1 prediction column"
+    )
+    score = serializers.CharField(
+        required=False, allow_null=True, help_text="two audits: the audit's score column (at threshold)"
+    )
+    thresholds = serializers.DictField(
+        required=False, help_text="two audits: a frozen what-if's group thresholds (attribute, groups)"
+    )
+    audit_sha256 = serializers.CharField(required=False, help_text="two audits: the file's SHA-256 the audit recorded")
+    document = serializers.DictField(
+        required=False, allow_null=True, help_text="two audits: the audit's verdict document (id, sha256)"
+    )
 
 
 @open_component
@@ -58,7 +76,10 @@ class _PairedDocumentSerializer(serializers.Serializer[Any]):
     rows = serializers.IntegerField()
     champion = _ModelSerializer()
     challenger = _ModelSerializer()
-    output = serializers.ChoiceField(choices=["prediction", "score"])
+    output = serializers.ChoiceField(
+        choices=["prediction", "score", "mixed"],
+        help_text="what both models' columns hold; mixed: one audit took 0/1 predictions, the other scores",
+    )
     agreement = serializers.FloatField(allow_null=True, help_text="the share of rows where A and B agree")
     tolerance = serializers.FloatField()
     alpha = serializers.FloatField()
@@ -73,7 +94,8 @@ class _PairedDocumentSerializer(serializers.Serializer[Any]):
         help_text="the comparison's frozen verdict document (docs/verdict-documents.md), for a review request",
     )
     source = serializers.ChoiceField(  # type: ignore[assignment]  # a field, not Field.source
-        choices=["file", "trials"], help_text="one file, or two trials' checkpoints"
+        choices=["file", "trials", "audits"],
+        help_text="one file, two trials' checkpoints, or two audits of the same file (given again)",
     )
     state = serializers.ChoiceField(
         choices=["done", "pending", "failed"], help_text="two trials are compared by a worker: pending until then"
@@ -94,11 +116,10 @@ def _document(comparison: PairedComparison) -> dict[str, Any]:
     }
 
 
-# Fields of other inputs a file comparison is sometimes sent, and why they are refused.
+# Fields of other inputs a file comparison is sometimes sent, and where they go instead.
 _NOT_A_FILE_FIELD = {
-    "champion_audit": "two prediction audits cannot be paired: an audit keeps per-group confusion counts, not "
-    "which rows each model got right, so the rows where the models disagree are lost. Upload one file holding "
-    "both models' predictions on the same rows (fields file, champion and challenger).",
+    "champion_audit": "two prediction audits are compared through POST /api/v1/comparisons/audits/ "
+    "(multipart: champion_audit, challenger_audit and the file both audited, given again).",
     "champion_trial": "two trials are compared through POST /api/v1/comparisons/trials/ "
     '({"champion_trial": id, "challenger_trial": id}).',
 }
@@ -235,3 +256,55 @@ class ComparisonTrialsCreateApi(APIView):
             power=data["power"],
         )
         return Response(self.OutputSerializer(comparison).data, status=202)
+
+
+@accepts_uploads(rules.can_create, who="an ML engineer or a reviewer")
+class ComparisonAuditsCreateApi(APIView):
+    """POST: compare the models of two prediction audits of the same file, row by row (ML engineers and
+    reviewers). An audit keeps per-group counts, not rows, so the file is sent again
+    (``multipart/form-data``): its SHA-256 must be both audits'. Each model's predictions are taken as its
+    audit took them (label, prediction or score column and threshold, attributes, positive value), and
+    each model's counts must equal its audit's; the policy in force sets tolerance and alpha."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        file = serializers.FileField(
+            allow_empty_file=True,
+            help_text="the file both audits audited, byte for byte",
+            error_messages={"required": "send the file both audits audited: an audit does not keep it"},
+        )
+        champion_audit = serializers.IntegerField(
+            help_text="the audit of the model in production (A)",
+            error_messages={"required": "name the champion's audit: a paired comparison needs two audits"},
+        )
+        challenger_audit = serializers.IntegerField(
+            help_text="the audit of the model that would replace it (B), of the same file",
+            error_messages={"required": "name the challenger's audit: a paired comparison needs two audits"},
+        )
+        metrics = serializers.ListField(
+            child=serializers.ChoiceField(choices=paired.METRICS), required=False, default=list(paired.METRICS)
+        )
+        power = serializers.FloatField(default=stats.DEFAULT_POWER)
+
+    @extend_schema(request={"multipart/form-data": InputSerializer}, responses={201: _PairedDocumentSerializer})
+    def post(self, request: Request) -> Response:
+        user = request_user(request)
+        rules.check_create(user)
+        serializer = self.InputSerializer(data=request.data)
+        refuse_rejected_upload(request)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        uploaded = data["file"]
+        comparison = audit_services.comparison_create_from_audits(
+            user=user,
+            champion=prediction_audit_get(user=user, audit_id=data["champion_audit"]),
+            challenger=prediction_audit_get(user=user, audit_id=data["challenger_audit"]),
+            source=Path(uploaded.temporary_file_path()),
+            original_name=uploaded.name,
+            sha256=received_sha256(uploaded),
+            power=data["power"],
+            metrics=data["metrics"],
+            web=True,
+        )
+        return Response(_document(comparison), status=201)

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from auditportal.audits.models import PredictionAudit
 from auditportal.experiments.models import Trial
 from auditportal.policies.models import FairnessPolicy
 
@@ -10,6 +11,7 @@ from auditportal.policies.models import FairnessPolicy
 class ComparisonSource(models.TextChoices):
     FILE = "file", "one file with both models' outputs"
     TRIALS = "trials", "two trials' checkpoints on their shared validation rows"
+    AUDITS = "audits", "two prediction audits of the same file, the file given again"
 
 
 class ComparisonState(models.TextChoices):
@@ -48,6 +50,14 @@ class PairedComparison(models.Model):
     # Two trials validated on the same dataset version (source "trials"); the file is the version's.
     champion_trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     challenger_trial = models.ForeignKey(Trial, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # Two prediction audits of the same file (source "audits"): each model's predictions taken as its
+    # audit took them, from the file given again (its SHA-256 is both audits').
+    champion_audit = models.ForeignKey(
+        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    challenger_audit = models.ForeignKey(
+        PredictionAudit, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -57,6 +67,14 @@ class PairedComparison(models.Model):
             ),
             models.CheckConstraint(
                 condition=~models.Q(champion=models.F("challenger")), name="comparisons_paired_two_models"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(champion_audit__isnull=True, challenger_audit__isnull=True)
+                | (
+                    models.Q(champion_audit__isnull=False, challenger_audit__isnull=False)
+                    & ~models.Q(champion_audit=models.F("challenger_audit"))
+                ),
+                name="comparisons_paired_two_audits",
             ),
         ]
 

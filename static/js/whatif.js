@@ -218,10 +218,23 @@
           });
           update();
         });
+        var notes = [];
+        if (body.coarse && body.coarse.length) {
+          var coarse = document.createElement("p");
+          coarse.id = "whatif-suggestion-coarse";
+          coarse.textContent = "Fewer than 1/" + body.tolerance + " positives, so a TPR that moves in steps wider than the tolerance: " +
+            body.coarse.join(", ") + ". These groups decide which levels every group can share.";
+          notes.push(coarse);
+        }
+        if (body.kept && body.kept.length) {
+          var kept = document.createElement("p");
+          kept.textContent = "No label positives (no TPR), kept at the global threshold: " + body.kept.join(", ") + ".";
+          notes.push(kept);
+        }
         var method = document.createElement("p");
         method.className = "help";
         method.textContent = body.method;
-        suggestionBox.replaceChildren(text, apply, method);
+        suggestionBox.replaceChildren.apply(suggestionBox, [text].concat(notes, [apply, method]));
         suggestionBox.hidden = false;
       })
       .catch(function () { suggest.disabled = false; errorBox.textContent = "No suggestion could be made."; });

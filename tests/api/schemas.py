@@ -41,6 +41,7 @@ def closed(schema: dict[str, Any]) -> dict[str, Any]:
 UPLOAD_NAMES = {
     "/api/v1/audits/predictions/": "predictions.csv",
     "/api/v1/comparisons/": "paired.csv",
+    "/api/v1/comparisons/audits/": "paired.csv",
     "/api/v1/audits/whatif/": "scores.csv",
     "/api/v1/reports/verify/": "report.pdf",
     "/api/v1/deployments/{name}/-/batches/": "batch.csv",

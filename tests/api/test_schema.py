@@ -241,6 +241,28 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     )
     assert compared["champion"]["column"] == "model_a"
     call("pat", "GET", "/api/v1/comparisons/", 200)
+    # Two audits of one file (one per model), paired with the file sent again.
+    paired_bytes = paired_csv_text(rows=300).encode()
+    audited = [
+        call(
+            "pat",
+            "POST",
+            "/api/v1/audits/predictions/",
+            201,
+            body={"file": paired_bytes, "label": "label", "prediction": column, "attributes": ["gender"]},
+            media_type="multipart/form-data",
+        )["id"]
+        for column in ("model_a", "model_b")
+    ]
+    from_audits = call(
+        "pat",
+        "POST",
+        "/api/v1/comparisons/audits/",
+        201,
+        body={"file": paired_bytes, "champion_audit": audited[0], "challenger_audit": audited[1]},
+        media_type="multipart/form-data",
+    )
+    assert (from_audits["source"], from_audits["champion"]["audit"]) == ("audits", audited[0])
     # Two trials (tests/comparisons/test_trials.py trains real ones; here the checks before the worker pass).
     pair = _two_completed_trials(ids["version_id"][0], tmp_path, settings)
     queued_pair = call(

@@ -180,6 +180,32 @@ def test_the_suggestion_says_its_thresholds_and_cost(item: WhatIf, bob: User) ->
     assert body["accuracy_cost"] == pytest.approx(body["accuracy_before"] - body["accuracy_after"])
 
 
+def test_the_suggestion_is_offered_for_the_intersection_and_names_its_small_groups(
+    bob: User, carol: User, predictions_csv: Path, dataset_storage: Path
+) -> None:
+    crossed = services.whatif_start(
+        user=bob,
+        source=predictions_csv,
+        original_name="scores.csv",
+        spec=AuditSpec(label="label", score="score", threshold=0.5, attributes=("gender", "age_group"), intersect=True),
+    )
+    client = client_for(carol)
+    body = client.get(reverse("api-whatif-suggestion", args=[crossed.pk]), {"attribute": "gender&age_group"}).json()
+    groups = ["f&old", "f&young", "m&old", "m&young"]
+    assert body["attribute"] == "gender&age_group"
+    assert list(body["tpr"]) == groups
+    assert set(body["thresholds"]["groups"]) == set(groups)
+    # One or two positives each: a TPR that moves in steps of 1/2 or 1, far wider than the tolerance.
+    assert body["coarse"] == groups
+    assert body["kept"] == []
+    assert body["reached"] is True
+    page = client.get(reverse("audits:whatif", args=[crossed.pk]), {"attribute": "gender&age_group"})
+    html = page.content.decode()
+    assert 'id="whatif-intersection-note"' in html
+    assert "?attribute=gender%26age_group" in html
+    assert html.count('class="threshold-row" data-group=') == 4  # the combinations with rows
+
+
 def test_the_page_shows_the_exploratory_label_and_the_results_at_the_thresholds_in_the_address(
     item: WhatIf, bob: User
 ) -> None:

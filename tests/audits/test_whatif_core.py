@@ -229,3 +229,103 @@ def test_the_suggestion_is_deterministic_and_says_its_cost(tmp_path: Path) -> No
     described = first.as_json()
     assert described["accuracy_cost"] == pytest.approx(first.accuracy_before - first.accuracy_after)
     assert set(described["thresholds"]["groups"]) == {"f", "m", "x"}
+
+
+def _plain_level_search(
+    options: list[tuple[str, Any, Any, Any]], *, delta: float, fixed_correct: int
+) -> dict[str, float]:
+    """The search as first written, one level and one group at a time: the oracle of the vectorised one."""
+    levels = np.unique(np.concatenate([tpr for _, _, tpr, _ in options]))
+    if len(levels) > whatif.SUGGEST_LEVELS:
+        levels = levels[np.linspace(0, len(levels) - 1, whatif.SUGGEST_LEVELS).round().astype(int)]
+    best_total, best = -1, {}
+    for level in levels.tolist():
+        total, picks = fixed_correct, {}
+        for group, candidates, tpr, correct in options:
+            low = int(np.searchsorted(tpr, level, "left"))
+            high = int(np.searchsorted(tpr, level + delta + 1e-12, "right"))
+            if low >= high:
+                break
+            index = low + int(np.argmax(correct[low:high]))
+            total += int(correct[index])
+            picks[group] = float(candidates[index])
+        else:
+            if total > best_total:
+                best_total, best = total, picks
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_level_search_over_all_levels_at_once_picks_what_the_plain_loop_picks(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    options = []
+    for group in range(int(rng.integers(1, 12))):
+        size = int(rng.integers(1, 60))
+        # Few distinct TPRs and correct counts: ties everywhere, where "the first among equals" matters.
+        tpr = np.sort(rng.integers(0, 7, size) / 6)
+        correct = rng.integers(0, 5, size).astype(np.int64)
+        options.append((f"g{group}", np.sort(rng.random(size)), tpr, correct))
+    for delta in (0.0, 0.05, 0.2, 1.0):
+        expected = _plain_level_search(options, delta=delta, fixed_correct=3)
+        assert whatif._best_level(options, delta=delta, fixed_correct=3) == expected
+
+
+def test_suggested_thresholds_for_the_intersection_bring_its_gap_within_the_tolerance(tmp_path: Path) -> None:
+    path = _scored(tmp_path / "scores.csv", rows=20_000, seed=3)
+    prepared = whatif.prepare(path, _spec(intersect=True, tolerance=0.02), display_name="scores.csv", max_bytes=MAX)
+    suggestion = whatif.suggest(prepared, attribute="gender&age")
+    document = whatif.document_at(prepared, suggestion.thresholds)
+    section = document["attributes"]["gender&age"]
+    # The intersection's groups are its combinations with rows, as in the document.
+    assert list(suggestion.tpr) == list(section["groups"])
+    assert suggestion.reached
+    assert suggestion.gap_before is not None
+    assert suggestion.gap_before > 0.1
+    tprs = [group["tpr"] for group in section["groups"].values()]
+    assert suggestion.gap_after == pytest.approx(max(tprs) - min(tprs))
+    assert max(tprs) - min(tprs) <= 0.02
+    assert suggestion.coarse == ()  # every combination has more than 1/0.02 = 50 positives here
+
+
+def test_small_intersection_groups_are_named_as_coarse_and_combinations_without_rows_left_out(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    rows = 3000
+    gender = rng.choice(["f", "m"], size=rows)
+    region = np.where(rng.random(rows) < 0.01, "north", rng.choice(["south", "east"], size=rows))
+    region[(gender == "m") & (region == "north")] = "south"  # (m, north) has no rows
+    label = (rng.random(rows) < 0.4).astype(np.int8)
+    score = np.clip(rng.normal(0.35 + 0.3 * label, 0.2), 0, 1).round(3)
+    path = tmp_path / "scores.csv"
+    columns: dict[str, Any] = {"label": label, "score": score, "gender": gender, "region": region}
+    pacsv.write_csv(pa.table(columns), path)
+    spec = _spec(attributes=("gender", "region"), intersect=True, tolerance=0.05)
+    prepared = whatif.prepare(path, spec, display_name="scores.csv", max_bytes=MAX)
+    suggestion = whatif.suggest(prepared, attribute="gender&region")
+    assert "m&north" not in suggestion.tpr
+    assert suggestion.coarse == ("f&north",)  # about 6 positives: its TPR moves in steps of 1/6 > 0.05
+    assert suggestion.reached  # every group at TPR 1 is always reachable: the point gap is met
+    assert suggestion.as_json()["coarse"] == ["f&north"]
+
+
+def test_a_suggestion_over_hundreds_of_intersection_groups_searches_every_level_at_once(tmp_path: Path) -> None:
+    """240 groups: 0.13 s here, where one level and one group at a time took 3.2 s (1,000 groups: 0.38 s
+    against 13.6 s), with the same thresholds."""
+    import time
+
+    rng = np.random.default_rng(1)
+    rows = 200_000
+    columns: dict[str, Any] = {
+        f"a{i}": rng.choice([f"v{j}" for j in range(size)], rows) for i, size in enumerate((8, 6, 5))
+    }
+    label = (rng.random(rows) < 0.4).astype(np.int8)
+    columns.update(label=label, score=np.clip(rng.normal(0.35 + 0.3 * label, 0.2), 0, 1).round(4))
+    path = tmp_path / "scores.csv"
+    pacsv.write_csv(pa.table(columns), path)
+    spec = _spec(attributes=("a0", "a1", "a2"), intersect=True, tolerance=0.05)
+    prepared = whatif.prepare(path, spec, display_name="scores.csv", max_bytes=MAX)
+    started = time.perf_counter()
+    suggestion = whatif.suggest(prepared, attribute=prepared.intersection_key)
+    elapsed = time.perf_counter() - started
+    assert len(suggestion.tpr) == 240
+    assert suggestion.reached
+    assert elapsed < 3, elapsed

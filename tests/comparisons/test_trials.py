@@ -270,15 +270,3 @@ def test_a_trial_the_user_cannot_see_is_404(
             "--user",
             "bob",
         )
-
-
-def test_two_audits_are_refused_naming_the_field(bob: User) -> None:
-    client = Client()
-    client.force_login(bob)
-    answer = client.post("/api/v1/comparisons/", {"champion_audit": 1, "challenger_audit": 2})
-    assert answer.status_code == 400
-    message = answer.json()
-    assert "champion_audit" in json.dumps(message)
-    assert "an audit keeps per-group confusion counts, not which rows each model got right" in json.dumps(message)
-    with pytest.raises(CommandError, match="--champion-audit: two prediction audits cannot be paired"):
-        call_command("compare_predictions", "--champion-audit", "1", "--challenger-audit", "2", "--user", "bob")

@@ -130,7 +130,13 @@ audits:prediction-queued-status    GET  -         login  404    404    404    20
 comparisons:list                   GET  -         login  200    200    200    200    200    200    200    200    200
 comparisons:new                    GET  -         login  403    403    403    200    200    200    403    403    403
 comparisons:new                    POST -         login  403    403    403    200    200    200    403    403    403
+comparisons:new-audits             GET  -         login  405    405    405    405    405    405    405    405    405
+comparisons:new-audits             POST -         login  403    403    403    400    400    400    403    403    403
+comparisons:new-trials             GET  -         login  405    405    405    405    405    405    405    405    405
+comparisons:new-trials             POST -         login  403    403    403    400    400    400    403    403    403
 comparisons:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
+# The state a pending comparison's page polls (JSON): as the comparison.
+comparisons:status                 GET  -         login  404    200    200    200    200    200    200    200    404
 # What-if thresholds: started and frozen by those who run audits, read by every member (as audits).
 audits:whatif-new                  GET  -         login  403    403    403    200    200    200    403    403    403
 audits:whatif-new                  POST -         login  403    403    403    200    200    200    403    403    403
@@ -226,6 +232,8 @@ api-comparison-list                POST -         401    403    403    403    41
 api-comparison                     GET  -         401    404    200    200    200    200    200    200    200    404
 api-comparison-trials              GET  -         401    405    405    405    405    405    405    405    405    405
 api-comparison-trials              POST -         401    403    403    403    400    400    400    403    403    403
+api-comparison-audits              GET  -         401    405    405    405    405    405    405    405    405    405
+api-comparison-audits              POST -         401    403    403    403    415    415    415    403    403    403
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
 api-whatif-list                    GET  -         401    405    405    405    405    405    405    405    405    405
 api-whatif-list                    POST -         401    403    403    403    415    415    415    403    403    403

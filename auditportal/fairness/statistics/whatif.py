@@ -445,7 +445,12 @@ class Suggestion:
     accuracy_before: float
     accuracy_after: float
     reached: bool  # whether the gap is within the tolerance at the suggested thresholds
-    tpr: Mapping[str, float | None]  # per group, at the suggested thresholds
+    tpr: Mapping[str, float | None]  # per group with rows, at the suggested thresholds
+    # Groups with label positives so few that their TPR moves in steps wider than the tolerance
+    # (1 / positives > tolerance): they set which levels are reachable (small intersection groups).
+    coarse: tuple[str, ...] = ()
+    # Groups without label positives (no TPR): kept at the global threshold.
+    kept: tuple[str, ...] = ()
 
     def as_json(self) -> JSON:
         return {
@@ -459,17 +464,21 @@ class Suggestion:
             "accuracy_cost": self.accuracy_before - self.accuracy_after,
             "reached": self.reached,
             "tpr": dict(self.tpr),
+            "coarse": list(self.coarse),
+            "kept": list(self.kept),
             "method": SUGGEST_METHOD,
         }
 
 
 SUGGEST_METHOD = (
-    "Per group, up to 2,000 candidate thresholds (the group's distinct scores, evenly thinned); for each "
-    "candidate its TPR and its correct predictions from the sorted scores. For every level r among the "
-    "candidates' TPRs (up to 2,000, evenly thinned), each group takes its most accurate candidate whose "
-    "TPR lies in [r, r + tolerance]; the level with the most correct predictions overall wins. Every pair "
-    "of groups is then within the tolerance (max - min TPR), and among the candidates this is the most "
-    "accurate such choice when nothing was thinned. Deterministic: one threshold per group, no randomising."
+    "Per group (of one attribute, or of the intersection: its combinations with rows), up to 2,000 candidate "
+    "thresholds (the group's distinct scores, evenly thinned); for each candidate its TPR and its correct "
+    "predictions from the sorted scores. For every level r among the candidates' TPRs (up to 2,000, evenly "
+    "thinned), each group takes its most accurate candidate whose TPR lies in [r, r + tolerance]; the level with "
+    "the most correct predictions overall wins. Every pair of groups is then within the tolerance (max - min "
+    "TPR), and among the candidates this is the most accurate such choice when nothing was thinned. "
+    "Deterministic: one threshold per group, no randomising. A group with fewer than 1/tolerance positives has a "
+    "TPR that moves in steps wider than the tolerance, so it limits the levels every group can share."
 )
 
 
@@ -479,19 +488,20 @@ def _tpr_gap(tprs: Sequence[float | None]) -> float | None:
 
 
 def suggest(prepared: Prepared, *, attribute: str | None = None, tolerance: float | None = None) -> Suggestion:
-    """Per group of ``attribute`` (default: the first), the thresholds that bring the TPR gap within
-    ``tolerance`` (default: the spec's, the policy's) with the most correct predictions (the method:
-    SUGGEST_METHOD). Rows of an unknown group, and groups without label positives, keep the global
-    threshold."""
+    """Per group of ``attribute`` (default: the first; the intersection's key for its combinations),
+    the thresholds that bring the TPR gap within ``tolerance`` (default: the spec's, the policy's) with
+    the most correct predictions (the method: SUGGEST_METHOD). Rows of an unknown group, and groups
+    without label positives, keep the global threshold; an intersection's combinations without rows
+    are not groups (as in the audit document)."""
     key = attribute or prepared.attributes[0][0]
     delta = prepared.spec.tolerance if tolerance is None else tolerance
     start = Thresholds(threshold=cast(float, prepared.spec.threshold))
-    groups = prepared.groups_of(key)
     base_cells = counts_at(prepared, start)
     total_rows = int(base_cells.sum())
     correct_before = int(base_cells[:, 0].sum() + base_cells[:, 3].sum())
 
     per_group = _group_scores(prepared, key)
+    groups = [group for group in prepared.groups_of(key) if sum(map(len, per_group[group]))]
     fixed_correct = correct_before
     options: list[tuple[str, Floats, Floats, npt.NDArray[np.int64]]] = []  # group, thresholds, tpr, correct
     tprs_before: dict[str, float | None] = {}
@@ -504,34 +514,9 @@ def suggest(prepared: Prepared, *, attribute: str | None = None, tolerance: floa
         fixed_correct -= int(at_start[0][0])
         candidates = _candidates(negatives, positives, start.threshold)
         correct, tpr = _correct(negatives, positives, candidates)
-        options.append((group, candidates, tpr, correct))
-
-    chosen: dict[str, float] = {}
-    if options:
-        levels = np.unique(np.concatenate([tpr for _, _, tpr, _ in options]))
-        if len(levels) > SUGGEST_LEVELS:
-            levels = levels[np.linspace(0, len(levels) - 1, SUGGEST_LEVELS).round().astype(int)]
-        best_total = -1
-        best: dict[str, float] = {}
-        sorted_options = []
-        for group, candidates, tpr, correct in options:
-            order = np.argsort(tpr, kind="stable")
-            sorted_options.append((group, candidates[order], tpr[order], correct[order]))
-        for level in levels.tolist():
-            total = fixed_correct
-            picks: dict[str, float] = {}
-            for group, candidates, tpr, correct in sorted_options:
-                low = int(np.searchsorted(tpr, level, "left"))
-                high = int(np.searchsorted(tpr, level + delta + 1e-12, "right"))
-                if low >= high:
-                    break
-                index = low + int(np.argmax(correct[low:high]))
-                total += int(correct[index])
-                picks[group] = float(candidates[index])
-            else:
-                if total > best_total:
-                    best_total, best = total, picks
-        chosen = best
+        order = np.argsort(tpr, kind="stable")
+        options.append((group, candidates[order], tpr[order], correct[order]))
+    chosen = _best_level(options, delta=delta, fixed_correct=fixed_correct)
     thresholds = Thresholds(threshold=start.threshold, attribute=key, groups=chosen)
     after_cells = counts_at(prepared, thresholds)
     correct_after = int(after_cells[:, 0].sum() + after_cells[:, 3].sum())
@@ -552,7 +537,65 @@ def suggest(prepared: Prepared, *, attribute: str | None = None, tolerance: floa
         accuracy_after=correct_after / total_rows,
         reached=bool(chosen) and gap_after is not None and gap_after <= delta + 1e-9,
         tpr=tprs_after,
+        coarse=tuple(group for group in groups if 0 < len(per_group[group][1]) < 1 / max(delta, 1e-300)),
+        kept=tuple(group for group in groups if not len(per_group[group][1])),
     )
+
+
+def _best_level(
+    options: Sequence[tuple[str, Floats, Floats, npt.NDArray[np.int64]]], *, delta: float, fixed_correct: int
+) -> dict[str, float]:
+    """The search over levels, all levels at once: per group (its candidates sorted by TPR), each level's
+    window [r, r + delta] of candidates and its most accurate one (the first among equals) by a range
+    maximum (:func:`_window_best`). The level with the most correct predictions wins (the first among
+    equals); a level where some group has no candidate in its window is out. {} when none is in."""
+    if not options:
+        return {}
+    levels = np.unique(np.concatenate([tpr for _, _, tpr, _ in options]))
+    if len(levels) > SUGGEST_LEVELS:
+        levels = levels[np.linspace(0, len(levels) - 1, SUGGEST_LEVELS).round().astype(int)]
+    totals = np.full(len(levels), fixed_correct, np.int64)
+    feasible = np.ones(len(levels), bool)
+    picked: list[npt.NDArray[np.intp]] = []
+    for _, _, tpr, correct in options:
+        low = np.searchsorted(tpr, levels, "left")
+        high = np.searchsorted(tpr, levels + delta + 1e-12, "right")
+        inside = low < high
+        feasible &= inside
+        index = _window_best(correct, low, np.where(inside, high, low + 1))
+        totals += np.where(inside, correct[np.minimum(index, len(correct) - 1)], 0)
+        picked.append(index)
+    if not feasible.any():
+        return {}
+    best = int(np.argmax(np.where(feasible, totals, -1)))
+    return {
+        group: float(candidates[index[best]]) for (group, candidates, _, _), index in zip(options, picked, strict=True)
+    }
+
+
+def _window_best(values: npt.NDArray[np.int64], low: npt.NDArray[np.intp], high: npt.NDArray[np.intp]) -> Any:
+    """Per window [low, high) of ``values`` (non-empty; high may pass the end by one where the window is
+    not used), the index of its largest value, the first among equals: a sparse table of the leftmost
+    maximum over every power-of-two window, two lookups per query."""
+    n = len(values)
+    high = np.minimum(high, n)
+    low = np.minimum(low, high - 1)
+    table = [np.arange(n)]
+    width = 1
+    while 2 * width <= n:
+        previous = table[-1]
+        left, right = previous[: n - 2 * width + 1], previous[width : n - width + 1]
+        table.append(np.where(values[left] >= values[right], left, right))
+        width *= 2
+    length = high - low
+    power = np.floor(np.log2(np.maximum(length, 1))).astype(int)
+    result = np.empty(len(low), np.intp)
+    for k in np.unique(power).tolist():
+        rows = power == k
+        left = table[k][low[rows]]
+        right = table[k][high[rows] - (1 << k)]
+        result[rows] = np.where(values[left] >= values[right], left, right)
+    return result
 
 
 def _group_scores(prepared: Prepared, key: str) -> dict[str, tuple[Floats, Floats]]:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,8 @@ from django.http import Http404
 
 from auditportal.accounts.cli import PortalCommand, cli_user
 from auditportal.accounts.models import Role, User
-from auditportal.comparisons import rules, services, trial_services
+from auditportal.audits.selectors import prediction_audit_get
+from auditportal.comparisons import audit_services, rules, services, trial_services
 from auditportal.comparisons.models import PairedComparison
 from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.errors import UserError
@@ -33,6 +33,11 @@ FLAGS = {
     "metrics": "--metric",
     "champion_trial": "--champion-trial",
     "challenger_trial": "--challenger-trial",
+    "champion_audit": "--champion-audit",
+    "challenger_audit": "--challenger-audit",
+    "unknown_tokens": "--unknown-token",
+    "positive": "--positive",
+    "file": "FILE",
 }
 WORSE_EXIT_STATUS = 3
 
@@ -49,8 +54,12 @@ class Command(PortalCommand):
         parser.add_argument("file", type=Path, nargs="?", help="one file with both models' outputs")
         parser.add_argument("--champion-trial", type=int, help="instead of a file: the champion's trial id")
         parser.add_argument("--challenger-trial", type=int, help="and the challenger's, validated on the same version")
-        parser.add_argument("--champion-audit", type=int, help=argparse.SUPPRESS)
-        parser.add_argument("--challenger-audit", type=int, help=argparse.SUPPRESS)
+        parser.add_argument(
+            "--champion-audit", type=int, help="instead of columns: the champion's prediction audit of FILE"
+        )
+        parser.add_argument(
+            "--challenger-audit", type=int, help="and the challenger's, of the same file (FILE, given again)"
+        )
         parser.add_argument("--label", help="the true binary label column")
         parser.add_argument("--positive", default="1", help="the label value that counts as positive (default 1)")
         parser.add_argument("--champion", help="the model in production (A): its prediction column")
@@ -82,15 +91,9 @@ class Command(PortalCommand):
         parser.add_argument("--user", help="act as this user (needs the ML engineer or reviewer role)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for flag in ("champion_audit", "challenger_audit"):
-            if options[flag] is not None:
-                raise CommandError(
-                    f"--{flag.replace('_', '-')}: two prediction audits cannot be paired: an audit keeps per-group "
-                    "confusion counts, not which rows each model got right, so the rows where the models disagree "
-                    "are lost. Compare one file holding both models' predictions on the same rows "
-                    "(FILE --champion COLUMN --challenger COLUMN)."
-                )
-        if options["champion_trial"] is not None or options["challenger_trial"] is not None:
+        if options["champion_audit"] is not None or options["challenger_audit"] is not None:
+            comparison = _compare_audits(options)
+        elif options["champion_trial"] is not None or options["challenger_trial"] is not None:
             comparison = _compare_trials(options)
         else:
             comparison = self._compare_file(options)
@@ -104,7 +107,10 @@ class Command(PortalCommand):
     def _compare_file(self, options: dict[str, Any]) -> PairedComparison:
         source: Path | None = options["file"]
         if source is None:
-            raise CommandError("name the file (or two trials: --champion-trial A --challenger-trial B)")
+            raise CommandError(
+                "name the file (or two trials: --champion-trial A --challenger-trial B, or two audits of the file: "
+                "--champion-audit A --challenger-audit B FILE)"
+            )
         for key in ("label", "champion", "challenger", "attributes"):
             if not options[key]:
                 raise CommandError(f"{FLAGS[key]} is required with a file")
@@ -155,6 +161,54 @@ def _compare_trials(options: dict[str, Any]) -> PairedComparison:
     if comparison.state != "done":
         raise CommandError(f"comparison #{comparison.pk} failed: {comparison.error}")
     return comparison
+
+
+# What two audits' parameters say: given with --champion-audit, these flags are refused.
+AUDIT_SPEC_FLAGS = (
+    "label",
+    "champion",
+    "challenger",
+    "attributes",
+    "champion_threshold",
+    "challenger_threshold",
+    "unknown_tokens",
+)
+
+
+def _compare_audits(options: dict[str, Any]) -> PairedComparison:
+    """Two audits of FILE: each model taken as its audit took it (docs/comparisons.md, "Two audits")."""
+    for key in ("champion_audit", "challenger_audit"):
+        if options[key] is None:
+            raise CommandError(f"{FLAGS[key]} is required: a paired comparison needs two audits of the same file")
+    if options["champion_trial"] is not None or options["challenger_trial"] is not None:
+        raise CommandError("compare two audits or two trials, not both")
+    given = [key for key in AUDIT_SPEC_FLAGS if options[key]] + (["output"] if options["score"] else [])
+    given += ["positive"] if options["positive"] != "1" else []
+    if given:
+        raise CommandError(
+            f"{FLAGS[given[0]]}: taken from the audits with --champion-audit; each model is read as its audit read it"
+        )
+    source: Path | None = options["file"]
+    if source is None:
+        raise CommandError("FILE: name the file both audits audited (an audit keeps counts, not the file)")
+    user = _actor(options["user"])
+    try:
+        champion = prediction_audit_get(user=user, audit_id=options["champion_audit"])
+        challenger = prediction_audit_get(user=user, audit_id=options["challenger_audit"])
+    except Http404 as exc:
+        raise CommandError(f"no such audit: {exc}") from exc
+    try:
+        return audit_services.comparison_create_from_audits(
+            user=user,
+            champion=champion,
+            challenger=challenger,
+            source=source,
+            original_name=source.name,
+            power=options["power"],
+            metrics=options["metrics"] or paired.METRICS,
+        )
+    except UserError as exc:
+        raise CommandError(f"{FLAGS.get(exc.field, exc.field)}: {exc}" if exc.field else str(exc)) from exc
 
 
 MODEL_FIELDS = ("champion", "challenger")
