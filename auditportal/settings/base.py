@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "auditportal.policies",
     "auditportal.evidence",
     "auditportal.comparisons",
+    "auditportal.attributions",
     "auditportal.approvals",
     "auditportal.monitoring",
     "auditportal.reports",
