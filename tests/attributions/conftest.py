@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from auditportal.attributions import services
 from auditportal.attributions.models import AttributionState, TrialAttribution
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments.models import Trial, TrialState
@@ -87,8 +89,9 @@ def trial(version: DatasetVersion, runs: Path) -> Trial:
 def done_attribution(
     trial: Trial, user: Any, document: dict[str, Any] | None = None, **fields: Any
 ) -> TrialAttribution:
-    """A done attribution of ``trial`` written as the worker leaves one (without running anything)."""
-    document = document or summary_document(attributes=GROUPS_FOR_DOCUMENT)
+    """A done attribution of ``trial`` written as the worker leaves one (without running anything): its
+    summary ``document`` (by default tests/attributions/documents.py's) with its inputs."""
+    summary = document or summary_document(attributes=GROUPS_FOR_DOCUMENT)
     checkpoint = Path(trial.checkpoint)
     version = trial.experiment.dataset_version
     attribution: TrialAttribution = TrialAttribution.objects.create(
@@ -100,13 +103,18 @@ def done_attribution(
         dataset_sha256=version.sha256,
         sample_size=fields.pop("sample_size", 400),
         seed=fields.pop("seed", 0),
-        method=document["method"],
-        state=AttributionState.DONE,
-        canonical=canonical_json(document).decode(),
-        sha256=canonical_sha256(document),
         created_by=user,
         **fields,
     )
+    stored = services.attribution_document(attribution, summary)
+    TrialAttribution.objects.filter(pk=attribution.pk).update(
+        state=AttributionState.DONE,
+        method=stored["method"],
+        canonical=canonical_json(stored).decode(),
+        sha256=canonical_sha256(stored),
+        completed_at=timezone.now(),
+    )
+    attribution.refresh_from_db()
     return attribution
 
 
