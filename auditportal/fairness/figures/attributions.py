@@ -134,10 +134,14 @@ def gap_contributions_figure(
                 "width": 4,
             },
             customdata=[
-                [plain(feature), "" if low is None else f"[{low:+.4f}, {high:+.4f}]"]
+                [
+                    plain(feature),
+                    "" if low is None else f"[{low:+.4f}, {high:+.4f}]",
+                    plain(f"{attribute}: {gap.group} − {gap.reference}"),
+                ]
                 for feature, _c, low, high in gap.bars
             ],
-            hovertemplate="%{customdata[0]}: %{x:+.4f} %{customdata[1]}<extra></extra>",
+            hovertemplate="%{customdata[2]}<br>%{customdata[0]}: %{x:+.4f} %{customdata[1]}<extra></extra>",
             showlegend=False,
             row=index,
             col=1,
@@ -199,7 +203,8 @@ def mean_abs_figure(attribute: str, section: Mapping[str, Any], *, top: int = TO
     reference = str(section.get("reference"))
     for index, (group, entry) in enumerate(groups.items()):
         values = (entry or {}).get("mean_abs") or {}
-        name = plain(shorten(str(group), LABEL_CHARS)) + (" (reference)" if str(group) == reference else "")
+        mark = " (reference)" if str(group) == reference else ""
+        name = plain(shorten(str(group), LABEL_CHARS)) + mark
         figure.add_bar(
             x=[float(values.get(feature, 0.0)) for feature in features],
             y=[plain(shorten(feature, LABEL_CHARS)) for feature in features],
@@ -207,7 +212,7 @@ def mean_abs_figure(attribute: str, section: Mapping[str, Any], *, top: int = TO
             name=name,
             marker={"color": palette.series_colour(index)},
             customdata=[plain(feature) for feature in features],
-            hovertemplate=f"{name}<br>%{{customdata}}: %{{x:.4f}}<extra></extra>",
+            hovertemplate=f"{plain(group)}{mark}<br>%{{customdata}}: %{{x:.4f}}<extra></extra>",
         )
     rows = len(features) * max(1, len(groups))
     figure.update_layout(
