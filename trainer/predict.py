@@ -20,41 +20,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.bias import stats_group_key, stats_key
-from trainer.data import ShardError, load_shards, validation_mask
+from trainer.checkpoint import load_model, monitored_attributes, validation_rows
+from trainer.data import ShardError
 from trainer.hparams import HparamError, resolve_hparams
-from trainer.model import TabularMLP
 
 PREDICTIONS_SCHEMA = 1
 
 
-def _model_state(checkpoint: Path) -> dict[str, Any]:
-    path = checkpoint / "state_dict.pth"
-    if not path.is_file():
-        raise ShardError(f"checkpoint {checkpoint.name} holds no state_dict.pth")
-    # The checkpoint holds numpy RNG state beside the weights: not loadable with weights_only. It is
-    # the portal's own run folder's, written by this trainer.
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    state = saved["models_state_dict"][0] if "models_state_dict" in saved else saved["model_state_dict"]
-    # A model wrapped for distributed training saves its parameters under "module.".
-    return {key.removeprefix("module."): value for key, value in state.items()}
-
-
 def validation_predictions(data: Path, checkpoint: Path, hparams: dict[str, Any]) -> dict[str, Any]:
     hp = resolve_hparams(hparams)
-    spec, rows = load_shards(data)
-    is_val = validation_mask(rows.part, rows.row_in_part, float(hp["val_fraction"]))
-    val = rows.subset(np.flatnonzero(is_val))
-    model = TabularMLP(
-        n_numeric=len(spec.numeric),
-        cardinalities=spec.cardinalities,
-        hidden_sizes=hp["hidden_sizes"],
-        dropout=float(hp["dropout"]),
-        normalization=str(hp["normalization"]),
-        embedding_dim=int(hp["embedding_dim"]),
-    )
-    model.load_state_dict(_model_state(checkpoint))
-    model.eval()
+    spec, _, val = validation_rows(data, hp)
+    model = load_model(checkpoint, spec, hp)
     predicted = np.zeros(len(val), dtype=np.int8)
     batch = max(1, int(hp["val_batch_size"]))
     with torch.no_grad():
@@ -64,11 +40,7 @@ def validation_predictions(data: Path, checkpoint: Path, hparams: dict[str, Any]
                 torch.from_numpy(np.ascontiguousarray(val.categorical[start : start + batch])),
             )
             predicted[start : start + batch] = (torch.sigmoid(logits) >= 0.5).numpy()
-    layout = spec.layout()
-    attributes = [
-        {"name": stats_key(attr.names), "groups": [stats_group_key(group) for group in attr.groups]}
-        for attr in layout.attributes
-    ]
+    attributes = [{"name": name, "groups": groups} for name, groups in monitored_attributes(spec)]
     return {
         "part": val.part.astype(np.int32),
         "row": val.row_in_part.astype(np.int64),

@@ -67,6 +67,40 @@ DEMO_CATEGORICAL = ("region",)
 DEMO_ATTRIBUTES = (("gender", ("female", "male")), ("age_group", ("18-29", "30-44", "45+")))
 
 
+def make_proxy_frame(
+    n: int, seed: int = 0, *, numeric: int = 4, categorical: int = 2, proxy: bool = True
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Rows for the attributions tests and benchmark: (frame, numeric names, categorical names).
+
+    With ``proxy`` the first numeric feature, ``zip_density``, is gender's proxy (women +1, men -1,
+    noise 0.7) and raises the label's log-odds by 1.2 per unit: the score gap between the genders
+    comes through it alone. Without, every feature and the label are independent of both attributes.
+    The label also depends on ``x1``, ``x2`` and the first categorical, none tied to a group.
+    """
+    rng = np.random.default_rng([seed, 303])
+    gender = rng.choice(["female", "male"], size=n, p=[0.45, 0.55]).astype(object)
+    age = rng.choice(["18-29", "30-44", "45+"], size=n, p=[0.3, 0.5, 0.2]).astype(object)
+    female = gender == "female"
+    num_names = ["zip_density", *(f"x{j}" for j in range(1, numeric))]
+    cat_names = [f"c{j}" for j in range(categorical)]
+    columns: dict[str, Any] = {}
+    for j, name in enumerate(num_names):
+        columns[name] = rng.normal(0.0, 1.0, n) * (3.0 if j == 3 else 1.0) + (5.0 if j == 3 else 0.0)
+    if proxy:
+        columns["zip_density"] = np.where(female, 1.0, -1.0) + rng.normal(0.0, 0.7, n)
+    for j, name in enumerate(cat_names):
+        columns[name] = rng.choice([f"k{v}" for v in range(3 + j % 4)], size=n).astype(object)
+    logit = -0.5 + 1.0 * columns.get("x1", 0.0) + 0.8 * columns.get("x2", 0.0)
+    if cat_names:
+        logit = logit + np.where(columns[cat_names[0]] == "k0", 0.8, 0.0)
+    if proxy:
+        logit = logit + 1.2 * columns["zip_density"]
+    columns["_target"] = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int8)
+    columns["_attr.gender"] = gender
+    columns["_attr.age_group"] = age
+    return pd.DataFrame(columns), num_names, cat_names
+
+
 def _feature_block(frame: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name in numeric:
