@@ -304,6 +304,7 @@ SPECTACULAR_SETTINGS = {
         "RequestStateEnum": "auditportal.approvals.models.RequestState",
         "WaiverStateEnum": "auditportal.approvals.models.WaiverState",
         "TrialStateEnum": "auditportal.experiments.models.TrialState",
+        "AttributionStateEnum": "auditportal.attributions.models.AttributionState",
         "ExperimentStatusEnum": "auditportal.experiments.models.ExperimentStatus",
         "ReportStateEnum": "auditportal.fairness.documents.report_context.REPORT_STATES",
         "DeploymentStateEnum": "auditportal.monitoring.models.DeploymentState",
