@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from auditportal.fairness.files import intersections, metricsfile, sharding
 from auditportal.fairness.files.tabular import ATTRIBUTE_PREFIX, TARGET_COLUMN
-from trainer import bias, data
+from auditportal.fairness.statistics import attributions
+from trainer import attribute, bias, data
 
 
 def test_the_portal_reads_the_metrics_schema_the_trainer_writes() -> None:
@@ -26,6 +27,11 @@ def test_the_portal_writes_the_shard_schema_and_columns_the_trainer_reads() -> N
     assert sharding.SCHEMA == data.SHARD_SCHEMA
     assert sharding.attribute_column("gender") == f"{ATTRIBUTE_PREFIX}gender"
     assert TARGET_COLUMN == "_target"  # the default trainer/data.py falls back to without metadata
+
+
+def test_the_portal_reads_the_attributions_schema_the_trainer_writes() -> None:
+    assert attributions.ATTRIBUTIONS_SCHEMA == attribute.ATTRIBUTIONS_SCHEMA
+    assert attributions.CODES == "group_codes__"
 
 
 # Names made of the characters the encodings escape, and others.

@@ -8,6 +8,7 @@ from auditportal.experiments.configs import ConfigError
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.sharding import ShardingError
 from auditportal.fairness.files.tabular import DatasetError
+from auditportal.fairness.statistics.attributions import AttributionsError
 from auditportal.fairness.statistics.audit import AuditSpecError
 from auditportal.fairness.statistics.sequential import MonitorPolicyError
 
@@ -22,6 +23,9 @@ ERRORS = [
     pytest.param(AuditSpecError("threshold", "a score column needs a threshold"), None, "threshold", id="AuditSpec"),
     pytest.param(ConfigError("hparams", "Unknown hyperparameter 'lr'."), None, "hparams", id="ConfigError"),
     pytest.param(ShardingError("parts must be at least 1, got 0"), None, None, id="ShardingError"),
+    pytest.param(
+        AttributionsError("the attributions file has no 'scores' array"), None, "attributions", id="Attributions"
+    ),
     pytest.param(
         MonitorPolicyError("a rate limit must lie strictly between 0 and 1", field="limit"), None, "limit", id="Monitor"
     ),

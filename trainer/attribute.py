@@ -34,7 +34,7 @@ IG_METHOD = "riemann_middle"
 TOLERANCE = 1e-3
 # Rows explained per Captum call at IG_STEPS[0] points (fewer at more): ROWS_PER_CHUNK * IG_STEPS[0]
 # copies of the input layer go through the model at once.
-ROWS_PER_CHUNK = 256
+ROWS_PER_CHUNK = 1024
 MIN_FLOOR = 30
 PROXY_ROWS = 50_000
 BASELINE_KIND = (
@@ -86,8 +86,9 @@ def cell_weights(codes: np.ndarray, sample: np.ndarray) -> np.ndarray:
     the rows that share every attribute's code. A group's weighted mean over the sample estimates
     its mean over all validation rows although the floors over-sample small groups (and, inside a
     large group, the rows of a small group of another attribute)."""
-    _, cell = np.unique(codes, axis=0, return_inverse=True)
-    cell = cell.reshape(-1)
+    cell = np.zeros(codes.shape[0], dtype=np.int64)
+    for column in codes.T:  # renumbered after each column, so the key never overflows
+        _, cell = np.unique(cell * (int(column.max(initial=0)) + 1) + column, return_inverse=True)
     population = np.bincount(cell)
     drawn = np.bincount(cell[sample], minlength=population.shape[0])
     weights: np.ndarray = population[cell[sample]] / drawn[cell[sample]]

@@ -15,12 +15,14 @@ rows of the group and of the reference are resampled, each within itself.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from auditportal.fairness.errors import UserError
+from auditportal.fairness.statistics.distributions import normal_quantile
 
 JSON = dict[str, Any]
 ATTRIBUTIONS_SCHEMA = 1
@@ -177,6 +179,29 @@ def mutual_information(bins: np.ndarray, codes: np.ndarray) -> float:
     return max(0.0, float((joint[cells] * np.log2(joint[cells] / outer[cells])).sum()))
 
 
+def _chance_auc(sizes: list[int], total: int) -> float:
+    """The folded one-vs-rest AUC that a feature unrelated to the group exceeds with probability
+    1 - LEVEL: under no association each group's AUC is about normal around 0.5 with variance
+    (n1 + n0 + 1) / (12 n1 n0) (no ties); Bonferroni over the groups, two-sided for the fold."""
+    if len(sizes) < 2:
+        return 0.5
+    z = float(normal_quantile(1.0 - (1.0 - LEVEL) / (2.0 * len(sizes))))
+    spread = max(math.sqrt((total + 1) / (12.0 * n1 * (total - n1))) for n1 in sizes)
+    return min(1.0, 0.5 + z * spread)
+
+
+def _chance_mutual_information(bins: int, groups: int, rows: int) -> float:
+    """The plug-in mutual information (bits) that independent variables exceed with probability
+    1 - LEVEL: 2 rows ln(2) MI is about chi-square with (bins - 1)(groups - 1) degrees of freedom
+    (the G-test), whose quantile is taken by Wilson and Hilferty's cube-root approximation."""
+    df = (bins - 1) * (groups - 1)
+    if df < 1 or rows == 0:
+        return 0.0
+    z = float(normal_quantile(LEVEL))
+    quantile = df * (1.0 - 2.0 / (9.0 * df) + z * math.sqrt(2.0 / (9.0 * df))) ** 3
+    return quantile / (2.0 * rows * math.log(2.0))
+
+
 def proxy_strength(values: np.ndarray, kind: str, codes: np.ndarray, groups: int) -> JSON:
     """How well one feature alone tells each group of an attribute from the rest (unknown rows left out).
 
@@ -184,7 +209,9 @@ def proxy_strength(values: np.ndarray, kind: str, codes: np.ndarray, groups: int
     none and 1 is perfect whichever way the feature points. A numeric feature scores by its value;
     a categorical one by its category's share of the group (the best classifier from that feature
     alone, fitted on these rows). ``auc_group`` names the group. ``mutual_information``: in bits,
-    between :func:`bin_values` and the group.
+    between :func:`bin_values` and the group. ``auc_chance`` and ``mutual_information_chance``:
+    what a feature unrelated to the group reaches by sampling alone at 95% (a categorical's AUC,
+    fitted on the same rows, may pass its chance level with many small categories).
     """
     known = codes < groups
     values, codes = values[known], codes[known]
@@ -205,8 +232,18 @@ def proxy_strength(values: np.ndarray, kind: str, codes: np.ndarray, groups: int
             folded = max(a, 1.0 - a)
             if folded > best:
                 best, best_group = folded, g
-    mi = mutual_information(bin_values(values, kind), codes) if len(present) >= 2 else 0.0
-    return {"auc": best, "auc_group": best_group, "mutual_information": mi}
+    bins = bin_values(values, kind)
+    mi = mutual_information(bins, codes) if len(present) >= 2 else 0.0
+    sizes = [int((codes == g).sum()) for g in present]
+    return {
+        "auc": best,
+        "auc_group": best_group,
+        "auc_chance": _chance_auc(sizes, int(codes.shape[0])),
+        "mutual_information": mi,
+        "mutual_information_chance": _chance_mutual_information(
+            int(np.unique(bins).shape[0]), len(present), int(codes.shape[0])
+        ),
+    }
 
 
 def summarise(
