@@ -24,6 +24,7 @@ class GroupRow:
     score_gap: float | None
     recall_gap: float | None
     top_feature: str  # the largest contribution to its score gap, with its value
+    beyond_noise: list[str]  # the features whose contribution to its score gap lies beyond sampling noise
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,17 @@ class ProxyRow:
     feature: str
     auc: float | None
     mutual_information: float | None
+    auc_group: str  # the group the feature tells apart best
+    auc_chance: float | None  # what an unrelated feature reaches by sampling alone (95%)
+    mutual_information_chance: float | None
+
+    @property
+    def beyond_chance(self) -> bool:
+        return _above(self.auc, self.auc_chance) or _above(self.mutual_information, self.mutual_information_chance)
+
+
+def _above(value: float | None, chance: float | None) -> bool:
+    return value is not None and chance is not None and value > chance
 
 
 @dataclass(frozen=True)
@@ -79,10 +91,18 @@ def attribute_views(document: Mapping[str, Any]) -> list[AttributeView]:
                     score_gap=score.get("total"),
                     recall_gap=recall.get("total"),
                     top_feature="" if top is None else f"{top} ({float(contributions[top]):+.3f})",
+                    beyond_noise=[str(feature) for feature in score.get("beyond_noise") or []],
                 )
             )
         proxies = [
-            ProxyRow(feature=str(feature), auc=value.get("auc"), mutual_information=value.get("mutual_information"))
+            ProxyRow(
+                feature=str(feature),
+                auc=value.get("auc"),
+                mutual_information=value.get("mutual_information"),
+                auc_group="" if value.get("auc_group") is None else str(value.get("auc_group")),
+                auc_chance=value.get("auc_chance"),
+                mutual_information_chance=value.get("mutual_information_chance"),
+            )
             for feature, value in (section.get("proxies") or {}).items()
         ]
         proxies.sort(key=lambda row: (-(row.auc if row.auc is not None else -1.0), row.feature))

@@ -11,8 +11,12 @@ def _gap(features: Sequence[str], total: float) -> dict[str, Any]:
     # The first feature carries most of the gap, the rest share what is left; intervals around each.
     weights = [0.7] + [0.3 / max(1, len(features) - 1)] * (len(features) - 1)
     contributions = {feature: round(total * weight, 6) for feature, weight in zip(features, weights, strict=True)}
+    total = round(sum(contributions.values()), 6)
     return {
-        "total": round(sum(contributions.values()), 6),
+        "total": total,
+        "interval": [round(total - 0.02, 6), round(total + 0.02, 6)],
+        "residual": 0.0,
+        "beyond_noise": [feature for feature, value in contributions.items() if abs(value) > 0.01],
         "contributions": contributions,
         "intervals": {
             feature: [round(value - 0.01, 6), round(value + 0.01, 6)] for feature, value in contributions.items()
@@ -48,8 +52,15 @@ def summary_document(
         sections[name] = {
             "reference": reference,
             "groups": entries,
+            "proxy_rows": 5 * size,
             "proxies": {
-                feature: {"auc": round(0.9 - 0.1 * rank, 6), "mutual_information": round(0.2 / (rank + 1), 6)}
+                feature: {
+                    "auc": round(0.9 - 0.1 * rank, 6),
+                    "auc_group": groups[-1],
+                    "auc_chance": 0.55,
+                    "mutual_information": round(0.2 / (rank + 1), 6),
+                    "mutual_information_chance": 0.01,
+                }
                 for rank, feature in enumerate(features)
             },
         }
@@ -58,7 +69,9 @@ def summary_document(
         "method": "Integrated Gradients (Captum 0.8.0), 64 steps; probability of the positive class",
         "baseline": {"kind": "the training data's mean row (numeric means, categorical nulls)", "score": 0.31},
         "completeness": {"max_error": 2e-5, "tolerance": 1e-3, "holds": True},
-        "sample": {"size": size, "seed": seed},
+        "sample": {"size": size, "seed": seed, "weighted": True},
+        "bootstrap": {"replicates": 200, "level": 0.95, "seed": seed},
         "features": list(features),
+        "feature_kinds": {feature: "numeric" for feature in features},
         "attributes": sections,
     }

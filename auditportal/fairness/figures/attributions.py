@@ -39,12 +39,19 @@ GAP_KINDS = {"score_gap": "mean score", "recall_gap": "recall among the true pos
 @dataclass(frozen=True)
 class GroupGap:
     """One group's gap against the reference, as bars: (feature, contribution, low, high), largest first,
-    the other features last (low and high None)."""
+    the other features last (low and high None); ``beyond``: the features whose interval excludes 0."""
 
     group: str
     reference: str
     total: float
     bars: tuple[tuple[str, float, float | None, float | None], ...]
+    beyond: frozenset[str] = frozenset()
+    interval: tuple[float, float] | None = None
+
+    @property
+    def title(self) -> str:
+        low_high = f" [{self.interval[0]:+.3f}, {self.interval[1]:+.3f}]" if self.interval else ""
+        return f"gap {self.total:+.3f}{low_high}"
 
 
 def group_gaps(section: Mapping[str, Any], *, kind: str = "score_gap", top: int = TOP_FEATURES) -> list[GroupGap]:
@@ -66,8 +73,16 @@ def group_gaps(section: Mapping[str, Any], *, kind: str = "score_gap", top: int 
         rest = ranked[top:]
         if rest:
             bars.append((OTHERS, float(sum(float(contributions[feature]) for feature in rest)), None, None))
+        interval = gap.get("interval")
         gaps.append(
-            GroupGap(group=str(group), reference=reference, total=float(gap.get("total") or 0.0), bars=tuple(bars))
+            GroupGap(
+                group=str(group),
+                reference=reference,
+                total=float(gap.get("total") or 0.0),
+                bars=tuple(bars),
+                beyond=frozenset(str(feature) for feature in gap.get("beyond_noise") or ()),
+                interval=(float(interval[0]), float(interval[1])) if interval and len(interval) == 2 else None,
+            )
         )
     return gaps
 
@@ -102,7 +117,7 @@ def gap_contributions_figure(
         vertical_spacing=PANEL_GAP_PX / plot_px if len(gaps) > 1 else 0.0,
         row_heights=[count / sum(counts) for count in counts],
         subplot_titles=[
-            plain(shorten(f"{attribute}: {gap.group} − {gap.reference}", TITLE_CHARS)) + f" (gap {gap.total:+.3f})"
+            plain(shorten(f"{attribute}: {gap.group} − {gap.reference}", TITLE_CHARS)) + f" ({gap.title})"
             for gap in gaps
         ],
     )
@@ -119,10 +134,7 @@ def gap_contributions_figure(
             y=list(range(len(names))),
             orientation="h",
             marker={
-                "color": [
-                    OTHERS_COLOUR if feature == OTHERS else (RAISES if value >= 0 else LOWERS)
-                    for feature, value in zip(names, values, strict=True)
-                ]
+                "color": [_colour(name, value, name in gap.beyond) for name, value in zip(names, values, strict=True)]
             },
             error_x={
                 "type": "data",
@@ -136,7 +148,8 @@ def gap_contributions_figure(
             customdata=[
                 [
                     plain(feature),
-                    "" if low is None else f"[{low:+.4f}, {high:+.4f}]",
+                    ("" if low is None else f"[{low:+.4f}, {high:+.4f}]")
+                    + ("" if feature == OTHERS else (" beyond noise" if feature in gap.beyond else " within noise")),
                     plain(f"{attribute}: {gap.group} − {gap.reference}"),
                 ]
                 for feature, _c, low, high in gap.bars
@@ -179,6 +192,19 @@ def gap_contributions_figure(
     )
     figure.update_yaxes(automargin=True)
     return figure
+
+
+def _colour(feature: str, value: float, beyond: bool) -> str:
+    if feature == OTHERS:
+        return OTHERS_COLOUR
+    colour = RAISES if value >= 0 else LOWERS
+    # A contribution within its sampling noise (its interval holds 0) is drawn pale.
+    return colour if beyond else _pale(colour)
+
+
+def _pale(colour: str) -> str:
+    red, green, blue = (int(colour[at : at + 2], 16) for at in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, 0.35)"
 
 
 def mean_abs_features(section: Mapping[str, Any], *, top: int = TOP_FEATURES) -> list[str]:
