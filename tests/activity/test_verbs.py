@@ -39,6 +39,7 @@ from auditportal.fairness.documents.findings import FAIL
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
+from auditportal.fairness.statistics import attributions as attribution_statistics
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.fairness.statistics.whatif import Thresholds
@@ -411,7 +412,7 @@ def _trial_attribution_completed(request: pytest.FixtureRequest, *, fail: bool) 
     pending, _ = attribution_services.attribution_request(user=_user(request, "bob"), trial=trial, queue=False)
     patch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     patch.setattr(attribution_services, "_attributions_file", lambda *args: {})
-    patch.setattr(attribution_services.attribution_statistics, "summarise", lambda *a, **k: summary_document())
+    patch.setattr(attribution_statistics, "summarise", lambda *a, **k: summary_document())
     if fail:
         (Path(trial.checkpoint) / "state_dict.pth").unlink()
     return lambda: attribution_services.attribution_compute(attribution_id=pending.pk)

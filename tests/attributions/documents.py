@@ -3,7 +3,7 @@ tests of what the portal does with one (pages, figures, the report) without runn
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -27,7 +27,7 @@ def _gap(features: Sequence[str], total: float) -> dict[str, Any]:
 def summary_document(
     *,
     features: Sequence[str] = ("signal", "proxy", "income", "region"),
-    attributes: dict[str, Sequence[str]] | None = None,
+    attributes: Mapping[str, Sequence[str]] | None = None,
     seed: int = 0,
     size: int = 400,
 ) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from django.test import Client
 
@@ -24,7 +25,7 @@ def _client(user: User) -> Client:
     return client
 
 
-def _figures(page: str) -> dict[str, dict[str, object]]:
+def _figures(page: str) -> dict[str, Any]:
     return {
         key: json.loads(html.unescape(value))
         for key, value in re.findall(r'<script id="([^"]+)" type="application/json">(.*?)</script>', page, re.S)

@@ -18,6 +18,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.attributions import services
 from auditportal.attributions.models import AttributionState, TrialAttribution
 from auditportal.datasets.models import DatasetVersion
+from auditportal.experiments import checkpoints
 from auditportal.experiments.models import Backend, Trial, TrialState
 from auditportal.fairness.documents.canonical import canonical_sha256
 from auditportal.fairness.errors import UserError
@@ -255,7 +256,7 @@ def test_the_trainers_refusal_is_stored_as_the_reason(trial: Trial, bob: User, m
         assert arguments[arguments.index("--seed") + 1] == "0"
         raise UserError(f"{kwargs['failure']}: shards: part-00000 cannot be read", field=kwargs["field"])
 
-    monkeypatch.setattr(services.checkpoints, "trainer_run", refuse)
+    monkeypatch.setattr(checkpoints, "trainer_run", refuse)
     pending, _ = services.attribution_request(user=bob, trial=trial)
     failed = services.attribution_compute(attribution_id=pending.pk)
     assert failed is not None
