@@ -53,7 +53,7 @@ def test_a_done_attribution_shows_its_charts_tables_and_provenance(trial: Trial,
     assert score["data"][0]["orientation"] == "h"
     assert score["data"][0]["error_x"]["type"] == "data"
     proxies = re.findall(r"<table class=\"data attribution-proxies\">.*?</table>", text, re.S)[0]
-    assert re.findall(r"<tr><td>(\w+)</td>", proxies) == ["signal", "proxy", "income", "region"]
+    assert re.findall(r"<tr><td class=\"feature\">(\w+)</td>", proxies) == ["signal", "proxy", "income", "region"]
     assert '<td class="num">0.900</td>' in proxies
     # Not for a steward: the form, and the checkpoint's path.
     assert 'id="attribution-form"' not in text

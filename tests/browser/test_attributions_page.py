@@ -29,7 +29,7 @@ def test_the_why_the_gaps_page_fits_a_phone_and_a_laptop(
     settings.EXPERIMENT_RUN_DIR = tmp_path / "runs"
     (tmp_path / "runs").mkdir()
     bob = make_user("bob", [Role.ML_ENGINEER])
-    trial = local_trial(DatasetVersionFactory.create(created_by=bob), tmp_path / "runs")
+    trial = local_trial(DatasetVersionFactory.create(), tmp_path / "runs")
     document = summary_document(attributes=GROUPS_FOR_DOCUMENT, features=FEATURES, size=2000)
     done_attribution(trial, bob, document=document, sample_size=2000, seed=7)
     page.add_init_script(WATCH)

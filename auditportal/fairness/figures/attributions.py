@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from auditportal.fairness.figures import palette, printing
+from auditportal.fairness.figures.screen import narrow_meta
 from auditportal.fairness.figures.text import plain, shorten
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 TOP_FEATURES = 6
 LABEL_CHARS = 28
 TITLE_CHARS = 60
+# On a phone (fairness/figures/screen.py): shorter labels and titles, fewer ticks.
+NARROW_LABEL_CHARS = 12
+NARROW_GROUP_CHARS = 14
+NARROW_TICKS = 5
 ROW_PX = 26
 PANEL_GAP_PX = 64
 OTHERS = "other features"
@@ -121,6 +126,8 @@ def gap_contributions_figure(
             for gap in gaps
         ],
     )
+    wide: dict[str, Any] = {}
+    narrow: dict[str, Any] = {}
     span = max(
         [abs(gap.total) for gap in gaps]
         + [abs(value) for gap in gaps for _f, c, low, high in gap.bars for value in (c, low, high) if value is not None]
@@ -160,10 +167,19 @@ def gap_contributions_figure(
             col=1,
         )
         figure.add_vline(x=0, line={"color": palette.MUTED, "width": 1}, row=index, col=1)
+        suffix = "" if index == 1 else str(index)
+        wide[f"yaxis{suffix}.ticktext"] = [plain(shorten(feature, LABEL_CHARS)) for feature in names]
+        narrow[f"yaxis{suffix}.ticktext"] = [plain(shorten(feature, NARROW_LABEL_CHARS)) for feature in names]
+        wide[f"xaxis{suffix}.nticks"] = None
+        narrow[f"xaxis{suffix}.nticks"] = NARROW_TICKS
+        wide[f"annotations[{index - 1}].text"] = figure.layout.annotations[index - 1].text
+        narrow[f"annotations[{index - 1}].text"] = (
+            plain(shorten(gap.group, NARROW_GROUP_CHARS)) + f" ({gap.total:+.3f})"
+        )
         figure.update_yaxes(
             tickmode="array",
             tickvals=list(range(len(names))),
-            ticktext=[plain(shorten(feature, LABEL_CHARS)) for feature in names],
+            ticktext=wide[f"yaxis{suffix}.ticktext"],
             range=[len(names) - 0.5, -0.5],
             showgrid=False,
             zeroline=False,
@@ -188,6 +204,7 @@ def gap_contributions_figure(
             showlegend=False,
             hoverlabel={"align": "left"},
             bargap=0.35,
+            meta=narrow_meta(narrow, wide),
         )
     )
     figure.update_yaxes(automargin=True)
@@ -233,7 +250,7 @@ def mean_abs_figure(attribute: str, section: Mapping[str, Any], *, top: int = TO
         name = plain(shorten(str(group), LABEL_CHARS)) + mark
         figure.add_bar(
             x=[float(values.get(feature, 0.0)) for feature in features],
-            y=[plain(shorten(feature, LABEL_CHARS)) for feature in features],
+            y=list(range(len(features))),
             orientation="h",
             name=name,
             marker={"color": palette.series_colour(index)},
@@ -248,9 +265,21 @@ def mean_abs_figure(attribute: str, section: Mapping[str, Any], *, top: int = TO
             barmode="group",
             legend={"orientation": "h", "x": 0, "y": 1, "yref": "container", "yanchor": "top"},
             hoverlabel={"align": "left"},
+            meta=narrow_meta(
+                {"yaxis.ticktext": [plain(shorten(feature, NARROW_LABEL_CHARS)) for feature in features]},
+                {"yaxis.ticktext": [plain(shorten(feature, LABEL_CHARS)) for feature in features]},
+            ),
         )
     )
-    figure.update_yaxes(autorange="reversed", automargin=True, fixedrange=True)
+    figure.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(features))),
+        ticktext=[plain(shorten(feature, LABEL_CHARS)) for feature in features],
+        range=[len(features) - 0.5, -0.5],
+        automargin=True,
+        fixedrange=True,
+        showgrid=False,
+    )
     figure.update_xaxes(title={"text": "mean |attribution|", "font": {"size": 12}}, rangemode="tozero")
     return figure
 
