@@ -63,6 +63,7 @@ bench: install
 	$(PY) bench/api_load.py
 	$(PY) bench/monitoring.py
 	$(PY) bench/whatif.py
+	$(PY) bench/attribution_task.py
 
 clean:
 	rm -rf $(VENV) var

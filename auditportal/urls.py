@@ -27,6 +27,7 @@ urlpatterns = [
         name="trial-validation-freeze",
     ),
     path("comparisons/", include("auditportal.comparisons.urls")),
+    path("attributions/", include("auditportal.attributions.urls")),
     path("approvals/", include("auditportal.approvals.urls")),
     # A deployment's monitoring reports are the reports app's (it sits above monitoring), on a page under
     # the deployment's, after its "/-/" (monitoring/names.py).

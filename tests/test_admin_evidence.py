@@ -12,19 +12,23 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from auditportal.accounts.models import User
+from auditportal.attributions.models import TrialAttribution
 from auditportal.audits.models import PredictionAudit
 from auditportal.experiments.models import Experiment, Trial
+from tests.attributions.conftest import done_attribution
 from tests.factories import ExperimentFactory, PredictionAuditFactory, TrialFactory, make_user
 
 EVIDENCE: dict[str, Callable[[], models.Model]] = {
     "predictionaudit": lambda: PredictionAuditFactory.create(),
     "experiment": lambda: ExperimentFactory.create(),
     "trial": lambda: TrialFactory.create(),
+    "trialattribution": lambda: done_attribution(TrialFactory.create(checkpoint="/runs/ckpt-1"), make_user("ana")),
 }
 MODELS: dict[str, type[models.Model]] = {
     "predictionaudit": PredictionAudit,
     "experiment": Experiment,
     "trial": Trial,
+    "trialattribution": TrialAttribution,
 }
 
 

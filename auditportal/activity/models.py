@@ -99,6 +99,9 @@ class Verb(models.TextChoices):
     PAIRED_COMPARISON_CREATED = "paired_comparison.created", "paired comparison of two models created"
     PAIRED_COMPARISON_QUEUED = "paired_comparison.queued", "paired comparison of two trials queued for a worker"
     PAIRED_COMPARISON_FAILED = "paired_comparison.failed", "paired comparison of two trials failed"
+    TRIAL_ATTRIBUTION_QUEUED = "trial_attribution.queued", "attributions of a trial's checkpoint queued for a worker"
+    TRIAL_ATTRIBUTION_COMPUTED = "trial_attribution.computed", "attributions of a trial's checkpoint computed"
+    TRIAL_ATTRIBUTION_FAILED = "trial_attribution.failed", "attributions of a trial's checkpoint failed"
 
 
 class Event(models.Model):

@@ -27,6 +27,7 @@ _PAGES: dict[str, tuple[str, str | None]] = {
     "audits.queuedpredictionaudit": ("audits:prediction-queued", "queued_id"),
     "audits.whatif": ("audits:whatif", "whatif_id"),
     "evidence.verdictdocument": ("evidence:document", "document_id"),
+    "attributions.trialattribution": ("attributions:detail", "attribution_id"),
     "approvals.reviewrequest": ("approvals:request", "request_id"),
     "reports.report": ("reports:detail", "report_id"),
     "reports.certificateauthority": ("reports:authorities", None),

@@ -19,6 +19,7 @@ urlpatterns = [
     path("", include("auditportal.policies.api_urls")),
     path("", include("auditportal.evidence.api_urls")),
     path("", include("auditportal.comparisons.api_urls")),
+    path("", include("auditportal.attributions.api_urls")),
     path("", include("auditportal.approvals.api_urls")),
     path("", include("auditportal.monitoring.api_urls")),
     path("", include("auditportal.reports.api_urls")),

@@ -20,6 +20,8 @@ from auditportal.accounts.models import Role, User
 from auditportal.activity.selectors import chain_head
 from auditportal.approvals.models import RequestState, ReviewRequest, VoteChoice, WaiverState
 from auditportal.approvals.rules import current_votes
+from auditportal.attributions.models import TrialAttribution
+from auditportal.attributions.selectors import attribution_for_report
 from auditportal.audits.models import PredictionAudit
 from auditportal.datasets.models import DatasetVersion
 from auditportal.evidence.models import DocumentKind, VerdictDocument
@@ -28,6 +30,7 @@ from auditportal.experiments.selectors import ExperimentOverview, experiment_ove
 from auditportal.fairness.documents.report_context import (
     Acknowledgement,
     AttributeGroups,
+    AttributionEvidence,
     ChainHead,
     DatasetProvenance,
     Decision,
@@ -107,6 +110,20 @@ def evidence_document(document: VerdictDocument) -> EvidenceDocument:
         assert trial is not None
         label = f"Experiment {trial.experiment_id}, trial {trial.number}, validation at step {document.step}"
     return EvidenceDocument(label=label, sha256=document.sha256, canonical=document.canonical)
+
+
+def attribution_evidence(attribution: TrialAttribution) -> AttributionEvidence:
+    """A trial's done attributions as a report shows them (its stored canonical JSON, hashed)."""
+    trial = attribution.trial
+    return AttributionEvidence(
+        label=(
+            f"Attributions #{attribution.pk} of experiment {trial.experiment_id}, trial {trial.number} "
+            f"({checkpoint_label(attribution.checkpoint)}): at most {numbers.count(attribution.sample_size)} "
+            f"validation rows, seed {attribution.seed}"
+        ),
+        sha256=attribution.sha256,
+        canonical=attribution.canonical,
+    )
 
 
 def current_chain_head() -> ChainHead | None:
@@ -281,6 +298,7 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
     experiment = None
     dataset = None
     trials = None
+    attributions: tuple[AttributionEvidence, ...] = ()
     if request.trial_id is not None:
         trial = request.trial
         assert trial is not None
@@ -295,6 +313,10 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
             reviewed_trial_id=trial.pk,
             label=f"experiment {trial.experiment_id} ({trial.experiment.name})",
         )
+        # Why the reviewed checkpoint has its gaps, when its attributions were computed (docs/attributions.md).
+        attribution = attribution_for_report(trial=trial, checkpoint=request.checkpoint) if request.checkpoint else None
+        if attribution is not None:
+            attributions = (attribution_evidence(attribution),)
     elif request.paired_comparison_id is not None:
         comparison = request.paired_comparison
         assert comparison is not None
@@ -334,6 +356,7 @@ def review_request_context(*, request: ReviewRequest, revoked_by: User | None = 
         dataset=dataset,
         experiment=experiment,
         trials=trials,
+        attributions=attributions,
         chain_head=current_chain_head(),
         waivers=tuple(waivers),
         acknowledgements=tuple(

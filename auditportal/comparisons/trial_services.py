@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-from django.conf import settings
 from django.db import transaction
 
 from auditportal.accounts.models import User
@@ -25,7 +23,8 @@ from auditportal.activity.services import event_record
 from auditportal.comparisons import rules
 from auditportal.comparisons.models import ComparisonSource, ComparisonState, PairedComparison
 from auditportal.comparisons.services import verdict_document_freeze_paired_comparison
-from auditportal.experiments.models import Backend, Trial, TrialState
+from auditportal.experiments import checkpoints
+from auditportal.experiments.models import Trial
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.statistics import paired, paired_trials, stats
 from auditportal.outbox.services import task_enqueue
@@ -40,47 +39,19 @@ THRESHOLD: Final = 0.5
 PREDICT_TIMEOUT_SECONDS: Final = 3600
 
 
-def _val_fraction(trial: Trial) -> float:
-    from trainer.hparams import resolve_hparams
+_CLUSTER_INSTEAD = "compare a file of both models' predictions instead"
 
-    return float(resolve_hparams(trial.hparams)["val_fraction"])
+
+def _val_fraction(trial: Trial) -> float:
+    return checkpoints.trial_val_fraction(trial)
 
 
 def _checkpoint(trial: Trial, field: str) -> Path:
-    name = f"trial {trial.pk}"
-    if trial.state != TrialState.COMPLETED:
-        raise UserError(
-            f"{name} is {trial.state.lower()}: only a completed trial's checkpoint is compared", field=field
-        )
-    if not trial.checkpoint:
-        raise UserError(f"{name} has no checkpoint to compare", field=field)
-    if trial.experiment.backend != Backend.LOCAL:
-        raise UserError(
-            f"{name} ran on a Determined cluster: its checkpoint is in the cluster's storage, which the portal "
-            "does not read; compare a file of both models' predictions instead",
-            field=field,
-        )
-    folder = Path(trial.checkpoint).resolve()
-    if (
-        not folder.is_relative_to(Path(settings.EXPERIMENT_RUN_DIR).resolve())
-        or not (folder / "state_dict.pth").is_file()
-    ):
-        raise UserError(f"{name}'s checkpoint {folder.name} is no longer on disk", field=field)
-    return folder
+    return checkpoints.trial_checkpoint(trial, field=field, purpose="compared", instead=_CLUSTER_INSTEAD)
 
 
 def _manifest(trial: Trial, field: str) -> dict[str, Any]:
-    path = Path(trial.experiment.shard_dir) / "manifest.json"
-    try:
-        manifest: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise UserError(f"trial {trial.pk}'s shards are no longer on disk", field=field) from None
-    dataset = manifest.get("dataset")
-    if not isinstance(dataset, dict) or dataset.get("sha256") != trial.experiment.dataset_version.sha256:
-        raise UserError(
-            f"trial {trial.pk}'s shards were rewritten from other data than its dataset version", field=field
-        )
-    return manifest
+    return checkpoints.trial_shards(trial, field=field)
 
 
 def check_trials(*, champion: Trial, challenger: Trial) -> None:
@@ -184,30 +155,14 @@ def comparison_request_trials(
 
 def _predictions(trial: Trial, folder: Path) -> dict[str, np.ndarray[Any, Any]]:
     out = folder / f"trial-{trial.pk}.npz"
-    command = [
-        settings.EXPERIMENT_TRAINER_PYTHON,
-        "-m",
+    checkpoints.trainer_run(
         "trainer.predict",
-        "--data",
-        trial.experiment.shard_dir,
-        "--checkpoint",
-        trial.checkpoint,
-        "--hparams",
-        json.dumps(trial.hparams),
-        "--out",
-        str(out),
-    ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(settings.BASE_DIR),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
-    done = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=PREDICT_TIMEOUT_SECONDS, check=False
-    )
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise UserError(f"trial {trial.pk}'s checkpoint could not be run: {tail}", field="champion_trial")
+        ["--data", trial.experiment.shard_dir, "--checkpoint", trial.checkpoint, "--hparams", json.dumps(trial.hparams),
+         "--out", str(out)],
+        timeout=PREDICT_TIMEOUT_SECONDS,
+        failure=f"trial {trial.pk}'s checkpoint could not be run",
+        field="champion_trial",
+    )  # fmt: skip
     with np.load(out, allow_pickle=False) as data:
         return {key: data[key] for key in data.files}
 

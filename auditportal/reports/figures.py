@@ -21,10 +21,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from auditportal.fairness.documents.findings import document_attributes
-from auditportal.fairness.documents.report_context import EvidenceDocument, ExperimentTrials, Figure, ReportContext
+from auditportal.fairness.documents.report_context import (
+    AttributionEvidence,
+    EvidenceDocument,
+    ExperimentTrials,
+    Figure,
+    ReportContext,
+)
 from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.figures import experiment as experiment_figures
 from auditportal.fairness.figures import palette, printing
+from auditportal.fairness.figures.attributions import attribution_panels
 from auditportal.fairness.figures.audit import forest_plot_panels
 from auditportal.fairness.figures.paired import paired_forest_plot_panels
 
@@ -304,6 +311,8 @@ def context_with_figures(context: ReportContext) -> ReportContext:
             )
     if context.trials is not None:
         planned += _experiment_drawings(context.trials)
+    for attribution in context.attributions:
+        planned += _attribution_drawings(attribution)
     svgs = figures_svg([drawing for drawing, _, _ in planned])
     added = [
         Figure(title=title, svg=svg, caption=caption) for (_, title, caption), svg in zip(planned, svgs, strict=True)
@@ -328,6 +337,25 @@ def _paired_drawings(document: EvidenceDocument) -> list[tuple[Drawing, str, str
             f"WORSE. Document SHA-256 {document.sha256}.",
         )
         for panel in paired_forest_plot_panels(comparison)
+    ]
+
+
+def _attribution_drawings(attribution: AttributionEvidence) -> list[tuple[Drawing, str, str]]:
+    """The reviewed checkpoint's attributions for paper: per attribute, each group's gap in mean score
+    against the reference split into its features' contributions (fairness/figures/attributions.py)."""
+    value = attribution.document
+    sample = value.get("sample") or {}
+    return [
+        (
+            Drawing(panel.figure, height=panel.height),
+            f"Why the gaps, {panel.title}: {attribution.label}",
+            "Each group's gap in mean score against the reference group, split into the features that carry it "
+            "(a group's mean attribution minus the reference's; the bars add up to the gap, the other features "
+            "in one grey bar), with 95% bootstrap intervals; a pale bar's interval holds 0. "
+            f"{value.get('method', '')}; {sample.get('size')} validation rows, seed {sample.get('seed')}. "
+            f"Attributions SHA-256 {attribution.sha256}.",
+        )
+        for panel in attribution_panels(value)
     ]
 
 

@@ -40,7 +40,8 @@ PX_TO_PT = 0.75
 @dataclass(frozen=True)
 class EmbeddedFile:
     """A file embedded in the PDF as an associated file. ``relationship`` is PDF/A-3's AFRelationship:
-    ``Source`` for the verdict documents the report is made from, ``Data`` for the tables."""
+    ``Source`` for the verdict documents the report is made from, ``Data`` for the tables, ``Supplement`` for
+    the reviewed checkpoint's attributions (context, not a verdict)."""
 
     name: str
     data: bytes
@@ -99,6 +100,15 @@ def embedded_files(context: ReportContext) -> tuple[EmbeddedFile, ...]:
                 data=group_table_csv(document).encode(),
                 description=f"Group table of {document.label} (CSV)",
                 relationship="Data",
+            )
+        )
+    for attribution in context.attributions:
+        files.append(
+            EmbeddedFile(
+                name=f"attributions-{attribution.short_hash}.json",
+                data=attribution.canonical.encode(),
+                description=f"{attribution.label} (canonical JSON)",
+                relationship="Supplement",
             )
         )
     return tuple(files)

@@ -25,6 +25,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.approvals import notifications as approval_notifications
 from auditportal.approvals import services as approval_services
 from auditportal.approvals.models import ReviewRequest, Waiver
+from auditportal.attributions import services as attribution_services
 from auditportal.audits import services as audit_services
 from auditportal.audits.models import WhatIf
 from auditportal.comparisons import services as comparison_services
@@ -38,6 +39,7 @@ from auditportal.fairness.documents.findings import FAIL
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.fairness.files.tabular import DatasetSpec
+from auditportal.fairness.statistics import attributions as attribution_statistics
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.paired_file import PairedSpec
 from auditportal.fairness.statistics.whatif import Thresholds
@@ -49,12 +51,21 @@ from auditportal.reports import heads as report_heads
 from auditportal.reports import services as report_services
 from auditportal.reports import signing as report_signing
 from tests.approvals import conftest as approval_helpers
+from tests.attributions import conftest as attribution_helpers
+from tests.attributions.documents import summary_document
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV, flip_labels
 from tests.evidence.helpers import FAIR, UNFAIR
 from tests.experiments.conftest import poll_until_done
-from tests.factories import PASSWORD, ExperimentFactory, PredictionAuditFactory, TrialFactory, make_user
+from tests.factories import (
+    PASSWORD,
+    DatasetVersionFactory,
+    ExperimentFactory,
+    PredictionAuditFactory,
+    TrialFactory,
+    make_user,
+)
 from tests.monitoring.breaching import breaching_look
 from tests.reports.helpers import decided_context
 
@@ -380,6 +391,33 @@ def _paired_comparison_failed(request: pytest.FixtureRequest) -> Callable[[], ob
     return lambda: comparison_trial_services.comparison_compute_trials(comparison_id=pending.pk)
 
 
+def _explainable_trial(request: pytest.FixtureRequest) -> Trial:
+    """A completed local trial with its checkpoint and shards on disk: enough for the checks made before a
+    worker runs the checkpoint (tests/attributions/test_real.py runs a real one)."""
+    runs: Path = request.getfixturevalue("tmp_path") / "runs"
+    runs.mkdir()
+    request.getfixturevalue("settings").EXPERIMENT_RUN_DIR = runs
+    return attribution_helpers.local_trial(DatasetVersionFactory.create(), runs)
+
+
+def _trial_attribution_queued(request: pytest.FixtureRequest) -> Callable[[], object]:
+    trial = _explainable_trial(request)
+    return lambda: attribution_services.attribution_request(user=_user(request, "bob"), trial=trial)
+
+
+def _trial_attribution_completed(request: pytest.FixtureRequest, *, fail: bool) -> Callable[[], object]:
+    # The worker's part with the trainer's file and its summary stood in for (test_real.py runs both), or
+    # with the checkpoint gone: the failure is stored with its reason.
+    trial = _explainable_trial(request)
+    pending, _ = attribution_services.attribution_request(user=_user(request, "bob"), trial=trial, queue=False)
+    patch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    patch.setattr(attribution_services, "_attributions_file", lambda *args: {})
+    patch.setattr(attribution_statistics, "summarise", lambda *a, **k: summary_document())
+    if fail:
+        (Path(trial.checkpoint) / "state_dict.pth").unlink()
+    return lambda: attribution_services.attribution_compute(attribution_id=pending.pk)
+
+
 def _review_request(request: pytest.FixtureRequest, *, state: str = "draft", unfair: bool = False) -> ReviewRequest:
     """bob's request for a trial (FAIR or UNFAIR counts), carried to ``state`` by carol and two members."""
     bob, carol = _user(request, "bob"), _user(request, "carol")
@@ -679,6 +717,9 @@ SCENARIOS: dict[Verb, Scenario] = {
     Verb.PAIRED_COMPARISON_CREATED: _paired_comparison_created,
     Verb.PAIRED_COMPARISON_QUEUED: _paired_comparison_queued,
     Verb.PAIRED_COMPARISON_FAILED: _paired_comparison_failed,
+    Verb.TRIAL_ATTRIBUTION_QUEUED: _trial_attribution_queued,
+    Verb.TRIAL_ATTRIBUTION_COMPUTED: lambda request: _trial_attribution_completed(request, fail=False),
+    Verb.TRIAL_ATTRIBUTION_FAILED: lambda request: _trial_attribution_completed(request, fail=True),
     Verb.TRIAL_VERDICT_CHANGED: _trial_verdict_changed,
     Verb.ROLE_GRANT_PROPOSED: _role_grant_proposed,
     Verb.ROLE_GRANT_PROPOSAL_CONFIRMED: lambda request: _role_grant_proposal(request, confirm=True),

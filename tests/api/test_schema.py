@@ -45,6 +45,7 @@ from auditportal.outbox.models import OutboxMessage
 from auditportal.reports.services import report_generate
 from tests.api.conftest import Portal, session_of
 from tests.api.schemas import portal_schema, strict_schema
+from tests.attributions.conftest import done_attribution, local_trial
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.comparisons.conftest import paired_csv_text
 from tests.factories import PASSWORD, ExperimentFactory, TrialFactory, client_for, make_user
@@ -275,6 +276,24 @@ def test_every_operation_answers_valid_input_as_its_schema_says(
     )
     assert queued_pair["state"] == "pending"
     call("pat", "GET", "/api/v1/comparisons/{comparison_id}/", 200, path_parameters={"comparison_id": compared["id"]})
+    # A trial's attributions: asked (pending), asked again (the same one), and a done one read.
+    explained = local_trial(DatasetVersion.objects.get(pk=ids["version_id"][0]), tmp_path)
+    trial_path = {"trial_id": explained.pk}
+    pending = call(
+        "pat", "POST", "/api/v1/trials/{trial_id}/attributions/", 202, path_parameters=trial_path,
+        body={"sample_size": 500, "seed": 1}, media_type="application/json",
+    )  # fmt: skip
+    assert pending["state"] == "pending"
+    call(
+        "pat", "POST", "/api/v1/trials/{trial_id}/attributions/", 200, path_parameters=trial_path,
+        body={"sample_size": 500, "seed": 1}, media_type="application/json",
+    )  # fmt: skip
+    done = done_attribution(explained, User.objects.get(username="pat"), seed=2)
+    for attribution in (pending["id"], done.pk):
+        call(
+            "pat", "GET", "/api/v1/trials/{trial_id}/attributions/{attribution_id}/", 200,
+            path_parameters={**trial_path, "attribution_id": attribution},
+        )  # fmt: skip
     # What-if thresholds: started from a scored upload, judged at thresholds, suggested, frozen.
     started = call(
         "pat",

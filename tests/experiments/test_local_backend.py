@@ -48,6 +48,12 @@ def test_a_single_trial_stores_exactly_what_the_trainer_reported(
     assert trial.latest_step == 12
     assert trial.latest_eod == reported[("validation", 12, "eod")]
     assert trial.latest_accuracy == reported[("validation", 12, "accuracy")]
+    # The run folder records what the trial trained on (experiments/checkpoints.py holds a checkpoint to it).
+    assert json.loads((run_dir(trial) / "run.json").read_text()) == {
+        "experiment": experiment.pk,
+        "trial": trial.pk,
+        "dataset_version": {"id": demo_version.pk, "sha256": demo_version.sha256},
+    }
     assert list(
         Event.objects.filter(target_type="experiments.experiment", target_id=str(experiment.pk))
         .values_list("verb", flat=True)

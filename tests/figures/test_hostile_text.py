@@ -246,6 +246,19 @@ def test_the_paired_forest_plot_shows_group_names_as_text() -> None:
     assert_names_are_text(paired_forest_plot(document))
 
 
+def test_the_attribution_figures_show_attribute_group_and_feature_names_as_text() -> None:
+    from auditportal.fairness.figures.attributions import attribution_panels, gap_contributions_figure, mean_abs_figure
+    from tests.attributions.documents import summary_document
+
+    document = summary_document(attributes={LINK: ("reference", *HOSTILE)}, features=(*HOSTILE, "income"))
+    section = document["attributes"][LINK]
+    assert_names_are_text(gap_contributions_figure(LINK, section), (LINK, *HOSTILE))
+    assert_names_are_text(gap_contributions_figure(LINK, section, kind="recall_gap"), (LINK, *HOSTILE))
+    assert_names_are_text(mean_abs_figure(LINK, section), HOSTILE)
+    for panel in attribution_panels(document):
+        assert_names_are_text(panel.figure, HOSTILE)
+
+
 def test_every_figure_module_is_fed_hostile_names_here() -> None:
     """A new figure module (or builder) is added to this file, or this test says so."""
     import inspect
@@ -260,6 +273,7 @@ def test_every_figure_module_is_fed_hostile_names_here() -> None:
         "monitoring": {"rate_figure", "gap_figure", "drift_figure"},
         "planning": {"power_curve_figure"},
         "paired": {"paired_forest_plot"},
+        "attributions": {"gap_contributions_figure", "mean_abs_figure"},
     }
     for module in pkgutil.iter_modules(package.__path__):
         loaded = __import__(f"{package.__name__}.{module.name}", fromlist=["_"])

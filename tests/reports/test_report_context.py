@@ -69,18 +69,30 @@ def test_an_unknown_key_or_schema_is_refused(document: EvidenceDocument) -> None
     value = _context(document).as_json()
     with pytest.raises(ValueError, match="ReportContext: unknown keys colour"):
         ReportContext.from_json({**value, "colour": "red"})
-    with pytest.raises(ValueError, match="report context schema 9 is not one of 1, 2"):
+    with pytest.raises(ValueError, match="report context schema 9 is not one of 1, 2, 3"):
         ReportContext.from_json({**value, "schema_version": 9})
 
 
 def test_a_version_1_context_is_read_and_keeps_its_json_and_hash(document: EvidenceDocument) -> None:
     # As a report stored before the table of trials was added holds it: no "trials" key.
     value = _context(document).as_json()
-    del value["trials"]
+    del value["trials"], value["attributions"]
     value["schema_version"] = 1
     stored = canonical_sha256(value)
     again = ReportContext.from_json(value)
     assert again.trials is None
+    assert again.as_json() == value
+    assert again.sha256 == stored
+
+
+def test_a_version_2_context_is_read_and_keeps_its_json_and_hash(document: EvidenceDocument) -> None:
+    # As a report stored before the attributions were added holds it: no "attributions" key.
+    value = _context(document).as_json()
+    del value["attributions"]
+    value["schema_version"] = 2
+    stored = canonical_sha256(value)
+    again = ReportContext.from_json(value)
+    assert again.attributions == ()
     assert again.as_json() == value
     assert again.sha256 == stored
 

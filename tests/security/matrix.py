@@ -137,6 +137,12 @@ comparisons:new-trials             POST -         login  403    403    403    40
 comparisons:detail                 GET  -         login  404    200    200    200    200    200    200    200    404
 # The state a pending comparison's page polls (JSON): as the comparison.
 comparisons:status                 GET  -         login  404    200    200    200    200    200    200    200    404
+# Why a trial's model has its gaps: every member reads a trial's attributions (as the trial); ML engineers
+# and reviewers ask for them (an empty form: 303 back to the page with its errors).
+attributions:trial                 GET  -         login  404    200    200    200    200    200    200    200    404
+attributions:detail                GET  -         login  404    200    200    200    200    200    200    200    404
+attributions:request               GET  -         login  405    405    405    405    405    405    405    405    405
+attributions:request               POST -         login  404    403    403    303    303    303    403    403    404
 # What-if thresholds: started and frozen by those who run audits, read by every member (as audits).
 audits:whatif-new                  GET  -         login  403    403    403    200    200    200    403    403    403
 audits:whatif-new                  POST -         login  403    403    403    200    200    200    403    403    403
@@ -234,6 +240,10 @@ api-comparison-trials              GET  -         401    405    405    405    40
 api-comparison-trials              POST -         401    403    403    403    400    400    400    403    403    403
 api-comparison-audits              GET  -         401    405    405    405    405    405    405    405    405    405
 api-comparison-audits              POST -         401    403    403    403    415    415    415    403    403    403
+# A trial's attributions: the world's trial's checkpoint folder holds no weights (400, naming the trial).
+api-trial-attributions             GET  -         401    405    405    405    405    405    405    405    405    405
+api-trial-attributions             POST -         401    404    403    403    400    400    400    403    403    404
+api-trial-attribution              GET  -         401    404    200    200    200    200    200    200    200    404
 api-prediction-audit-queued        GET  -         401    404    404    404    200    404    404    404    404    404
 api-whatif-list                    GET  -         401    405    405    405    405    405    405    405    405    405
 api-whatif-list                    POST -         401    403    403    403    415    415    415    403    403    403
@@ -367,6 +377,7 @@ approvals.reviewvote             view-only
 approvals.waivedcomparison       view-only
 approvals.waiver                 view-only
 approvals.waivervote             view-only
+attributions.trialattribution    view-only
 audits.predictionaudit           view-only
 evidence.verdictdocument         view-only
 experiments.experiment           view-only

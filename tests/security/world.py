@@ -1,7 +1,7 @@
 """The populated portal the authorization matrix runs against: one user per role, a second steward
 and a second engineer (the "other owners"), an account without roles, a superuser without portal
 roles, and one object of every kind a URL names (dataset and version, staged uploads, experiment and
-trial, prediction audit, verdict documents, review request with comment, recommendation, vote and
+trial and its attributions, prediction audit, verdict documents, review request with comment, recommendation, vote and
 waiver, report and its authority, gate token, a deployment serving an approved model with its history,
 an incident, a proposal to loosen its monitor policy and a webhook with a delivery)."""
 
@@ -36,6 +36,7 @@ from auditportal.policies import services as policy_services
 from auditportal.reports import services as report_services
 from auditportal.reports.models import CertificateAuthority, Report
 from tests.approvals.conftest import approved, in_review, keys, trial_document, vote
+from tests.attributions.conftest import done_attribution
 from tests.audits.conftest import PREDICTIONS_CSV
 from tests.comparisons.conftest import paired_csv_text
 from tests.datasets.conftest import SMALL_CSV
@@ -229,6 +230,8 @@ def build_world(runs: Path, scratch: Path) -> World:
         context=decided_context(audit, version, [users["committee"], frank]),
         review_request_id=None,
     )
+    # The trial's attributions, done (the pages draw its charts).
+    attribution = done_attribution(trial, users["eng"])
     # A task the broker has not taken yet, for the admin's outbox pages.
     OutboxMessage.objects.create(name="approvals.tag_checkpoint", args=[request.pk], last_error="broker down")
     # A second administrator's proposal to loosen the policy: the admin class may confirm it.
@@ -306,6 +309,7 @@ def build_world(runs: Path, scratch: Path) -> World:
         "trial_id": trial.pk,
         "audit_id": audit.pk,
         "comparison_id": comparison.pk,
+        "attribution_id": attribution.pk,
         "document_id": document.pk,
         "request_id": request.pk,
         "waiver_id": waiver.pk,

@@ -2,9 +2,10 @@
 
 Each trial runs from its own folder ``EXPERIMENT_RUN_DIR/exp-<id>/trial-<n>/``: ``work/`` (the cwd;
 Determined copies it into every checkpoint, so it stays empty), ``xdg/`` (checkpoints),
-``hparams.json``, ``metrics.jsonl``, ``trial.log`` and the runner's files (backends/runner.py:
-``pid``, ``stop``, ``stopped``, ``exit_code``). The runner records the exit status even when the
-worker that started the trial has died, so a restarted worker picks every trial up where it was.
+``hparams.json``, ``run.json`` (the dataset version it trains on), ``metrics.jsonl``, ``trial.log``
+and the runner's files (backends/runner.py: ``pid``, ``stop``, ``stopped``, ``exit_code``). The runner
+records the exit status even when the worker that started the trial has died, so a restarted worker
+picks every trial up where it was.
 
 A trial of ``slots_per_trial`` > 1 runs under ``torch.distributed.run`` with that many processes
 (gloo on CPU), so the per-worker metrics (worker_share/...) are those of real workers. Stopping a
@@ -28,7 +29,7 @@ from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from auditportal.experiments import asha, configs
+from auditportal.experiments import asha, checkpoints, configs
 from auditportal.experiments.backends import (
     BackendError,
     ExperimentSnapshot,
@@ -163,6 +164,15 @@ class LocalBackend:
         (directory / "work").mkdir(parents=True, exist_ok=True)
         (directory / "xdg").mkdir(exist_ok=True)
         (directory / "hparams.json").write_text(json.dumps(trial.hparams, sort_keys=True))
+        # What the trial is trained on, kept beside its checkpoints: a checkpoint is only run on its own
+        # dataset version's shards (experiments/checkpoints.py), even if this folder outlives the database.
+        version = experiment.dataset_version
+        record = {
+            "experiment": experiment.pk,
+            "trial": trial.pk,
+            "dataset_version": {"id": version.pk, "sha256": version.sha256},
+        }
+        (directory / checkpoints.RUN_RECORD).write_text(json.dumps(record, sort_keys=True))
         launcher: list[str] = [settings.EXPERIMENT_TRAINER_PYTHON]
         ports: list[str] = []
         if experiment.slots_per_trial > 1:

@@ -31,10 +31,12 @@ from auditportal.fairness.documents.verdict_documents import PAIRED_COMPARISON
 from auditportal.fairness.text import numbers, presentation
 from auditportal.fairness.text.csvsafe import csv_text
 
-# The layout of ``as_json``; a change to its keys or their meaning is a new version. Version 1 (no
-# ``trials``) is still read: stored reports keep the context they were made from.
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# The layout of ``as_json``; a change to its keys or their meaning is a new version. Versions 1 (no
+# ``trials``) and 2 (no ``attributions``) are still read: stored reports keep the context they were made from.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# How many features of each group's gap, and of the proxies, a report's attribution tables list.
+REPORT_TOP_FEATURES = 5
 
 # Above this many attribute tables (all documents together) the report opens with a table of contents.
 # Figures do not count: a few pages of them need none, and every PDF viewer lists the headings too.
@@ -178,6 +180,32 @@ class EvidenceDocument:
 
 
 @dataclass(frozen=True)
+class AttributionEvidence:
+    """The reviewed trial's attributions (docs/attributions.md): why its model has its gaps, per group, and
+    which features stand in for a sensitive attribute. ``canonical`` is the stored summary's text, embedded
+    in the PDF byte for byte; context for the committee, not a verdict."""
+
+    label: str
+    sha256: str
+    canonical: str
+
+    @property
+    def document(self) -> dict[str, Any]:
+        import json
+
+        value: dict[str, Any] = json.loads(self.canonical)
+        return value
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def tables(self) -> list[AttributionTable]:
+        return attribution_tables(self.document)
+
+
+@dataclass(frozen=True)
 class Waiver:
     scope: str
     reason: str
@@ -274,6 +302,8 @@ class ReportContext:
     figures: tuple[Figure, ...] = ()
     # A trial report: every trial of its experiment (the compact table, the EOD timeline).
     trials: ExperimentTrials | None = None
+    # A trial report: the reviewed checkpoint's attributions, when some were computed (schema 3).
+    attributions: tuple[AttributionEvidence, ...] = ()
     schema_version: int = field(default=SCHEMA_VERSION)
 
     def __post_init__(self) -> None:
@@ -290,8 +320,10 @@ class ReportContext:
 
     def as_json(self) -> dict[str, Any]:
         value: dict[str, Any] = _plain(dataclasses.asdict(self))
+        # Read from an earlier version's report: its JSON (and SHA-256) stay as they were stored.
+        if self.schema_version < 3:
+            value.pop("attributions")
         if self.schema_version == 1:
-            # Read from a version-1 report: its JSON (and SHA-256) stay as they were stored.
             value.pop("trials")
         return value
 
@@ -427,6 +459,99 @@ def paired_tables(comparison: Mapping[str, Any]) -> list[PairedTable]:
                 verdicts=[(str(group), verdict) for group, verdict in (section.get("verdicts") or {}).items()],
                 unknown=int(section.get("unknown") or 0),
                 rows=rows,
+            )
+        )
+    return tables
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    """One group against its attribute's reference in a report's attribution table, as text."""
+
+    group: str
+    sample: str
+    score_gap: str  # the total with its interval
+    recall_gap: str
+    contributions: list[str]  # "feature +0.123 [+0.100, +0.140]", largest first; * beyond noise
+
+
+@dataclass(frozen=True)
+class ProxyTableRow:
+    feature: str
+    auc: str
+    auc_chance: str
+    mutual_information: str
+    mutual_information_chance: str
+
+
+@dataclass(frozen=True)
+class AttributionTable:
+    attribute: str
+    reference: str
+    rows: list[AttributionRow]
+    proxies: list[ProxyTableRow]
+
+
+def _pair(value: Any) -> tuple[float | None, float | None]:
+    """An interval ``[low, high]`` from a document, or (None, None)."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return value[0], value[1]
+    return None, None
+
+
+def _gap_text(gap: Mapping[str, Any] | None) -> str:
+    if not gap:
+        return "—"
+    return f"{numbers.gap(gap.get('total'))} {numbers.interval(*_pair(gap.get('interval')))}"
+
+
+def attribution_tables(document: Mapping[str, Any], *, top: int = REPORT_TOP_FEATURES) -> list[AttributionTable]:
+    """A trial's attributions summary (docs/attributions.md) as the report's tables: per attribute, each
+    group against the reference (its score and recall gaps with their intervals, the ``top`` features'
+    contributions to the score gap, those beyond sampling noise starred) and the ``top`` proxies by AUC."""
+    tables = []
+    for attribute, section in (document.get("attributes") or {}).items():
+        reference = str(section.get("reference"))
+        rows = []
+        for group, entry in (section.get("groups") or {}).items():
+            if str(group) == reference:
+                continue
+            entry = entry or {}
+            score = entry.get("score_gap") or {}
+            contributions: Mapping[str, float] = score.get("contributions") or {}
+            intervals: Mapping[str, Any] = score.get("intervals") or {}
+            beyond = set(score.get("beyond_noise") or ())
+            ranked = sorted(contributions, key=lambda feature: (-abs(float(contributions[feature])), feature))[:top]
+            rows.append(
+                AttributionRow(
+                    group=str(group),
+                    sample=f"{numbers.count(entry.get('sample'))} of {numbers.count(entry.get('population'))}",
+                    score_gap=_gap_text(entry.get("score_gap")),
+                    recall_gap=_gap_text(entry.get("recall_gap")),
+                    contributions=[
+                        f"{feature}{'*' if feature in beyond else ''} {numbers.gap(contributions[feature])} "
+                        + numbers.interval(*_pair(intervals.get(feature)))
+                        for feature in ranked
+                    ],
+                )
+            )
+        proxies: Mapping[str, Mapping[str, Any]] = section.get("proxies") or {}
+        strongest = sorted(proxies, key=lambda feature: (-float(proxies[feature].get("auc") or 0.0), feature))[:top]
+        tables.append(
+            AttributionTable(
+                attribute=str(attribute),
+                reference=reference,
+                rows=rows,
+                proxies=[
+                    ProxyTableRow(
+                        feature=str(feature),
+                        auc=numbers.rate(proxies[feature].get("auc")),
+                        auc_chance=numbers.rate(proxies[feature].get("auc_chance")),
+                        mutual_information=numbers.rate(proxies[feature].get("mutual_information")),
+                        mutual_information_chance=numbers.rate(proxies[feature].get("mutual_information_chance")),
+                    )
+                    for feature in strongest
+                ],
             )
         )
     return tables
@@ -570,6 +695,15 @@ def plain_summary(context: ReportContext) -> list[str]:
             f"Only trial {reviewed.number} was decided on. It is one of {len(context.trials.trials)} trials of "
             f"{context.trials.label}, which were trained with different settings; the table of trials and the EOD "
             "timeline show how the others compared, for context."
+        )
+    for attribution in context.attributions:
+        value = attribution.document
+        sample = value.get("sample") or {}
+        sentences.append(
+            f"Why the gaps: the reviewed checkpoint's feature attributions ({value.get('method', 'attributions')}, "
+            f"on {numbers.count(sample.get('size'))} validation rows, seed {sample.get('seed')}) split each group's "
+            "gap against its reference into the features that carry it, and name the features that stand in for "
+            "a sensitive attribute (section Why the gaps); they explain the model, they are not a verdict."
         )
     if context.waivers:
         waived = len(context.waivers)
