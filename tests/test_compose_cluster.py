@@ -109,6 +109,8 @@ def test_checkpoints_go_to_a_host_directory_the_portal_can_read(services: dict[s
     for name in PORTAL:
         mounts = [entry for entry in services[f"{name}-determined"]["volumes"] if str(entry).startswith(host + ":")]
         assert mounts == [f"{host}:/shared/checkpoints:ro"]
+        # ... and reads a cluster trial's checkpoint there (experiments/checkpoints.py, <dir>/<uuid>/).
+        assert _env(services[f"{name}-determined"])["DET_CHECKPOINT_DIR"] == "/shared/checkpoints"
 
 
 def test_the_shards_the_worker_writes_are_the_host_directory_the_trials_mount(services: dict[str, Any]) -> None:
@@ -279,9 +281,16 @@ def test_the_cpu_agent_offers_as_many_slots_as_the_largest_trial(services: dict[
 # -- the trainer image: only what it must hold ----------------------------------------------------
 
 
+# trainer/ modules the portal's worker runs (comparisons, attributions), never a trial container on an
+# agent: what they import is the portal image's (requirements.lock), not the trainer image's.
+PORTAL_SIDE = ("attribute.py", "predict.py")
+
+
 def _trainer_third_party_imports() -> set[str]:
     found: set[str] = set()
     for path in (ROOT / "trainer").glob("*.py"):
+        if path.name in PORTAL_SIDE:
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(alias.name.split(".")[0] for alias in node.names)
@@ -315,6 +324,8 @@ def test_the_trainer_image_checks_the_trainers_imports_and_not_determined() -> N
     assert not any(re.search(r"\bimport determined\b|\bdetermined\b", run) for run in runs)
     assert checked == _trainer_third_party_imports() - {"determined"}
     assert {"torch", "pyarrow", "numpy"} <= checked
+    lock = (ROOT / "requirements.lock").read_text(encoding="utf-8")
+    assert re.search(r"^captum==", lock, re.M)  # trainer.attribute's, in the portal's image
 
 
 # -- `docker compose config`, where the Docker CLI has Compose -----------------------------------

@@ -4,8 +4,9 @@ Comparisons (two trials' predictions on their shared validation rows) and attrib
 model has its gaps) both run a trial's checkpoint in a subprocess of the trainer
 (``python -m trainer.predict``, ``python -m trainer.attribute``), so the portal never imports torch.
 Both refuse the same trials, with the same words, naming the request's field: one still running or
-not completed, one without a checkpoint, one whose checkpoint is on a Determined cluster or no longer
-on disk, one whose checkpoint or shards come from other data than its experiment's dataset version.
+not completed, one without a checkpoint, one whose checkpoint is no longer on disk (for a trial on a
+Determined cluster: not in the cluster's checkpoint storage the portal mounts, ``DET_CHECKPOINT_DIR``),
+one whose checkpoint or shards come from other data than its experiment's dataset version.
 
 What a local trial's folder records of its data (backends/local.py, ``run.json``): the dataset
 version and its SHA-256 the trial was started on. A checkpoint in a folder that says another version
@@ -46,15 +47,36 @@ def trial_checkpoint(trial: Trial, *, field: str, purpose: str, instead: str) ->
     if not trial.checkpoint:
         raise UserError(f"{name} has no checkpoint to {_verb(purpose)}", field=field)
     if trial.experiment.backend != Backend.LOCAL:
-        raise UserError(
-            f"{name} ran on a Determined cluster: its checkpoint is in the cluster's storage, which the portal "
-            f"does not read; {instead}",
-            field=field,
-        )
+        return _cluster_checkpoint(trial, field=field, instead=instead)
     folder = Path(trial.checkpoint).resolve()
     if not folder.is_relative_to(Path(settings.EXPERIMENT_RUN_DIR).resolve()) or not (folder / STATE_DICT).is_file():
         raise UserError(f"{name}'s checkpoint {folder.name} is no longer on disk", field=field)
     _check_run_record(trial, folder, field=field)
+    return folder
+
+
+def _cluster_checkpoint(trial: Trial, *, field: str, instead: str) -> Path:
+    """A cluster trial's checkpoint: the folder named by its UUID in the cluster's shared_fs checkpoint
+    storage, mounted read-only where ``DET_CHECKPOINT_DIR`` says (Determined writes a checkpoint there as
+    ``<host_path>/<uuid>/``). Without the setting the portal cannot read it and says so."""
+    name = f"trial {trial.pk}"
+    root = settings.DET_CHECKPOINT_DIR
+    if not root:
+        raise UserError(
+            f"{name} ran on a Determined cluster: its checkpoint is in the cluster's storage, which this portal "
+            f"does not mount (DET_CHECKPOINT_DIR is not set; docs/determined-cluster.md); {instead}",
+            field=field,
+        )
+    base = Path(root).resolve()
+    folder = (base / trial.checkpoint).resolve()
+    if folder.parent != base:
+        raise UserError(f"{name}'s checkpoint {trial.checkpoint!r} is not a checkpoint UUID", field=field)
+    if not (folder / STATE_DICT).is_file():
+        raise UserError(
+            f"{name}'s checkpoint {trial.checkpoint} is not in the cluster's checkpoint storage at {root} "
+            f"(no {STATE_DICT}: deleted by the experiment's checkpoint policy, or the storage is not shared_fs)",
+            field=field,
+        )
     return folder
 
 

@@ -35,6 +35,14 @@ SHARD_HOST_DIR = env_optional("SHARD_HOST_DIR")
 if SHARD_HOST_DIR is not None and not SHARD_HOST_DIR.startswith("/"):
     raise EnvError(f"SHARD_HOST_DIR={SHARD_HOST_DIR!r} must be an absolute path on the agent hosts")
 
+# The cluster's checkpoint storage (shared_fs) as the portal's processes see it, read-only: a cluster
+# trial's checkpoint is the folder named by its UUID under here. Set, the portal runs a cluster trial's
+# checkpoint as a local one's (comparisons, attributions); unset, it refuses them, saying so
+# (docker-compose.yml mounts /srv/auditportal/checkpoints at /shared/checkpoints; docs/determined-cluster.md).
+DET_CHECKPOINT_DIR = env_optional("DET_CHECKPOINT_DIR")
+if DET_CHECKPOINT_DIR is not None and not DET_CHECKPOINT_DIR.startswith("/"):
+    raise EnvError(f"DET_CHECKPOINT_DIR={DET_CHECKPOINT_DIR!r} must be an absolute path (the checkpoint storage)")
+
 EXPERIMENT_BACKENDS = ("local", "determined")
 EXPERIMENT_BACKEND = env_str("EXPERIMENT_BACKEND", "determined" if DET_MASTER else "local")
 if EXPERIMENT_BACKEND not in EXPERIMENT_BACKENDS:

@@ -5,6 +5,7 @@ completion (here with the trainer's file and its summary stood in for; test_real
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connection, transaction
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from auditportal.accounts.models import User
 from auditportal.activity.models import Event, Verb
@@ -19,7 +21,7 @@ from auditportal.attributions import services
 from auditportal.attributions.models import AttributionState, TrialAttribution
 from auditportal.datasets.models import DatasetVersion
 from auditportal.experiments import checkpoints
-from auditportal.experiments.models import Backend, Trial, TrialState
+from auditportal.experiments.models import Backend, Experiment, Trial, TrialState
 from auditportal.fairness.documents.canonical import canonical_sha256
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.statistics import attributions as attribution_statistics
@@ -109,10 +111,41 @@ def test_a_checkpoint_outside_the_run_folder_is_refused(trial: Trial, bob: User,
     _refused(bob, trial, "trial", "checkpoint elsewhere is no longer on disk")
 
 
-def test_a_trial_on_a_determined_cluster_is_refused_saying_so(trial: Trial, bob: User) -> None:
+def test_a_trial_on_a_determined_cluster_is_refused_saying_so_without_its_storage(
+    trial: Trial, bob: User, settings: SettingsWrapper
+) -> None:
+    settings.DET_CHECKPOINT_DIR = None
     trial.experiment.backend = Backend.DETERMINED
     trial.experiment.save(update_fields=["backend"])
     _refused(bob, trial, "trial", "ran on a Determined cluster: its checkpoint is in the cluster's storage")
+    _refused(bob, trial, "trial", "DET_CHECKPOINT_DIR is not set")
+
+
+def test_a_cluster_trials_checkpoint_is_read_from_the_mounted_storage_by_its_uuid(
+    trial: Trial, bob: User, settings: SettingsWrapper, tmp_path: Path
+) -> None:
+    """The cluster's shared_fs storage mounted at DET_CHECKPOINT_DIR: the checkpoint is <dir>/<uuid>/;
+    a UUID that is not there, or that names a folder outside it, is refused naming the trial."""
+    storage = tmp_path / "checkpoints"
+    uuid = "0b7e2f4c-3f7a-4c1e-9a51-6c1d2e3f4a5b"
+    shutil.copytree(Path(trial.checkpoint), storage / uuid)
+    settings.DET_CHECKPOINT_DIR = str(storage)
+    Experiment.objects.filter(pk=trial.experiment_id).update(backend=Backend.DETERMINED)
+    for recorded, message in (
+        ("1d7e2f4c-0000-4c1e-9a51-6c1d2e3f4a5b", "is not in the cluster's checkpoint storage at"),
+        ("../elsewhere", "is not a checkpoint UUID"),
+    ):
+        Trial.objects.filter(pk=trial.pk).update(checkpoint=recorded)
+        trial.refresh_from_db()
+        _refused(bob, trial, "trial", message)
+
+    Trial.objects.filter(pk=trial.pk).update(checkpoint=uuid)
+    trial.refresh_from_db()
+    folder = checkpoints.trial_checkpoint(trial, field="trial", purpose="explained", instead="-")
+    assert folder == (storage / uuid).resolve()
+    attribution, created = services.attribution_request(user=bob, trial=trial, sample_size=500, seed=1)
+    assert created
+    assert attribution.checkpoint == uuid
 
 
 def test_a_checkpoint_whose_run_folder_records_another_dataset_version_is_refused(trial: Trial, bob: User) -> None:
