@@ -21,9 +21,11 @@ accuracy (docs/whatif.md, "Suggested thresholds").
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import hashlib
+import io
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -212,20 +214,7 @@ def prepare(
             "apart; declare fewer or coarser attributes",
             file=display_name,
         )
-    segment: npt.NDArray[np.signedinteger[Any]] = np.zeros(len(scores), np.int64 if cells * 2 > 1 << 15 else np.int16)
-    for size, codes in zip(shape, columns.codes, strict=True):
-        segment *= size
-        segment += codes
-        segment += 1
-    segment *= 2
-    segment += columns.target
-    # A stable sort of small integers is a radix sort: one pass, then each segment is sorted alone.
-    order = np.argsort(segment, kind="stable")
-    grouped = scores[order]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(segment, minlength=2 * cells))]).astype(np.int64)
-    for start, end in itertools.pairwise(bounds.tolist()):
-        if end - start > 1:
-            grouped[start:end].sort()
+    grouped, bounds = _sorted_by_segment(scores, columns.codes, columns.target, shape)
     return Prepared(
         spec=spec,
         attributes=attributes,
@@ -236,6 +225,115 @@ def prepare(
         file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
         warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
     )
+
+
+# Rows a thread groups at a time: the block's segments, order and scores stay in cache.
+_BLOCK_ROWS = 1 << 16
+# Threads that group and sort the scores (numpy releases the GIL in argsort, take and sort).
+_SORT_THREADS = 2
+# Segments up to this many are copied out of a block slice by slice; more, with one scatter.
+_GATHER_BY_SLICES = 64
+
+
+def _sorted_by_segment(
+    scores: Floats, codes: Sequence[npt.NDArray[np.integer[Any]]], target: npt.NDArray[np.int8], shape: Sequence[int]
+) -> tuple[Floats, npt.NDArray[np.int64]]:
+    """The scores grouped by segment (2 * cell + label), each segment sorted, and the segments' offsets.
+
+    Within a segment the scores are laid out in row order before they are sorted, as one stable
+    argsort over the segments would lay them, so the result is that of a stable argsort followed by
+    a sort of each segment, byte for byte (equal scores of different bits, 0.0 and -0.0, included).
+    The rows are split in two halves at a block boundary, one per thread; each half is grouped block
+    by block (a stable argsort of 65,536 small integers in cache, then one gather), its pieces going
+    after those of the half before; the segments are then sorted, largest first, by the two threads."""
+    rows = len(scores)
+    segments = 2 * math.prod(shape)
+    kind = np.int8 if segments <= 1 << 7 else np.int16 if segments <= 1 << 15 else np.int32
+    segment: npt.NDArray[np.signedinteger[Any]] = np.empty(rows, kind)
+    half_blocks = max(-(-rows // (_SORT_THREADS * _BLOCK_ROWS)), 1)  # a half's blocks, rounded up
+    step = half_blocks * _BLOCK_ROWS
+    halves = [(start, min(start + step, rows)) for start in range(0, rows, step)] or [(0, 0)]
+
+    def blocks(start: int, end: int) -> list[tuple[int, int]]:
+        return [(low, min(low + _BLOCK_ROWS, end)) for low in range(start, end, _BLOCK_ROWS)]
+
+    def number(half: tuple[int, int]) -> npt.NDArray[np.int64]:
+        counts = np.zeros(segments, np.int64)
+        for low, high in blocks(*half):
+            block = segment[low:high]
+            block[...] = 0
+            for size, values in zip(shape, codes, strict=True):
+                block *= size
+                block += values[low:high]
+                block += 1
+            block *= 2
+            block += target[low:high]
+            counts += np.bincount(block, minlength=segments)
+        return counts
+
+    grouped: Floats = np.empty(rows, np.float64)
+
+    def gather(job: tuple[tuple[int, int], npt.NDArray[np.int64]]) -> None:
+        half, at = job
+        for low, high in blocks(*half):
+            block = segment[low:high]
+            picked = scores[low:high][np.argsort(block, kind="stable")]
+            counts = np.bincount(block, minlength=segments)
+            if segments <= _GATHER_BY_SLICES:
+                taken = 0
+                for index in np.flatnonzero(counts).tolist():
+                    size, position = int(counts[index]), int(at[index])
+                    grouped[position : position + size] = picked[taken : taken + size]
+                    taken += size
+            else:  # many segments: one scatter rather than a slice per segment
+                shift = at - (np.cumsum(counts) - counts)
+                grouped[np.arange(high - low) + np.repeat(shift, counts)] = picked
+            at += counts
+
+    with ThreadPoolExecutor(max_workers=_SORT_THREADS, thread_name_prefix="whatif-sort") as pool:
+        per_half = list(pool.map(number, halves))
+        bounds = np.zeros(segments + 1, np.int64)
+        np.cumsum(np.sum(per_half, axis=0, dtype=np.int64), out=bounds[1:])
+        starts, at = [], bounds[:-1].copy()
+        for counts in per_half:
+            starts.append(at.copy())
+            at += counts
+        list(pool.map(gather, zip(halves, starts, strict=True)))
+        sizes = np.diff(bounds)
+        largest_first = [int(index) for index in np.argsort(-sizes, kind="stable") if sizes[index] > 1]
+        shares: list[list[int]] = [[] for _ in range(_SORT_THREADS)]
+        loads = [0] * _SORT_THREADS
+        for index in largest_first:
+            lightest = loads.index(min(loads))
+            shares[lightest].append(index)
+            loads[lightest] += int(sizes[index])
+
+        edges = bounds.tolist()
+
+        def sort(share: list[int]) -> None:
+            for index in share:
+                grouped[edges[index] : edges[index + 1]].sort()
+
+        list(pool.map(sort, shares))
+    return grouped, bounds
+
+
+def save_scores(scores: Floats, path: Path) -> str:
+    """Write ``scores`` as ``numpy.save`` writes them (the same bytes: a version 1.0 header, then the
+    array's bytes) and return the SHA-256 of the bytes written, taken from memory as they are written
+    (one write of the buffer, hashed beside it) instead of reading the file back."""
+    array = np.ascontiguousarray(scores)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    data = array.data.cast("B")
+    digest = hashlib.sha256(header.getvalue())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="whatif-hash") as pool:
+        hashed = pool.submit(digest.update, data)
+        with path.open("wb") as handle:
+            handle.write(header.getvalue())
+            handle.write(data)
+        hashed.result()
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- at some thresholds
@@ -621,6 +719,7 @@ __all__ = [
     "document_at",
     "override_field",
     "prepare",
+    "save_scores",
     "suggest",
     "thresholds_from_query",
 ]
