@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,19 +32,32 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.files.tabular import (
     NO_LIMITS,
     DatasetError,
+    DatasetSpec,
+    RawColumns,
     ReadLimits,
     decode_labelled,
+    integer_label,
+    numpy_view,
     read_columns,
     repeated_columns_warnings,
 )
 from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, judged_document, score_values
-from auditportal.fairness.statistics.counting import Counted, GroupCounts, intersection_table
+from auditportal.fairness.statistics.counting import (
+    Counted,
+    GroupCounts,
+    # The audit's block path (count_blocks): the what-if reads the common file with the same maps.
+    _dictionary_encoded,
+    _entries,
+    _map_entries,
+    intersection_table,
+)
 
 JSON = dict[str, Any]
 Floats = npt.NDArray[np.float64]
@@ -203,10 +216,29 @@ def prepare(
     raw = read_columns(
         path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256, limits=limits
     )
-    columns = decode_labelled(raw, columns_spec, others=others, display_name=display_name)
-    scores = score_values(columns.others[score], display_name, score)
-    attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
-    shape = tuple(len(groups) + 1 for _, groups in attributes)
+    # The audit's block path (counting.count_blocks) when the columns are the common kind, else the
+    # general path, which decodes every column with registration's checks and names the row at fault.
+    done = _prepared_from_blocks(raw.table, columns_spec, score, display_name)
+    if done is None:
+        done = _prepared_from_columns(raw, columns_spec, score, display_name)
+    attributes, grouped, bounds = done
+    return Prepared(
+        spec=spec,
+        attributes=attributes,
+        offsets=bounds,
+        scores=grouped,
+        num_rows=raw.table.num_rows,
+        positives=int(np.diff(bounds)[1::2].sum()),
+        file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
+        warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
+    )
+
+
+# attributes (name, groups), the scores grouped by segment and sorted, the segments' offsets
+Grouped = tuple[tuple[tuple[str, tuple[str, ...]], ...], Floats, npt.NDArray[np.int64]]
+
+
+def _check_cells(shape: Sequence[int], display_name: str) -> None:
     cells = math.prod(shape)
     if cells > MAX_CELLS:
         raise DatasetError(
@@ -214,17 +246,105 @@ def prepare(
             "apart; declare fewer or coarser attributes",
             file=display_name,
         )
-    grouped, bounds = _sorted_by_segment(scores, columns.codes, columns.target, shape)
-    return Prepared(
-        spec=spec,
-        attributes=attributes,
-        offsets=bounds,
-        scores=grouped,
-        num_rows=columns.num_rows,
-        positives=int(np.count_nonzero(columns.target)),
-        file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
-        warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
-    )
+
+
+def _prepared_from_columns(raw: RawColumns, spec: DatasetSpec, score: str, display_name: str) -> Grouped:
+    """The general path: every column decoded with registration's checks (DatasetError naming the row
+    and column), then the rows grouped in blocks of the decoded arrays."""
+    others = [(score, "score")]
+    columns = decode_labelled(raw, spec, others=others, display_name=display_name)
+    scores = score_values(columns.others[score], display_name, score)
+    attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
+    shape = tuple(len(groups) + 1 for _, groups in attributes)
+    _check_cells(shape, display_name)
+    codes, target = columns.codes, columns.target
+    rows = len(scores)
+    blocks = [(low, min(low + _BLOCK_ROWS, rows)) for low in range(0, rows, _BLOCK_ROWS)]
+
+    def fill(index: int, out: npt.NDArray[np.signedinteger[Any]]) -> None:
+        low, high = blocks[index]
+        out[...] = 0
+        for size, values in zip(shape, codes, strict=True):
+            out *= size
+            out += values[low:high]
+            out += 1
+        out *= 2
+        out += target[low:high]
+
+    def scores_of(index: int) -> Floats:
+        low, high = blocks[index]
+        return scores[low:high]
+
+    grouped, bounds = _sorted_by_segment(rows, 2 * math.prod(shape), blocks, fill, scores_of)
+    return attributes, grouped, bounds
+
+
+def _prepared_from_blocks(table: pa.Table, spec: DatasetSpec, score: str, display_name: str) -> Grouped | None:
+    """The common file straight from the reader's blocks, as the audit counts it (counting.count_blocks):
+    a complete integer label of two values, float64 scores without a gap or NaN, attributes whose
+    blocks are dictionaries (the CSV reader's), each block's dictionary mapped to groups once; no
+    per-row array of the whole file is built but the segments. None whenever anything else is found
+    (the general path then decides, with its messages). Otherwise the same groups and, row for row,
+    the same segments and scores as the general path: the same result, byte for byte (tests hold it)."""
+    label_bounds = integer_label(table.column(spec.label), spec.positive)
+    scores = table.column(score)
+    if label_bounds is None or not pa.types.is_float64(scores.type) or scores.null_count:
+        return None
+    if any(len(chunk) and np.isnan(np.min(numpy_view(chunk))) for chunk in scores.chunks):
+        return None  # min propagates NaN: one fast pass a block
+    encoded = []
+    for name in spec.attributes:
+        column = _dictionary_encoded(table.column(name))
+        if column is None:
+            return None
+        encoded.append(column)
+    arrays = [table.column(spec.label), scores, *encoded]
+    batches = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
+    try:
+        mapped = [
+            _map_entries(name, [cast(Any, batch.column(2 + i)) for batch in batches], spec, display_name)
+            for i, name in enumerate(spec.attributes)
+        ]
+    except DatasetError:
+        return None  # the general path reports it, after any problem with the label
+    shape = tuple(len(attribute.groups) + 1 for attribute in mapped)
+    if math.prod(shape) > MAX_CELLS:
+        return None
+    positive = label_bounds[1]
+    pieces: list[tuple[int, pa.RecordBatch]] = []  # (its batch, rows of it): a Parquet row group may be long
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    for number, batch in enumerate(batches):
+        for offset in range(0, len(batch), _BLOCK_ROWS):
+            piece = batch.slice(offset, _BLOCK_ROWS)
+            pieces.append((number, piece))
+            blocks.append((start, start + len(piece)))
+            start += len(piece)
+
+    def fill(index: int, out: npt.NDArray[np.signedinteger[Any]]) -> None:
+        number, piece = pieces[index]
+        segment: npt.NDArray[np.int64] | None = None
+        for i, (size, attribute) in enumerate(zip(shape, mapped, strict=True)):
+            entries, _ = _entries(cast(Any, piece.column(2 + i)))
+            position = attribute.maps[number][entries]  # group + 1, 0 for unknown
+            if segment is None:
+                segment = position
+            else:
+                segment *= size
+                segment += position
+        assert segment is not None  # a spec has at least one attribute
+        segment *= 2
+        segment += numpy_view(piece.column(0)) == positive
+        out[...] = segment
+
+    def scores_of(index: int) -> Floats:
+        return cast(Floats, numpy_view(pieces[index][1].column(1)))
+
+    rows = table.num_rows
+    grouped, bounds = _sorted_by_segment(rows, 2 * math.prod(shape), blocks, fill, scores_of)
+    if not 0 < int(np.diff(bounds)[1::2].sum()) < rows:
+        return None  # a single-value label: the general path refuses it, naming its value
+    return tuple((attribute.name, attribute.groups) for attribute in mapped), grouped, bounds
 
 
 # Rows a thread groups at a time: the block's segments, order and scores stay in cache.
@@ -236,53 +356,48 @@ _GATHER_BY_SLICES = 64
 
 
 def _sorted_by_segment(
-    scores: Floats, codes: Sequence[npt.NDArray[np.integer[Any]]], target: npt.NDArray[np.int8], shape: Sequence[int]
+    rows: int,
+    segments: int,
+    blocks: Sequence[tuple[int, int]],
+    fill: Callable[[int, npt.NDArray[np.signedinteger[Any]]], None],
+    scores_of: Callable[[int], Floats],
 ) -> tuple[Floats, npt.NDArray[np.int64]]:
     """The scores grouped by segment (2 * cell + label), each segment sorted, and the segments' offsets.
 
-    Within a segment the scores are laid out in row order before they are sorted, as one stable
-    argsort over the segments would lay them, so the result is that of a stable argsort followed by
-    a sort of each segment, byte for byte (equal scores of different bits, 0.0 and -0.0, included).
-    The rows are split in two halves at a block boundary, one per thread; each half is grouped block
-    by block (a stable argsort of 65,536 small integers in cache, then one gather), its pieces going
-    after those of the half before; the segments are then sorted, largest first, by the two threads."""
-    rows = len(scores)
-    segments = 2 * math.prod(shape)
+    ``blocks``: consecutive row ranges covering the rows in order; ``fill(k, out)`` writes block k's
+    segments into ``out``, ``scores_of(k)`` gives its scores. Within a segment the scores are laid out
+    in row order before they are sorted, as one stable argsort over the segments would lay them, so
+    the result is that of a stable argsort followed by a sort of each segment, byte for byte (equal
+    scores of different bits, 0.0 and -0.0, included). The blocks are split in two halves, one per
+    thread; each half is grouped block by block (a stable argsort of a block's small integers in
+    cache, then one gather), its pieces going after those of the half before; the segments are then
+    sorted, largest first, by the two threads."""
     kind = np.int8 if segments <= 1 << 7 else np.int16 if segments <= 1 << 15 else np.int32
     segment: npt.NDArray[np.signedinteger[Any]] = np.empty(rows, kind)
-    half_blocks = max(-(-rows // (_SORT_THREADS * _BLOCK_ROWS)), 1)  # a half's blocks, rounded up
-    step = half_blocks * _BLOCK_ROWS
-    halves = [(start, min(start + step, rows)) for start in range(0, rows, step)] or [(0, 0)]
+    middle = next((index for index, (_, end) in enumerate(blocks) if end >= rows // 2), len(blocks) - 1) + 1
+    halves = [range(0, middle), range(middle, len(blocks))]
 
-    def blocks(start: int, end: int) -> list[tuple[int, int]]:
-        return [(low, min(low + _BLOCK_ROWS, end)) for low in range(start, end, _BLOCK_ROWS)]
-
-    def number(half: tuple[int, int]) -> npt.NDArray[np.int64]:
+    def number(half: range) -> npt.NDArray[np.int64]:
         counts = np.zeros(segments, np.int64)
-        for low, high in blocks(*half):
-            block = segment[low:high]
-            block[...] = 0
-            for size, values in zip(shape, codes, strict=True):
-                block *= size
-                block += values[low:high]
-                block += 1
-            block *= 2
-            block += target[low:high]
-            counts += np.bincount(block, minlength=segments)
+        for index in half:
+            low, high = blocks[index]
+            fill(index, segment[low:high])
+            counts += np.bincount(segment[low:high], minlength=segments)
         return counts
 
     grouped: Floats = np.empty(rows, np.float64)
 
-    def gather(job: tuple[tuple[int, int], npt.NDArray[np.int64]]) -> None:
+    def gather(job: tuple[range, npt.NDArray[np.int64]]) -> None:
         half, at = job
-        for low, high in blocks(*half):
+        for index in half:
+            low, high = blocks[index]
             block = segment[low:high]
-            picked = scores[low:high][np.argsort(block, kind="stable")]
+            picked = scores_of(index)[np.argsort(block, kind="stable")]
             counts = np.bincount(block, minlength=segments)
             if segments <= _GATHER_BY_SLICES:
                 taken = 0
-                for index in np.flatnonzero(counts).tolist():
-                    size, position = int(counts[index]), int(at[index])
+                for value in np.flatnonzero(counts).tolist():
+                    size, position = int(counts[value]), int(at[value])
                     grouped[position : position + size] = picked[taken : taken + size]
                     taken += size
             else:  # many segments: one scatter rather than a slice per segment
@@ -307,7 +422,6 @@ def _sorted_by_segment(
             lightest = loads.index(min(loads))
             shares[lightest].append(index)
             loads[lightest] += int(sizes[index])
-
         edges = bounds.tolist()
 
         def sort(share: list[int]) -> None:
