@@ -51,18 +51,19 @@ def _reference(
 
 
 @pytest.mark.parametrize(
-    ("rows", "groups"),
+    ("rows", "groups", "cuts"),
     [
-        (0, (3,)),
-        (1, (3,)),
-        (1000, (3,)),  # one block
-        (20_011, (5, 2)),  # blocks of uneven lengths in each half; copied slice by slice (int8 segments)
-        (20_011, (40, 9)),  # one scatter per block (int16 segments)
-        (30_000, (200, 90)),  # more than 32,768 segments (int32)
+        (0, (3,), 0),
+        (1, (3,), 0),
+        (1000, (3,), 0),  # one block
+        (20_011, (5, 2), 25),  # blocks of uneven lengths in each half; copied slice by slice (int8 segments)
+        (20_011, (40, 9), 25),  # one scatter per block (int16 segments)
+        (30_000, (200, 90), 25),  # more than 32,768 segments (int32)
+        (70_000, (200, 90), 0),  # one block of 70,000 rows: keys of 17 + 16 bits, in uint64
     ],
 )
 def test_the_scores_are_grouped_and_sorted_as_one_stable_argsort_then_a_sort_per_segment(
-    rows: int, groups: tuple[int, ...]
+    rows: int, groups: tuple[int, ...], cuts: int
 ) -> None:
     rng = np.random.default_rng(rows)
     shape = tuple(count + 1 for count in groups)
@@ -70,7 +71,7 @@ def test_the_scores_are_grouped_and_sorted_as_one_stable_argsort_then_a_sort_per
     target = (rng.random(rows) < 0.4).astype(np.int8)
     # Few distinct values, 0.0 and -0.0 among them: ties whose order shows in the bytes.
     scores = rng.choice(np.array([-0.0, 0.0, 0.25, -1.5, 1e-300, 0.5, 2.0]), rows)
-    edges = sorted({0, rows, *rng.integers(0, rows + 1, 25).tolist()})
+    edges = sorted({0, rows, *rng.integers(0, rows + 1, cuts).tolist()})
     blocks = list(itertools.pairwise(edges))
     reference_segment = np.zeros(rows, np.int64)
     for size, values in zip(shape, codes, strict=True):
