@@ -5,11 +5,11 @@ through the API.
 
 1. The first load, whole processes: a ``python`` process that prepares the file as the what-if's
    worker does (``fairness.statistics.whatif.prepare``: the audit's read and checks, the scores sorted
-   per group and label; then the sorted scores written with ``numpy.save`` and hashed, as
-   ``audits.services`` stores them) against a whole ``python -c`` process that reads the same file with
-   ``pyarrow.csv.read_csv``, on the CSV of bench/audit_predictions.py (label, score, group; 6 groups
-   and some unknown values). ``--pairs`` pairs, the order alternating; target <= 2x on the median
-   of the per-pair ratios.
+   per group and label; then ``whatif.save_scores``: the sorted scores written in ``numpy.save``'s
+   format and hashed as they are written, as ``audits.services`` stores them) against a whole
+   ``python -c`` process that reads the same file with ``pyarrow.csv.read_csv``, on the CSV of
+   bench/audit_predictions.py (label, score, group; 6 groups and some unknown values). ``--pairs``
+   pairs, the order alternating; target <= 2x on the median of the per-pair ratios.
 2. A threshold change through the API, server time: in a fresh child, Django set up on the production
    settings with a migrated SQLite database, the what-if started with ``services.whatif_start`` on the
    big file (timed, for information), then ``--changes`` GETs of
@@ -41,20 +41,13 @@ LOAD_TARGET = 2.0
 CHANGE_TARGET_MS = 50.0
 
 PREPARE = """
-import hashlib, sys
+import sys
 from pathlib import Path
-import numpy as np
 from auditportal.fairness.statistics.audit import AuditSpec
-from auditportal.fairness.statistics.whatif import prepare
+from auditportal.fairness.statistics.whatif import prepare, save_scores
 spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("group",))
 prepared = prepare(Path(sys.argv[1]), spec, display_name="predictions.csv", max_bytes=1 << 40)
-target = Path(sys.argv[2])
-np.save(target, prepared.scores, allow_pickle=False)
-digest = hashlib.sha256()
-with open(target, "rb", buffering=0) as handle:
-    while chunk := handle.read(1 << 20):
-        digest.update(chunk)
-print(digest.hexdigest())
+print(save_scores(prepared.scores, Path(sys.argv[2])))
 """
 
 

@@ -7,7 +7,6 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
@@ -467,14 +466,14 @@ def _whatif_store(item: WhatIf, prepared: whatif.Prepared, directory: Path) -> N
     """Write the sorted scores into the store and fill ``item`` with what reads them."""
     private_dir(directory)
     target = directory / "scores.npy"
-    np.save(target, prepared.scores, allow_pickle=False)
+    prepared_sha256 = whatif.save_scores(prepared.scores, target)
     target.chmod(FILE_MODE)
     item.sha256 = str(prepared.file["sha256"])
     item.file_format = str(prepared.file["format"])
     item.num_rows = prepared.num_rows
     item.prepared = prepared.meta()
     item.scores_path = str(target.relative_to(Path(settings.DATASET_STORAGE_DIR)))
-    item.prepared_sha256 = tabular.file_sha256(target)
+    item.prepared_sha256 = prepared_sha256
     item.status = QueuedStatus.DONE
     item.finished_at = timezone.now()
 

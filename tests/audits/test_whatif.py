@@ -3,10 +3,13 @@ page, freeze into a real audit; bad input named (docs/whatif.md)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -17,6 +20,7 @@ from auditportal.activity.models import Event, Verb
 from auditportal.audits import services
 from auditportal.audits.models import PredictionAudit, QueuedStatus, WhatIf
 from auditportal.evidence.models import VerdictDocument
+from auditportal.fairness.statistics import whatif
 from auditportal.fairness.statistics.audit import AuditSpec
 from auditportal.fairness.statistics.whatif import Thresholds
 from auditportal.outbox.models import OutboxMessage
@@ -60,6 +64,18 @@ def test_a_small_file_is_prepared_at_once_its_scores_stored_and_hashed(item: Wha
     event = Event.objects.get(verb=Verb.WHATIF_STARTED)
     assert event.target_id == str(item.pk)
     assert event.data["prepared_sha256"] == item.prepared_sha256
+
+
+def test_the_stored_hash_is_the_sha256_of_the_scores_file_on_disk(item: WhatIf, predictions_csv: Path) -> None:
+    item.refresh_from_db()
+    on_disk = item.scores_file.read_bytes()
+    assert item.prepared_sha256 == hashlib.sha256(on_disk).hexdigest()
+    # The file is numpy.save's of the prepared scores, as a fresh prepare of the same file gives them.
+    spec = AuditSpec(label="label", score="score", threshold=0.5, attributes=("gender", "age_group"))
+    prepared = whatif.prepare(predictions_csv, spec, display_name="scores.csv", max_bytes=1 << 30)
+    saved = io.BytesIO()
+    np.save(saved, prepared.scores, allow_pickle=False)
+    assert on_disk == saved.getvalue()
 
 
 def test_the_api_answers_every_metric_verdict_and_the_accuracy_at_the_thresholds_asked(
@@ -131,7 +147,7 @@ def test_a_large_file_goes_to_the_worker(bob: User, dataset_storage: Path, setti
     item.refresh_from_db()
     assert item.status == QueuedStatus.DONE
     assert not item.upload_path
-    assert len(item.prepared_sha256) == 64
+    assert item.prepared_sha256 == hashlib.sha256(item.scores_file.read_bytes()).hexdigest()
     assert client_for(bob).get(reverse("api-whatif", args=[item.pk])).json()["document"]["rows"] == 12
 
 

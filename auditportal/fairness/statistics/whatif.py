@@ -21,28 +21,44 @@ accuracy (docs/whatif.md, "Suggested thresholds").
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import hashlib
+import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.files.tabular import (
     NO_LIMITS,
     DatasetError,
+    DatasetSpec,
+    RawColumns,
     ReadLimits,
     decode_labelled,
+    integer_label,
+    numpy_view,
     read_columns,
     repeated_columns_warnings,
 )
 from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, judged_document, score_values
-from auditportal.fairness.statistics.counting import Counted, GroupCounts, intersection_table
+from auditportal.fairness.statistics.counting import (
+    Counted,
+    GroupCounts,
+    # The audit's block path (count_blocks): the what-if reads the common file with the same maps.
+    _dictionary_encoded,
+    _entries,
+    _map_entries,
+    intersection_table,
+)
 
 JSON = dict[str, Any]
 Floats = npt.NDArray[np.float64]
@@ -201,10 +217,29 @@ def prepare(
     raw = read_columns(
         path, columns_spec, others=others, display_name=display_name, max_bytes=max_bytes, sha256=sha256, limits=limits
     )
-    columns = decode_labelled(raw, columns_spec, others=others, display_name=display_name)
-    scores = score_values(columns.others[score], display_name, score)
-    attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
-    shape = tuple(len(groups) + 1 for _, groups in attributes)
+    # The audit's block path (counting.count_blocks) when the columns are the common kind, else the
+    # general path, which decodes every column with registration's checks and names the row at fault.
+    done = _prepared_from_blocks(raw.table, columns_spec, score, display_name)
+    if done is None:
+        done = _prepared_from_columns(raw, columns_spec, score, display_name)
+    attributes, grouped, bounds = done
+    return Prepared(
+        spec=spec,
+        attributes=attributes,
+        offsets=bounds,
+        scores=grouped,
+        num_rows=raw.table.num_rows,
+        positives=int(np.diff(bounds)[1::2].sum()),
+        file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
+        warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
+    )
+
+
+# attributes (name, groups), the scores grouped by segment and sorted, the segments' offsets
+Grouped = tuple[tuple[tuple[str, tuple[str, ...]], ...], Floats, npt.NDArray[np.int64]]
+
+
+def _check_cells(shape: Sequence[int], display_name: str) -> None:
     cells = math.prod(shape)
     if cells > MAX_CELLS:
         raise DatasetError(
@@ -212,30 +247,218 @@ def prepare(
             "apart; declare fewer or coarser attributes",
             file=display_name,
         )
-    segment: npt.NDArray[np.signedinteger[Any]] = np.zeros(len(scores), np.int64 if cells * 2 > 1 << 15 else np.int16)
-    for size, codes in zip(shape, columns.codes, strict=True):
-        segment *= size
-        segment += codes
-        segment += 1
-    segment *= 2
-    segment += columns.target
-    # A stable sort of small integers is a radix sort: one pass, then each segment is sorted alone.
-    order = np.argsort(segment, kind="stable")
-    grouped = scores[order]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(segment, minlength=2 * cells))]).astype(np.int64)
-    for start, end in itertools.pairwise(bounds.tolist()):
-        if end - start > 1:
-            grouped[start:end].sort()
-    return Prepared(
-        spec=spec,
-        attributes=attributes,
-        offsets=bounds,
-        scores=grouped,
-        num_rows=columns.num_rows,
-        positives=int(np.count_nonzero(columns.target)),
-        file={"name": display_name, "format": raw.file_format, "sha256": raw.sha256, "size_bytes": raw.size_bytes},
-        warnings=tuple(repeated_columns_warnings(raw.columns, [columns_spec.label, *columns_spec.attributes, score])),
-    )
+
+
+def _prepared_from_columns(raw: RawColumns, spec: DatasetSpec, score: str, display_name: str) -> Grouped:
+    """The general path: every column decoded with registration's checks (DatasetError naming the row
+    and column), then the rows grouped in blocks of the decoded arrays."""
+    others = [(score, "score")]
+    columns = decode_labelled(raw, spec, others=others, display_name=display_name)
+    scores = score_values(columns.others[score], display_name, score)
+    attributes = tuple((info.name, tuple(info.groups)) for info in columns.attributes)
+    shape = tuple(len(groups) + 1 for _, groups in attributes)
+    _check_cells(shape, display_name)
+    codes, target = columns.codes, columns.target
+    rows = len(scores)
+    blocks = [(low, min(low + _BLOCK_ROWS, rows)) for low in range(0, rows, _BLOCK_ROWS)]
+
+    def fill(index: int, out: npt.NDArray[np.signedinteger[Any]]) -> None:
+        low, high = blocks[index]
+        out[...] = 0
+        for size, values in zip(shape, codes, strict=True):
+            out *= size
+            out += values[low:high]
+            out += 1
+        out *= 2
+        out += target[low:high]
+
+    def scores_of(index: int) -> Floats:
+        low, high = blocks[index]
+        return scores[low:high]
+
+    grouped, bounds = _sorted_by_segment(rows, 2 * math.prod(shape), blocks, fill, scores_of)
+    return attributes, grouped, bounds
+
+
+def _prepared_from_blocks(table: pa.Table, spec: DatasetSpec, score: str, display_name: str) -> Grouped | None:
+    """The common file straight from the reader's blocks, as the audit counts it (counting.count_blocks):
+    a complete integer label of two values, float64 scores without a gap or NaN, attributes whose
+    blocks are dictionaries (the CSV reader's), each block's dictionary mapped to groups once; no
+    per-row array of the whole file is built but the segments. None whenever anything else is found
+    (the general path then decides, with its messages). Otherwise the same groups and, row for row,
+    the same segments and scores as the general path: the same result, byte for byte (tests hold it)."""
+    label_bounds = integer_label(table.column(spec.label), spec.positive)
+    scores = table.column(score)
+    if label_bounds is None or not pa.types.is_float64(scores.type) or scores.null_count:
+        return None
+    if any(len(chunk) and np.isnan(np.min(numpy_view(chunk))) for chunk in scores.chunks):
+        return None  # min propagates NaN: one fast pass a block
+    encoded = []
+    for name in spec.attributes:
+        column = _dictionary_encoded(table.column(name))
+        if column is None:
+            return None
+        encoded.append(column)
+    arrays = [table.column(spec.label), scores, *encoded]
+    batches = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
+    try:
+        mapped = [
+            _map_entries(name, [cast(Any, batch.column(2 + i)) for batch in batches], spec, display_name)
+            for i, name in enumerate(spec.attributes)
+        ]
+    except DatasetError:
+        return None  # the general path reports it, after any problem with the label
+    shape = tuple(len(attribute.groups) + 1 for attribute in mapped)
+    if math.prod(shape) > MAX_CELLS:
+        return None
+    positive = label_bounds[1]
+    pieces: list[tuple[int, pa.RecordBatch]] = []  # (its batch, rows of it): a Parquet row group may be long
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    for number, batch in enumerate(batches):
+        for offset in range(0, len(batch), _BLOCK_ROWS):
+            piece = batch.slice(offset, _BLOCK_ROWS)
+            pieces.append((number, piece))
+            blocks.append((start, start + len(piece)))
+            start += len(piece)
+
+    def fill(index: int, out: npt.NDArray[np.signedinteger[Any]]) -> None:
+        number, piece = pieces[index]
+        segment: npt.NDArray[np.int64] | None = None
+        for i, (size, attribute) in enumerate(zip(shape, mapped, strict=True)):
+            entries, _ = _entries(cast(Any, piece.column(2 + i)))
+            position = attribute.maps[number][entries]  # group + 1, 0 for unknown
+            if segment is None:
+                segment = position
+            else:
+                segment *= size
+                segment += position
+        assert segment is not None  # a spec has at least one attribute
+        segment *= 2
+        segment += numpy_view(piece.column(0)) == positive
+        out[...] = segment
+
+    def scores_of(index: int) -> Floats:
+        return cast(Floats, numpy_view(pieces[index][1].column(1)))
+
+    rows = table.num_rows
+    grouped, bounds = _sorted_by_segment(rows, 2 * math.prod(shape), blocks, fill, scores_of)
+    if not 0 < int(np.diff(bounds)[1::2].sum()) < rows:
+        return None  # a single-value label: the general path refuses it, naming its value
+    return tuple((attribute.name, attribute.groups) for attribute in mapped), grouped, bounds
+
+
+# Rows a thread groups at a time: the block's segments, order and scores stay in cache.
+_BLOCK_ROWS = 1 << 16
+# Threads that group and sort the scores (numpy releases the GIL in argsort, take and sort).
+_SORT_THREADS = 2
+# Segments up to this many are copied out of a block slice by slice; more, with one scatter.
+_GATHER_BY_SLICES = 64
+
+
+def _sorted_by_segment(
+    rows: int,
+    segments: int,
+    blocks: Sequence[tuple[int, int]],
+    fill: Callable[[int, npt.NDArray[np.signedinteger[Any]]], None],
+    scores_of: Callable[[int], Floats],
+) -> tuple[Floats, npt.NDArray[np.int64]]:
+    """The scores grouped by segment (2 * cell + label), each segment sorted, and the segments' offsets.
+
+    ``blocks``: consecutive row ranges covering the rows in order; ``fill(k, out)`` writes block k's
+    segments into ``out``, ``scores_of(k)`` gives its scores. Within a segment the scores are laid out
+    in row order before they are sorted, as one stable argsort over the segments would lay them, so
+    the result is that of a stable argsort followed by a sort of each segment, byte for byte (equal
+    scores of different bits, 0.0 and -0.0, included). The blocks are split in two halves, one per
+    thread; each half is grouped block by block (a stable sort of the block's segments in cache, then
+    one gather), its pieces going after those of the half before; the segments are then sorted,
+    largest first, by the two threads. The block's stable order is Arrow's ``array_sort_indices`` (a
+    counting sort of small integers), faster here than numpy's stable argsort of them."""
+    kind = np.int8 if segments <= 1 << 7 else np.int16 if segments <= 1 << 15 else np.int32
+    segment: npt.NDArray[np.signedinteger[Any]] = np.empty(rows, kind)
+    middle = next((index for index, (_, end) in enumerate(blocks) if end >= rows // 2), len(blocks) - 1) + 1
+    halves = [range(0, middle), range(middle, len(blocks))]
+    block_counts: list[npt.NDArray[np.int64] | None] = [None] * len(blocks)
+
+    def number(half: range) -> npt.NDArray[np.int64]:
+        counts = np.zeros(segments, np.int64)
+        for index in half:
+            low, high = blocks[index]
+            fill(index, segment[low:high])
+            these = np.bincount(segment[low:high], minlength=segments)
+            counts += these
+            if segments <= _GATHER_BY_SLICES:  # kept for the gathering (few: a few bytes a block)
+                block_counts[index] = these
+        return counts
+
+    grouped: Floats = np.empty(rows, np.float64)
+
+    def gather(job: tuple[range, npt.NDArray[np.int64]]) -> None:
+        half, at = job
+        arrow_kind = pa.from_numpy_dtype(segment.dtype)
+        for index in half:
+            low, high = blocks[index]
+            block = segment[low:high]
+            size = high - low
+            indices = pc.array_sort_indices(pa.Array.from_buffers(arrow_kind, size, [None, pa.py_buffer(block.data)]))
+            picked = scores_of(index)[numpy_view(indices).view(np.int64)]
+            counts = block_counts[index]
+            if counts is None:
+                counts = np.bincount(block, minlength=segments)
+            if segments <= _GATHER_BY_SLICES:
+                taken = 0
+                for value in np.flatnonzero(counts).tolist():
+                    length, position = int(counts[value]), int(at[value])
+                    grouped[position : position + length] = picked[taken : taken + length]
+                    taken += length
+            else:  # many segments: one scatter rather than a slice per segment
+                shift = at - (np.cumsum(counts) - counts)
+                grouped[np.arange(size) + np.repeat(shift, counts)] = picked
+            at += counts
+
+    with ThreadPoolExecutor(max_workers=_SORT_THREADS, thread_name_prefix="whatif-sort") as pool:
+        per_half = list(pool.map(number, halves))
+        bounds = np.zeros(segments + 1, np.int64)
+        np.cumsum(np.sum(per_half, axis=0, dtype=np.int64), out=bounds[1:])
+        starts, at = [], bounds[:-1].copy()
+        for counts in per_half:
+            starts.append(at.copy())
+            at += counts
+        list(pool.map(gather, zip(halves, starts, strict=True)))
+        sizes = np.diff(bounds)
+        largest_first = [int(index) for index in np.argsort(-sizes, kind="stable") if sizes[index] > 1]
+        shares: list[list[int]] = [[] for _ in range(_SORT_THREADS)]
+        loads = [0] * _SORT_THREADS
+        for index in largest_first:
+            lightest = loads.index(min(loads))
+            shares[lightest].append(index)
+            loads[lightest] += int(sizes[index])
+        edges = bounds.tolist()
+
+        def sort(share: list[int]) -> None:
+            for index in share:
+                grouped[edges[index] : edges[index + 1]].sort()
+
+        list(pool.map(sort, shares))
+    return grouped, bounds
+
+
+def save_scores(scores: Floats, path: Path) -> str:
+    """Write ``scores`` as ``numpy.save`` writes them (the same bytes: a version 1.0 header, then the
+    array's bytes) and return the SHA-256 of the bytes written, taken from memory as they are written
+    (one write of the buffer, hashed beside it) instead of reading the file back."""
+    array = np.ascontiguousarray(scores)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    data = array.data.cast("B")
+    digest = hashlib.sha256(header.getvalue())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="whatif-hash") as pool:
+        hashed = pool.submit(digest.update, data)
+        with path.open("wb") as handle:
+            handle.write(header.getvalue())
+            handle.write(data)
+        hashed.result()
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- at some thresholds
@@ -664,6 +887,7 @@ __all__ = [
     "document_at",
     "override_field",
     "prepare",
+    "save_scores",
     "suggest",
     "thresholds_from_query",
 ]
