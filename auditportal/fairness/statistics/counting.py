@@ -107,7 +107,7 @@ def count_blocks(
         return None
     encoded = []
     for name in spec.attributes:
-        column = _dictionary_encoded(table.column(name))
+        column = dictionary_encoded(table.column(name))
         if column is None:
             return None
         encoded.append(column)
@@ -115,7 +115,7 @@ def count_blocks(
     blocks = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
     try:
         attributes = [
-            _map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
+            map_entries(name, [cast(Any, block.column(2 + i)) for block in blocks], spec, display_name)
             for i, name in enumerate(spec.attributes)
         ]
     except DatasetError:
@@ -180,7 +180,7 @@ def _usable_output(column: Any, threshold: float | None) -> bool:
     return bool(extremes["min"].as_py() >= 0 and extremes["max"].as_py() <= 1)
 
 
-def _dictionary_encoded(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any] | None:
+def dictionary_encoded(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any] | None:
     """The column as dictionary chunks; None when it cannot be (all null, too many values, a nested type)."""
     if pa.types.is_dictionary(column.type):
         return column
@@ -192,7 +192,7 @@ def _dictionary_encoded(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any] | 
         return None
 
 
-def _map_entries(name: str, chunks: Sequence[Any], spec: DatasetSpec, display_name: str) -> _Attribute:
+def map_entries(name: str, chunks: Sequence[Any], spec: DatasetSpec, display_name: str) -> _Attribute:
     """Render every block's (small) dictionary once and map its entries to groups."""
     dictionaries = [chunk.dictionary for chunk in chunks]
     texts, text_of_entry = entry_texts(pa.concat_arrays(dictionaries), display_name=display_name, column=name)
@@ -258,14 +258,14 @@ def _count_part(
         if shape is None:
             for i, (total, attribute) in enumerate(zip(totals, attributes, strict=True)):
                 column = cast(Any, block.column(2 + i))
-                indices, size = _entries(column)
+                indices, size = block_entries(column)
                 np.left_shift(indices, 2, out=key, casting="unsafe")
                 key += bits
                 counts = np.bincount(key, minlength=size * 4).reshape(size, 4)
                 np.add.at(total, attribute.maps[index], counts)
         else:
             mapped = attributes
-            entries = [_entries(cast(Any, block.column(2 + i))) for i in range(len(mapped))]
+            entries = [block_entries(cast(Any, block.column(2 + i))) for i in range(len(mapped))]
             indices, size = entries[0]
             np.copyto(key, indices, casting="unsafe")
             sizes = [size]
@@ -280,7 +280,7 @@ def _count_part(
     return totals
 
 
-def _entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
+def block_entries(array: Any) -> tuple[npt.NDArray[np.integer[Any]], int]:
     """A dictionary block's indices (null as the entry after the dictionary), and the number of
     entries including that one."""
     size = len(array.dictionary)

@@ -53,13 +53,14 @@ from auditportal.fairness.statistics.audit import AuditSpec, AuditSpecError, jud
 from auditportal.fairness.statistics.counting import (
     Counted,
     GroupCounts,
-    # The audit's block path (count_blocks): the what-if reads the common file with the same maps.
-    _dictionary_encoded,
-    _entries,
-    _map_entries,
+    block_entries,
+    dictionary_encoded,
     intersection_table,
+    map_entries,
 )
 
+# block_entries, dictionary_encoded and map_entries are the audit's block path (count_blocks): the what-if
+# reads the common file with the same maps.
 JSON = dict[str, Any]
 Floats = npt.NDArray[np.float64]
 
@@ -295,7 +296,7 @@ def _prepared_from_blocks(table: pa.Table, spec: DatasetSpec, score: str, displa
         return None  # min propagates NaN: one fast pass a block
     encoded = []
     for name in spec.attributes:
-        column = _dictionary_encoded(table.column(name))
+        column = dictionary_encoded(table.column(name))
         if column is None:
             return None
         encoded.append(column)
@@ -303,7 +304,7 @@ def _prepared_from_blocks(table: pa.Table, spec: DatasetSpec, score: str, displa
     batches = pa.table(arrays, names=[str(i) for i in range(len(arrays))]).to_batches()
     try:
         mapped = [
-            _map_entries(name, [cast(Any, batch.column(2 + i)) for batch in batches], spec, display_name)
+            map_entries(name, [cast(Any, batch.column(2 + i)) for batch in batches], spec, display_name)
             for i, name in enumerate(spec.attributes)
         ]
     except DatasetError:
@@ -326,7 +327,7 @@ def _prepared_from_blocks(table: pa.Table, spec: DatasetSpec, score: str, displa
         number, piece = pieces[index]
         segment: npt.NDArray[np.int64] | None = None
         for i, (size, attribute) in enumerate(zip(shape, mapped, strict=True)):
-            entries, _ = _entries(cast(Any, piece.column(2 + i)))
+            entries, _ = block_entries(cast(Any, piece.column(2 + i)))
             position = attribute.maps[number][entries]  # group + 1, 0 for unknown
             if segment is None:
                 segment = position
