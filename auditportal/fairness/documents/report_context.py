@@ -155,8 +155,8 @@ class ChainHead:
 
 
 @dataclass(frozen=True)
-class EvidenceDocument:
-    """A frozen verdict document: ``canonical`` is its stored text, embedded in the PDF byte for byte."""
+class _StoredDocument:
+    """A stored JSON document a report names and embeds: ``canonical`` is its stored text, byte for byte."""
 
     label: str
     sha256: str
@@ -172,6 +172,11 @@ class EvidenceDocument:
     @property
     def short_hash(self) -> str:
         return self.sha256[:12]
+
+
+@dataclass(frozen=True)
+class EvidenceDocument(_StoredDocument):
+    """A frozen verdict document: ``canonical`` is its stored text, embedded in the PDF byte for byte."""
 
     @property
     def verdict(self) -> str | None:
@@ -180,25 +185,10 @@ class EvidenceDocument:
 
 
 @dataclass(frozen=True)
-class AttributionEvidence:
+class AttributionEvidence(_StoredDocument):
     """The reviewed trial's attributions (docs/attributions.md): why its model has its gaps, per group, and
     which features stand in for a sensitive attribute. ``canonical`` is the stored summary's text, embedded
     in the PDF byte for byte; context for the committee, not a verdict."""
-
-    label: str
-    sha256: str
-    canonical: str
-
-    @property
-    def document(self) -> dict[str, Any]:
-        import json
-
-        value: dict[str, Any] = json.loads(self.canonical)
-        return value
-
-    @property
-    def short_hash(self) -> str:
-        return self.sha256[:12]
 
     @property
     def tables(self) -> list[AttributionTable]:
