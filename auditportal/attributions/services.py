@@ -50,8 +50,8 @@ ATTRIBUTE_TIMEOUT_SECONDS: Final = 3600
 FIELD: Final = "trial"
 PURPOSE: Final = "explained"
 CLUSTER_INSTEAD: Final = (
-    "the portal explains only the checkpoints of trials it trained locally (downloading a cluster's "
-    "checkpoint through Determined's SDK is not supported yet)"
+    "mount the cluster's shared_fs checkpoint storage read-only and name it in DET_CHECKPOINT_DIR, "
+    "or explain a trial trained locally"
 )
 
 
