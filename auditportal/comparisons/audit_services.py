@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from django.conf import settings
-from django.db import transaction
 
 from auditportal.accounts.models import User
-from auditportal.activity.models import Verb
-from auditportal.activity.services import event_record
 from auditportal.audits.models import PredictionAudit
 from auditportal.audits.services import inline_read_limits, prediction_audit_runs_inline
 from auditportal.comparisons import rules
 from auditportal.comparisons.models import ComparisonSource, PairedComparison
-from auditportal.comparisons.services import verdict_document_freeze_paired_comparison
+from auditportal.comparisons.services import paired_comparison_store
 from auditportal.datasets.services import dataset_read_limits
 from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness.errors import UserError
@@ -167,38 +164,17 @@ def comparison_create_from_audits(
         "power": power,
         "metrics": list(spec.metrics),
     }
-    with transaction.atomic():
-        comparison = PairedComparison.objects.create(
-            created_by=user,
-            original_name=original_name,
-            file_format=outcome.file_format,
-            sha256=outcome.sha256,
-            size_bytes=outcome.size_bytes,
-            num_rows=outcome.num_rows,
-            champion=spec.champion.name,
-            challenger=spec.challenger.name,
-            parameters=parameters,
-            result=document,
-            verdict=document["verdict"] or "",
-            policy=policy,
-            source=ComparisonSource.AUDITS,
-            champion_audit=champion,
-            challenger_audit=challenger,
-        )
-        event_record(
-            actor=user,
-            verb=Verb.PAIRED_COMPARISON_CREATED,
-            target=comparison,
-            data={
-                "file": original_name,
-                "sha256": outcome.sha256,
-                "rows": outcome.num_rows,
-                "champion_audit": champion.pk,
-                "challenger_audit": challenger.pk,
-                "verdict": document["verdict"],
-                "policy": policy.version,
-            },
-        )
-        verdict_document_freeze_paired_comparison(comparison=comparison)
-    logger.info("%s: %d rows, verdict %s", comparison, comparison.num_rows, comparison.verdict or "none")
-    return comparison
+    return paired_comparison_store(
+        user=user,
+        original_name=original_name,
+        outcome=outcome,
+        document=document,
+        policy=policy,
+        champion=spec.champion.name,
+        challenger=spec.challenger.name,
+        parameters=parameters,
+        event={"champion_audit": champion.pk, "challenger_audit": challenger.pk},
+        source=ComparisonSource.AUDITS,
+        champion_audit=champion,
+        challenger_audit=challenger,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -23,6 +24,7 @@ from auditportal.fairness.errors import UserError
 from auditportal.fairness.files import tabular
 from auditportal.fairness.files.tabular import DatasetError
 from auditportal.fairness.statistics.paired_file import PairedSpec, compare_predictions
+from auditportal.policies.models import FairnessPolicy
 from auditportal.policies.selectors import policy_active
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,35 @@ def comparison_create(
         policy=policy.as_document(),
         limits=limits or dataset_read_limits(),
     )
+    return paired_comparison_store(
+        user=user,
+        original_name=original_name,
+        outcome=outcome,
+        document=outcome.document,
+        policy=policy,
+        champion=spec.champion,
+        challenger=spec.challenger,
+        parameters=spec.parameters(),
+        event={"champion": spec.champion, "challenger": spec.challenger},
+    )
+
+
+def paired_comparison_store(
+    *,
+    user: User,
+    original_name: str,
+    outcome: Any,
+    document: dict[str, Any],
+    policy: FairnessPolicy,
+    champion: str,
+    challenger: str,
+    parameters: dict[str, Any],
+    event: dict[str, Any],
+    **links: Any,
+) -> PairedComparison:
+    """Store a compared file (``outcome``: its format, SHA-256, size and rows) as a comparison with its
+    event (``event``: what names the two models) and its frozen verdict document, in one transaction;
+    ``links`` are the comparison's further fields (its source, the audits compared)."""
     with transaction.atomic():
         comparison = PairedComparison.objects.create(
             created_by=user,
@@ -81,12 +112,13 @@ def comparison_create(
             sha256=outcome.sha256,
             size_bytes=outcome.size_bytes,
             num_rows=outcome.num_rows,
-            champion=spec.champion,
-            challenger=spec.challenger,
-            parameters=spec.parameters(),
-            result=outcome.document,
-            verdict=outcome.document["verdict"] or "",
+            champion=champion,
+            challenger=challenger,
+            parameters=parameters,
+            result=document,
+            verdict=document["verdict"] or "",
             policy=policy,
+            **links,
         )
         event_record(
             actor=user,
@@ -96,9 +128,8 @@ def comparison_create(
                 "file": original_name,
                 "sha256": outcome.sha256,
                 "rows": outcome.num_rows,
-                "champion": spec.champion,
-                "challenger": spec.challenger,
-                "verdict": outcome.document["verdict"],
+                **event,
+                "verdict": document["verdict"],
                 "policy": policy.version,
             },
         )
