@@ -8,6 +8,7 @@ functions to scipy's and statsmodels' results.
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -27,12 +28,17 @@ def normal_quantile(p: float | npt.ArrayLike) -> Floats:
     """The standard normal quantile of each ``p`` (scipy.special.ndtri): -inf at 0, inf at 1, NaN
     outside [0, 1]. The values are usually a few distinct levels, so each is computed once."""
     values = np.asarray(p, dtype=np.float64)
+    if values.size and (values == values.flat[0]).all():
+        # One level, as for most calls (a scalar alpha broadcast over the groups): np.unique's sort would
+        # cost more than the quantile itself.
+        return np.full(values.shape, _quantile(float(values.flat[0])))
     distinct, inverse = np.unique(values.ravel(), return_inverse=True)
     quantiles = np.array([_quantile(float(value)) for value in distinct], dtype=np.float64)
     result: Floats = quantiles[inverse].reshape(values.shape)
     return result
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def _quantile(p: float) -> float:
     if 0 < p < 1:
         return _STANDARD_NORMAL.inv_cdf(p)
