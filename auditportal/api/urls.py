@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
 
 from auditportal.api import views
 from auditportal.datasets import apis as dataset_apis
 
 urlpatterns = [
     # The OpenAPI 3 schema (YAML; ?format=json for JSON) and the Swagger UI page over it.
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", views.SchemaView.as_view(), name="api-schema"),
     path("docs/", views.api_docs, name="api-docs"),
     path("datasets/", dataset_apis.DatasetListApi.as_view(), name="api-dataset-list"),
     path(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from auditportal.fairness.figures import attributions as figures
-from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.figures.serialize import kept_figure_json
 
 # The proxies table lists every feature; the strongest proxies first.
 PROXY_ORDER = "auc"
@@ -106,9 +106,6 @@ def attribute_views(document: Mapping[str, Any]) -> list[AttributeView]:
             for feature, value in (section.get("proxies") or {}).items()
         ]
         proxies.sort(key=lambda row: (-(row.auc if row.auc is not None else -1.0), row.feature))
-        score = figures.gap_contributions_figure(str(name), section, kind="score_gap")
-        recall = figures.gap_contributions_figure(str(name), section, kind="recall_gap")
-        mean_abs = figures.mean_abs_figure(str(name), section)
         views.append(
             AttributeView(
                 name=str(name),
@@ -116,9 +113,9 @@ def attribute_views(document: Mapping[str, Any]) -> list[AttributeView]:
                 reference=reference,
                 groups=rows,
                 proxies=proxies,
-                score_figure=None if score is None else figure_json(score),
-                recall_figure=None if recall is None else figure_json(recall),
-                mean_abs_figure=None if mean_abs is None else figure_json(mean_abs),
+                score_figure=kept_figure_json(figures.gap_contributions_figure, str(name), section, kind="score_gap"),
+                recall_figure=kept_figure_json(figures.gap_contributions_figure, str(name), section, kind="recall_gap"),
+                mean_abs_figure=kept_figure_json(figures.mean_abs_figure, str(name), section),
             )
         )
     return views

@@ -20,7 +20,7 @@ from auditportal.evidence.selectors import verdict_documents_of_audit
 from auditportal.fairness.documents.plain import document_plain_summary
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.audit import audit_forest_plot, references
-from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.figures.serialize import kept_figure_json
 from auditportal.fairness.statistics import whatif
 from auditportal.fairness.text import presentation
 from auditportal.lib.csvexport import csv_response
@@ -94,7 +94,6 @@ def _detail(request: HttpRequest, audit: PredictionAudit) -> HttpResponse:
                 messages.error(request, error)
     elif not audit.is_retired and rules.can_retire(user, audit):
         retire_form = PredictionAuditRetireForm()
-    forest = audit_forest_plot(audit.result)
     return render(
         request,
         "audits/detail.html",
@@ -108,7 +107,7 @@ def _detail(request: HttpRequest, audit: PredictionAudit) -> HttpResponse:
             "exact_below": presentation.exact_below(audit.result["alpha"]),
             "retire_form": retire_form,
             "documents": verdict_documents_of_audit(audit=audit),
-            "forest_plot": None if forest is None else figure_json(forest),
+            "forest_plot": kept_figure_json(audit_forest_plot, audit.result),
             "forest_references": references(audit.result.get("attributes", {})),
         },
     )

@@ -26,7 +26,7 @@ from auditportal.evidence.selectors import verdict_document_of_comparison
 from auditportal.experiments.selectors import trial_get
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.paired import paired_forest_plot
-from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.figures.serialize import kept_figure_json
 from auditportal.lib.forms import add_user_error
 from auditportal.lib.uploads import accepts_uploads, received_sha256, report_rejected_uploads
 from auditportal.policies.selectors import policy_active
@@ -152,7 +152,6 @@ def comparison_new_trials(request: HttpRequest) -> HttpResponse:
 @require_GET
 def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     comparison = selectors.comparison_get(user=request_user(request), comparison_id=comparison_id)
-    figure = paired_forest_plot(comparison.result)
     audits = [
         {
             "role": role,
@@ -170,7 +169,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
             "comparison": comparison,
             "audits": audits,
             "document": verdict_document_of_comparison(comparison=comparison),
-            "forest_plot": None if figure is None else figure_json(figure),
+            "forest_plot": kept_figure_json(paired_forest_plot, comparison.result),
         },
     )
 

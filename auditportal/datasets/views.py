@@ -17,7 +17,7 @@ from auditportal.datasets.forms import DeclarationForm, RetireForm, StewardForm,
 from auditportal.datasets.models import DatasetVersion, IntegrityPurpose, StagedStatus
 from auditportal.fairness.errors import UserError
 from auditportal.fairness.figures.dataset import group_summary_figure
-from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.figures.serialize import kept_figure_json
 from auditportal.fairness.files import tabular
 from auditportal.lib.forms import FailedForm, add_user_error, form_failed_redirect, form_failed_restore
 from auditportal.lib.uploads import accepts_uploads, report_rejected_uploads
@@ -242,14 +242,15 @@ def _group_tables(version: DatasetVersion) -> list[tuple[selectors.GroupTable, s
     the id of the figure's JSON on the page."""
     tables = []
     for index, table in enumerate(selectors.dataset_version_group_tables(version=version), start=1):
-        figure = group_summary_figure(
+        figure = kept_figure_json(
+            group_summary_figure,
             table.rows,
             columns=table.columns,
             total_rows=version.num_rows,
             overall_rate=version.positive_rate,
             alpha=selectors.POSITIVE_RATE_ALPHA,
         )
-        tables.append((table, f"group-figure-{index}", None if figure is None else figure_json(figure)))
+        tables.append((table, f"group-figure-{index}", figure))
     return tables
 
 

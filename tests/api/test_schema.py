@@ -780,6 +780,24 @@ def test_the_docs_page_loads_swagger_ui_from_static_files_with_no_inline_script(
 
 
 @pytest.mark.django_db
+def test_the_served_schema_is_the_generated_one_for_every_account_every_time(oscar: User) -> None:
+    """The view keeps the schema it generated and its renderings (auditportal/api/views.py): what it
+    serves, in YAML and in JSON, is what the code generates, the same for every account and every time;
+    a version asked for (?version=) is still the one the schema names."""
+    generated = json.loads(json.dumps(portal_schema()))
+    rita = make_user("rita", [Role.REVIEWER])
+    for user in (oscar, rita, oscar):
+        client = client_for(user)
+        assert client.get("/api/v1/schema/?format=json").json() == generated
+        served = client.get("/api/v1/schema/")
+        assert served["Content-Type"] == "application/vnd.oai.openapi; charset=utf-8"
+        assert yaml.safe_load(served.content) == generated
+    versioned = client_for(rita).get("/api/v1/schema/?format=json&version=2").json()
+    assert versioned["info"]["version"] == f"{generated['info']['version']} (2)"
+    assert versioned["paths"] == generated["paths"]
+
+
+@pytest.mark.django_db
 def test_a_url_under_the_api_that_matches_no_route_is_a_json_404(oscar: User) -> None:
     response = client_for(oscar).get("/api/v1/experiments/not-a-number/")
     assert (response.status_code, response["Content-Type"], response.json()) == (
