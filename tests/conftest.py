@@ -10,6 +10,7 @@ from auditportal.accounts.models import Role, User
 from auditportal.celery import app as celery_app
 from auditportal.reports import signing
 from tests.database import flush_past_the_truncate_trigger
+from tests.database_template import django_db_setup as django_db_setup  # migrated once, copied
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
 from tests.db_independent import pytest_fixture_setup as pytest_fixture_setup
 from tests.db_independent import pytest_runtest_call as pytest_runtest_call

@@ -7,8 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 from knox.models import get_digest_token
@@ -16,6 +14,7 @@ from knox.settings import CONSTANTS
 
 from auditportal.accounts.models import ApiToken
 from tests.factories import make_user
+from tests.migrating import historical_state, migrate, migrate_to_latest
 
 BEFORE = [("accounts", "0001_initial"), ("approvals", "0002_api_token_scope")]
 AFTER = [("accounts", "0002_api_token_from_approvals"), ("approvals", "0003_api_token_to_accounts")]
@@ -28,10 +27,9 @@ def test_a_token_made_before_the_move_to_accounts_still_opens_the_gate_and_the_a
     ContentType.objects.filter(app_label="accounts", model="apitoken").delete()
     # As the approvals app had it: its content type, which the admin's permissions point at.
     old_type = ContentType.objects.create(app_label="approvals", model="apitoken")
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        old_apps = executor.loader.project_state(BEFORE).apps
+        old_apps = historical_state(BEFORE).apps
         assert "apitoken" not in {model._meta.model_name for model in old_apps.get_app_config("accounts").get_models()}
         OldToken = old_apps.get_model("approvals", "ApiToken")
         secrets = {}
@@ -47,13 +45,9 @@ def test_a_token_made_before_the_move_to_accounts_still_opens_the_gate_and_the_a
             )
             secrets[scope] = secret
     finally:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(AFTER)
+        migrate(AFTER)
         # And on to the newest state, which the rest of this test and the tests after it expect.
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to_latest()
 
     assert sorted(ApiToken.objects.values_list("scope", "user__username")) == [
         ("api", "deploy-bot"),

@@ -5,13 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from auditportal.activity.chain import GENESIS
 from auditportal.activity.models import Event
 from auditportal.activity.selectors import chain_verify
 from tests.factories import make_user
+from tests.migrating import historical_state, migrate, migrate_to_latest
 
 BEFORE = [("activity", "0003_evidence_verbs")]
 AFTER = [("activity", "0006_event_chain_constraints")]
@@ -21,10 +20,9 @@ AFTER = [("activity", "0006_event_chain_constraints")]
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_chains_existing_events_by_time_then_id() -> None:
     erin = make_user("erin")
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        OldEvent = executor.loader.project_state(BEFORE).apps.get_model("activity", "Event")
+        OldEvent = historical_state(BEFORE).apps.get_model("activity", "Event")
         OldEvent.objects.all().delete()  # the policy seed's event, written by the current code
         rows = [
             (datetime(2026, 1, 2, tzinfo=UTC), None, {"reason": "later", "n": (1, 2)}),
@@ -39,12 +37,9 @@ def test_the_migration_chains_existing_events_by_time_then_id() -> None:
             OldEvent.objects.filter(pk=event.pk).update(at=at)  # auto_now_add set it to now
             pks.append(event.pk)
     finally:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(AFTER)
+        migrate(AFTER)
         # And on to the latest migrations, so later tests find the schema (and triggers) they expect.
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to_latest()
 
     chained = list(Event.objects.order_by("seq"))
     assert [event.pk for event in chained] == [pks[1], pks[0], pks[2]]

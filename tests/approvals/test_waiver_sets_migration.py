@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from auditportal.accounts.models import User
 from auditportal.approvals import selectors, services
 from auditportal.approvals.models import ReviewRequest, WaivedComparison, Waiver
 from auditportal.fairness.documents.findings import FAIL
 from tests.approvals.conftest import days_from_now, in_review, keys
+from tests.migrating import migrate, migrate_to_latest
 
 BEFORE = [("approvals", "0004_votes_counted_as_cast_pauses_suspensions")]
-
-
-def _migrate(target: list[tuple[str, str]] | None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target if target is not None else executor.loader.graph.leaf_nodes())
 
 
 @pytest.mark.slow  # migrates backwards and forwards over every later migration (7-23 s here)
@@ -38,13 +32,13 @@ def test_an_existing_waiver_keeps_its_id_and_its_comparison_becomes_its_scope(
         expires_on=days_from_now(30),
     )
     expected = list(WaivedComparison.objects.values_list("waiver_id", "finding_key", "document_id", "group"))
-    _migrate(BEFORE)  # as a database made before waiver sets: the waiver row alone
+    migrate(BEFORE)  # as a database made before waiver sets: the waiver row alone
     try:
         with connection.cursor() as cursor:
             tables = connection.introspection.table_names(cursor)
         assert "approvals_waivedcomparison" not in tables
     finally:
-        _migrate(None)
+        migrate_to_latest()
     assert list(WaivedComparison.objects.values_list("waiver_id", "finding_key", "document_id", "group")) == expected
     assert expected == [(waiver.pk, key, request.documents.get().pk, waiver.group)]
     copied = Waiver.objects.get(pk=waiver.pk)

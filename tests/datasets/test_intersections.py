@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from auditportal.accounts.models import User
@@ -24,6 +22,7 @@ from auditportal.fairness.files import sharding
 from auditportal.fairness.files.tabular import DatasetSpec, FeatureInfo, load_normalized
 from tests.factories import client_for
 from tests.intersection_file import ATTRIBUTE_KEY, CSV, PAIRS, UNKNOWN, rows_by_key, write_csv
+from tests.migrating import historical_state, migrate, migrate_to_latest
 
 SPEC = DatasetSpec(label="label", positive="1", attributes=("gender", "race"))
 
@@ -148,9 +147,8 @@ def test_the_shard_metadata_counts_each_intersection_group_under_its_own_key(tmp
 @pytest.mark.slow  # about 5 s: migrates backwards and forwards
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_rewrites_stored_intersection_rows_as_keys_and_values(alice: User) -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate([("datasets", "0001_initial")])
-    old = executor.loader.project_state([("datasets", "0001_initial")]).apps
+    migrate([("datasets", "0001_initial")])
+    old = historical_state([("datasets", "0001_initial")]).apps
     version = old.get_model("datasets", "DatasetVersion").objects.create(
         dataset=old.get_model("datasets", "Dataset").objects.create(name="old", created_by_id=alice.pk),
         number=1,
@@ -192,9 +190,7 @@ def test_the_migration_rewrites_stored_intersection_rows_as_keys_and_values(alic
             share=0.1,
         )
 
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_latest()
 
     migrated = {
         (s.attribute, s.group, tuple(s.values), s.rows) for s in GroupSummary.objects.filter(version_id=version.pk)

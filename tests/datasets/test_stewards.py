@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from auditportal.accounts.models import Role, User
 from auditportal.activity.models import Event, Verb
 from auditportal.datasets.models import DatasetSteward, DatasetVersion
 from tests.factories import DatasetVersionFactory, make_user
+from tests.migrating import migrate, migrate_to_latest
 
 
 @pytest.fixture
@@ -110,15 +109,10 @@ AFTER = [("datasets", "0005_dataset_stewards")]
 def test_the_migration_makes_each_creator_the_first_steward(dataset_storage: Path) -> None:
     alice = make_user("alice", [Role.DATA_STEWARD])
     version = DatasetVersionFactory.create(created_by=alice, name="loans")
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(AFTER)
+        migrate(AFTER)
     finally:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to_latest()
     [steward] = DatasetSteward.objects.filter(dataset=version.dataset)
     assert (steward.user, steward.added_by, steward.added_at) == (alice, alice, version.dataset.created_at)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+from django.db import transaction
 
 from auditportal.experiments.models import TrialVerdict
 from auditportal.experiments.verdicts import trial_verdicts_update
 from auditportal.fairness.statistics.judge import recall_noise_floor
 from tests.factories import TrialFactory
+from tests.migrating import historical_state, migrate, migrate_to_latest
 
 BEFORE = [("experiments", "0006_trial_verdict_policy")]
 AFTER = [("experiments", "0007_dashboard_series_index_and_noise_floor")]
@@ -29,17 +29,11 @@ def test_the_migration_fills_the_noise_floor_of_stored_verdicts(dataset_storage:
         (verdict,) = trial_verdicts_update(trial=trial, step=5, metrics=metrics)
     expected = recall_noise_floor(verdict.document)
     assert expected is not None
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
+    migrate(BEFORE)
     try:
-        OldVerdict = executor.loader.project_state(BEFORE).apps.get_model("experiments", "TrialVerdict")
+        OldVerdict = historical_state(BEFORE).apps.get_model("experiments", "TrialVerdict")
         assert not hasattr(OldVerdict.objects.get(pk=verdict.pk), "noise_floor")
     finally:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(AFTER)
-        # Back to the latest schema, which the tests after this one use.
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate(AFTER)
+        migrate_to_latest()  # back to the latest schema, which the tests after this one use
     assert TrialVerdict.objects.get(pk=verdict.pk).noise_floor == expected
