@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Iterator
@@ -54,31 +55,93 @@ def require_system_tool(reason: str) -> None:
     pytest.skip(reason)
 
 
+class Chromium:
+    """One Playwright driver and one Chromium for a run of browser tests in a row, each test in a fresh
+    browser context of its own (its own cookies, storage and cache: the isolation a new browser gave).
+    Launching both for every test cost over a second of each test's wall time.
+
+    Playwright's sync API marks its event loop as running in this thread (after each call). A test's
+    fixtures set up before ``page`` and torn down after it ran without it, as when each test launched
+    its own: they may call ``asyncio.run`` (a report's PDF signature), and their ORM calls use the
+    thread's connections, not the per-context ones Django hands out while a loop runs. So between
+    tests the loop is hidden (``asyncio._set_running_loop``, as Playwright itself sets it), and both
+    stop as soon as the next test is not a browser test (pytest_runtest_teardown below)."""
+
+    def __init__(self) -> None:
+        self.playwright: Any = None
+        self.browser: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def launched(self) -> Any:
+        self.show()
+        if self.browser is not None and not self.browser.is_connected():
+            self.stop()  # a crashed Chromium is not handed to the next test
+        if self.browser is None:
+            executable = chromium_path()
+            if executable is None:
+                require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+            # The ORM calls made by the test itself (fixtures, assertions) while Playwright's loop runs
+            # are synchronous and safe here.
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+            from playwright.sync_api import sync_playwright
+
+            self.playwright = sync_playwright().start()
+            self.loop = asyncio.get_running_loop()
+            self.browser = self.playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        return self.browser
+
+    def hide(self) -> None:
+        """Between tests: the loop is not running in this thread (nothing runs it until the next call)."""
+        if self.loop is not None:
+            asyncio._set_running_loop(None)
+
+    def show(self) -> None:
+        """Before the next call: the dispatcher greenlet runs the loop inside run_forever()."""
+        if self.loop is not None:
+            asyncio._set_running_loop(self.loop)
+
+    def stop(self) -> None:
+        if self.playwright is None:
+            return
+        self.show()
+        try:
+            if self.browser.is_connected():
+                self.browser.close()
+        finally:
+            self.playwright.stop()
+            self.playwright = self.browser = self.loop = None
+            asyncio._set_running_loop(None)
+
+
+CHROMIUM = Chromium()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or "page" not in getattr(nextitem, "fixturenames", ()):
+            CHROMIUM.stop()
+
+
 @pytest.fixture
 def page(live_server: object) -> Iterator[object]:
-    executable = chromium_path()
-    if executable is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls made by the test itself
-    # (fixtures, assertions) are synchronous and safe here.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
+    browser = CHROMIUM.launched()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
         page = context.new_page()
         page.set_default_timeout(15_000)
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
-            # While Playwright's event loop runs in this thread, Django gives the test's ORM calls a
-            # connection of their own (asgiref's per-context storage, which nothing cleans up): close
-            # it here, or it outlives the test and PostgreSQL refuses to drop the test database.
-            connections.close_all()
+        yield page
+    finally:
+        CHROMIUM.show()
+        context.close()
+        # While Playwright's event loop runs in this thread, Django gives the test's ORM calls a
+        # connection of their own (asgiref's per-context storage, which nothing cleans up): close it
+        # here, or it outlives the test and PostgreSQL refuses to drop the test database.
+        connections.close_all()
+        CHROMIUM.hide()
 
 
 def log_in(page: Any, base_url: str, username: str) -> None:
