@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -9,6 +10,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import Role, User
 from auditportal.celery import app as celery_app
 from auditportal.reports import signing
+from tests.browser.conftest import chromium_path, require_system_tool
 from tests.database import flush_past_the_truncate_trigger
 from tests.database_template import django_db_setup as django_db_setup  # migrated once, copied
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
@@ -100,3 +102,60 @@ def dataset_storage(settings: SettingsWrapper, tmp_path: Path) -> Path:
     settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path / "uploads")
     (tmp_path / "uploads").mkdir()
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def session_warm_chromium() -> Iterator[Any]:
+    """One warm Chromium for the figures of every test in this process that draws as a worker does (a
+    worker, too, keeps one for all its reports; its page is reloaded clean after each): started by the
+    first such test, closed at the end. Lent to a test by ``warm_figure_export`` only."""
+    if chromium_path() is None:
+        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+    from auditportal.reports import figures
+
+    figures.start_warm_export()
+    warm = figures._warm
+    assert warm is not None
+    figures._warm = None  # a test that exports cold finds none
+    yield warm
+    warm.close()
+
+
+@pytest.fixture
+def warm_figure_export(session_warm_chromium: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process draws figures with a warm Chromium, as a worker process does, for this test."""
+    from auditportal.reports import figures
+
+    monkeypatch.setattr(figures, "_warm", session_warm_chromium)
+
+
+@pytest.fixture(scope="session")
+def proxy_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A checkpoint trained once per session (a trainer process, 5 to 10 s), read by the attributions
+    tests (tests/trainer/test_attribute.py, tests/attributions/test_real.py; one xdist group, so one
+    worker trains it): (its shard directory, its checkpoint folder) under one run folder, the shards'
+    parent. Read only: a test copies what it changes."""
+    from tests.trainer.trainer_testkit import train_on_proxy_frame
+
+    return train_on_proxy_frame(tmp_path_factory.mktemp("proxy-checkpoint"), proxy=True)
+
+
+@pytest.fixture(scope="session")
+def demo_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo rows (trainer_testkit.make_demo_frame, 4,000) as two stratified shard parts, written once."""
+    from tests.trainer.trainer_testkit import make_demo_frame, stratified_assignment, write_shard_dir
+
+    frame = make_demo_frame(4000, seed=0)
+    return write_shard_dir(frame, tmp_path_factory.mktemp("demo") / "shards", stratified_assignment(frame, 2))
+
+
+@pytest.fixture(scope="session")
+def lambda_runs(demo_shards: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """Two trainings on ``demo_shards`` (trainer_testkit.LAMBDA_HP: without and with the fairness
+    penalty; 150 batches each, about 10 s), trained once per session for the fairness test and the
+    paired trials' (one xdist group, so one worker trains them): (their run folder, name -> TrainedRun).
+    Read only."""
+    from tests.trainer.trainer_testkit import train_lambda_runs
+
+    root = tmp_path_factory.mktemp("lambda-runs")
+    return root, train_lambda_runs(root, demo_shards)

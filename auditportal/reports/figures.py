@@ -2,9 +2,10 @@
 
 Plotly's static export drives a headless Chromium through kaleido (Debian's ``chromium``; set
 ``BROWSER_PATH`` for another). A cold export starts a browser for each call (seconds: one for all of a
-call's figures, closed after it); the Celery worker keeps one warm instead (``start_warm_export``,
-called when a worker process starts: about 1 GB, so never in a web process), which draws a report's
-figures in a fraction of a second each.
+call's figures, closed after it); the Celery worker keeps one warm instead (``keep_warm_export``,
+called when a worker process starts; the browser starts with the process's first export, about 1 GB, so
+never in a web process nor in a worker that draws nothing), which draws a report's figures in a
+fraction of a second each.
 """
 
 from __future__ import annotations
@@ -191,6 +192,14 @@ class _WarmChromium:
 _warm: _WarmChromium | None = None
 _warm_lock = threading.Lock()
 _stop_at_exit = False
+_keep_warm = False
+
+
+def keep_warm_export() -> None:
+    """This process keeps a warm Chromium for its figure exports, started by the first of them (a worker
+    process: one that never draws a figure never starts a browser)."""
+    global _keep_warm
+    _keep_warm = True
 
 
 def start_warm_export() -> None:
@@ -212,6 +221,15 @@ def stop_warm_export() -> None:
         warm, _warm = _warm, None
     if warm is not None:
         warm.close()
+
+
+def _start_kept_warm() -> None:
+    global _keep_warm
+    try:
+        start_warm_export()
+    except Exception:  # no Chromium here: figures fall back to a cold export, reports still render
+        _keep_warm = False  # tried once, as the worker's start did
+        logger.exception("kaleido: could not start a warm Chromium for report figures")
 
 
 def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
@@ -238,6 +256,9 @@ def figures_svg(drawings: Sequence[Drawing]) -> list[str]:
         layout.update(width=drawing.width, height=drawing.height)
         specs.append(spec)
     warm = _warm
+    if warm is None and _keep_warm and specs:
+        _start_kept_warm()
+        warm = _warm
     if warm is not None:
         drawn = warm.svgs(specs)
     elif len(specs) > 1:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from celery.signals import worker_process_init
@@ -10,17 +9,14 @@ from auditportal.celery import app
 from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.reports import figures, heads, services
 
-logger = logging.getLogger(__name__)
-
 
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _warm_figure_export(**_: Any) -> None:
-    # Only worker processes render reports: they keep a warm Chromium for the figures' SVG export.
-    # Importing this module elsewhere (a web process queuing a task) connects, but never fires, this.
-    try:
-        figures.start_warm_export()
-    except Exception:  # no Chromium here: figures fall back to a cold export, reports still render
-        logger.exception("kaleido: could not start a warm Chromium for report figures")
+    # Only worker processes render reports: they keep a warm Chromium for the figures' SVG export,
+    # started by the first report that draws (a worker that never draws starts no browser: a few
+    # seconds and about 1 GB saved). Importing this module elsewhere (a web process queuing a task)
+    # connects, but never fires, this.
+    figures.keep_warm_export()
 
 
 @app.task(name="reports.generate", acks_late=True)  # type: ignore[untyped-decorator]

@@ -23,25 +23,21 @@ from auditportal.fairness.documents.canonical import canonical_json
 from auditportal.fairness.statistics import attributions as attribution_statistics
 from tests.approvals.conftest import handed_over, worker_runs
 from tests.factories import DatasetVersionFactory, ExperimentFactory, TrialFactory
-from tests.trainer.trainer_testkit import make_proxy_frame, run_trainer, stratified_assignment, write_shard_dir
+from tests.trainer.trainer_testkit import PROXY_HP
 
-pytestmark = pytest.mark.slow
+# The checkpoint is the session's (tests/conftest.py), trained once for this module and
+# tests/trainer/test_attribute.py: one xdist group, so one worker trains it.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("attribute-checkpoints")]
 
-HP: dict[str, Any] = {"global_batch_size": 64, "dropout": 0.0, "val_batch_size": 256, "seed": 3}
+HP: dict[str, Any] = PROXY_HP
 SHARDS_SHA256 = "0" * 64  # what trainer_testkit's manifest names
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Shards of 3,000 rows and one small training on them, once for the module (a few seconds)."""
-    root = tmp_path_factory.mktemp("attributions")
-    frame, numeric, categorical = make_proxy_frame(3000, seed=1)
-    shards = write_shard_dir(
-        frame, root / "shards", stratified_assignment(frame, 2), numeric=numeric, categorical=categorical
-    )
-    run_trainer(root / "run", shards, HP, batches=60, validation_period=60)
-    (checkpoint,) = (root / "run" / "xdg" / "determined").iterdir()
-    return {"root": root, "shards": shards, "checkpoint": checkpoint}
+def trained(proxy_checkpoint: tuple[Path, Path]) -> dict[str, Path]:
+    """Shards of 4,000 rows and one small training on them (the session's), in one run folder."""
+    shards, checkpoint = proxy_checkpoint
+    return {"root": shards.parent, "shards": shards, "checkpoint": checkpoint}
 
 
 @pytest.fixture

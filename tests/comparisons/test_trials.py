@@ -25,11 +25,14 @@ from auditportal.experiments.models import Trial, TrialState
 from auditportal.fairness.errors import UserError
 from tests.approvals.conftest import handed_over, worker_runs
 from tests.factories import DatasetVersionFactory, ExperimentFactory, TrialFactory
-from tests.trainer.trainer_testkit import make_demo_frame, run_trainer, stratified_assignment, write_shard_dir
+from tests.trainer.trainer_testkit import LAMBDA_HP, TrainedRun
 from trainer.predict import validation_predictions
 
-HP: dict[str, Any] = {"global_batch_size": 64, "dropout": 0.0, "val_batch_size": 200, "seed": 3}
-CHALLENGER_HP: dict[str, Any] = {**HP, "seed": 5, "fairness_lambda": 4.0}
+# The session's two trainings on the demo shards (tests/conftest.py: lambda_runs, shared with the
+# fairness test in tests/trainer/test_training.py, in one xdist group so one worker trains them): the
+# champion without the fairness penalty, the challenger with it.
+HP: dict[str, Any] = LAMBDA_HP["plain"]
+CHALLENGER_HP: dict[str, Any] = LAMBDA_HP["fair"]
 SHARDS_SHA256 = "0" * 64  # what trainer_testkit's manifest names
 
 
@@ -39,17 +42,11 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(runs_root: Path) -> dict[str, Path]:
-    """Shards written once and two small trainings on them (a few seconds each)."""
-    frame = make_demo_frame(3000, seed=0)
-    shards = write_shard_dir(frame, runs_root / "shards", stratified_assignment(frame, 2))
-    out = {"shards": shards}
-    for name, hp in (("champion", HP), ("challenger", CHALLENGER_HP)):
-        workdir = runs_root / name
-        run_trainer(workdir, shards, hp, batches=30, validation_period=30)
-        (checkpoint,) = (workdir / "xdg" / "determined").iterdir()
-        out[name] = checkpoint
-    return out
+def trained(demo_shards: Path, lambda_runs: tuple[Path, dict[str, TrainedRun]]) -> dict[str, Path]:
+    """The shards and the two trainings' checkpoints, and the run folder that holds them (read only)."""
+    root, runs = lambda_runs
+    champion, challenger = runs["plain"].checkpoint, runs["fair"].checkpoint
+    return {"shards": demo_shards, "root": root, "champion": champion, "challenger": challenger}
 
 
 @pytest.fixture
@@ -72,17 +69,15 @@ def _trial(version: DatasetVersion, shards: Path, checkpoint: Path | None, hp: d
 
 
 @pytest.fixture
-def trials(
-    version: DatasetVersion, trained: dict[str, Path], runs_root: Path, settings: SettingsWrapper
-) -> tuple[Trial, Trial]:
-    settings.EXPERIMENT_RUN_DIR = runs_root
+def trials(version: DatasetVersion, trained: dict[str, Path], settings: SettingsWrapper) -> tuple[Trial, Trial]:
+    settings.EXPERIMENT_RUN_DIR = trained["root"]
     return (
         _trial(version, trained["shards"], trained["champion"], HP),
         _trial(version, trained["shards"], trained["challenger"], CHALLENGER_HP),
     )
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trained-checkpoint")]
 
 
 def test_two_trials_compare_on_their_shared_validation_rows_with_counts_as_computed_directly(

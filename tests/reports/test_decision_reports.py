@@ -26,7 +26,7 @@ from auditportal.fairness.documents.report_context import ReportContext
 from auditportal.fairness.figures.audit import forest_plot_panels
 from auditportal.fairness.files.metricsfile import MetricRecord
 from auditportal.outbox.models import OutboxMessage
-from auditportal.reports import figures, services
+from auditportal.reports import services
 from auditportal.reports.models import Report, ReportRevision
 from auditportal.reports.selectors import report_verify, review_request_reports
 from auditportal.reports.tasks import report_generate_task
@@ -41,7 +41,6 @@ from tests.approvals.conftest import (
     unfair_trial_request,
     vote,
 )
-from tests.browser.conftest import chromium_path, require_system_tool
 from tests.reports.helpers import ARTIFACTS, nss_database, pdf_tool
 from tests.reports.test_independent_tools import _pdfsig
 
@@ -53,17 +52,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def worker() -> Iterator[None]:
-    """Tasks run in this process when queued (Celery's eager mode), with a warm Chromium as a worker has."""
-    if chromium_path() is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+def worker(warm_figure_export: None) -> Iterator[None]:
+    """Tasks run in this process when queued (Celery's eager mode), with a warm Chromium as a worker has
+    (the session's: tests/conftest.py)."""
     before = {"task_always_eager": app.conf.task_always_eager, "task_eager_propagates": app.conf.task_eager_propagates}
     app.conf.update(task_always_eager=True, task_eager_propagates=True)
-    figures.start_warm_export()
     try:
         yield
     finally:
-        figures.stop_warm_export()
         app.conf.update(before)
 
 

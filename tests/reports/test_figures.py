@@ -13,6 +13,7 @@ import pytest
 from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.documents.report_context import Figure
 from auditportal.reports import figures, rendering
+from auditportal.reports import tasks as report_tasks
 from tests.browser.conftest import chromium_path, require_system_tool
 from tests.reports.helpers import decided_context, pdf_tool
 
@@ -41,6 +42,34 @@ def test_a_figure_becomes_svg_in_the_report_font_and_stays_unchanged(chromium: N
     assert "Recall by gender" in svg
     assert "Report Sans" in svg
     assert figure.to_plotly_json() == before
+
+
+def test_a_worker_process_starts_its_warm_chromium_with_its_first_export_and_keeps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[object] = []
+
+    class Browser:
+        """Stands in for the warm Chromium: counts its starts, draws a placeholder per figure."""
+
+        def __init__(self) -> None:
+            started.append(self)
+
+        def svgs(self, specs: list[dict[str, object]]) -> list[bytes]:
+            return [b"<svg></svg>" for _ in specs]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(figures, "_WarmChromium", Browser)
+    monkeypatch.setattr(figures, "_warm", None)
+    monkeypatch.setattr(figures, "_keep_warm", False)
+    report_tasks._warm_figure_export()  # what worker_process_init runs in a worker process
+    assert started == []  # no browser for a worker that draws nothing
+    assert figures.figure_svg(_figure()) == "<svg></svg>"
+    assert figures.figures_svg([figures.Drawing(_figure(), height=300)] * 2) == ["<svg></svg>"] * 2
+    assert len(started) == 1  # started by the first export, kept for the next
+    figures.stop_warm_export()
 
 
 def _without_uid(svg: str) -> str:

@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,6 @@ from auditportal.reports import figures, services
 from auditportal.reports.models import Report
 from auditportal.reports.tasks import report_generate_task
 from tests.approvals.conftest import approved, demo_version, frank, runs
-from tests.browser.conftest import chromium_path, require_system_tool
 from tests.factories import PASSWORD, client_for
 from tests.reports import pdfa
 from tests.reports.helpers import ARTIFACTS, nss_database, pdf_tool
@@ -102,15 +100,8 @@ def _text(words: list[Word]) -> str:
 
 
 @pytest.fixture
-def warm_chromium() -> Iterator[None]:
-    """A warm Chromium, as the worker has."""
-    if chromium_path() is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
-    figures.start_warm_export()
-    try:
-        yield
-    finally:
-        figures.stop_warm_export()
+def warm_chromium(warm_figure_export: None) -> None:
+    """A warm Chromium, as the worker has (the session's: tests/conftest.py)."""
 
 
 def test_an_80_comparison_trial_report_prints_every_label_legibly_and_keeps_its_pages_as_png(

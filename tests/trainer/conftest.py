@@ -16,7 +16,6 @@ from tests.trainer.trainer_testkit import (
     ports_taken,
     run_trainer,
     skewed_assignment,
-    stratified_assignment,
     write_shard_dir,
 )
 
@@ -39,12 +38,6 @@ DETERMINED_FIXED_PORTS = (det_constants.INTER_TRAIN_PROCESS_COMM_PORT_1, det_con
 def skewed_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     frame = make_demo_frame(4000, seed=0)
     return write_shard_dir(frame, tmp_path_factory.mktemp("skewed") / "shards", skewed_assignment(frame))
-
-
-@pytest.fixture(scope="session")
-def demo_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    frame = make_demo_frame(4000, seed=0)
-    return write_shard_dir(frame, tmp_path_factory.mktemp("demo") / "shards", stratified_assignment(frame, 2))
 
 
 @pytest.fixture(scope="session")

@@ -15,35 +15,27 @@ import numpy as np
 import pytest
 
 from auditportal.fairness.statistics.attributions import summarise, top_features, top_proxies
-from tests.trainer.trainer_testkit import REPO, make_proxy_frame, run_trainer, stratified_assignment, write_shard_dir
+from tests.trainer.trainer_testkit import PROXY_HP, REPO, train_on_proxy_frame
 from trainer import attribute
 from trainer.predict import validation_predictions
 
-# Each module fixture trains a model (5 to 10 s); the CLI runs import torch in a process of their own.
+# Each fixture trains a model (5 to 10 s): the proxy one once per session (tests/conftest.py), shared
+# with tests/attributions/test_real.py in this xdist group; the CLI runs import torch in a process of
+# their own.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("attribute-checkpoints")]
 
-HP: dict[str, Any] = {"global_batch_size": 64, "dropout": 0.0, "val_batch_size": 200, "seed": 3}
+HP = PROXY_HP
 SAMPLE = 400
 
 
-def _train(root: Path, *, proxy: bool) -> tuple[Path, Path]:
-    frame, numeric, categorical = make_proxy_frame(4000, seed=0, proxy=proxy)
-    shards = write_shard_dir(
-        frame, root / "shards", stratified_assignment(frame, 2), numeric=numeric, categorical=categorical
-    )
-    run_trainer(root / "run", shards, HP, batches=60, validation_period=60)
-    (checkpoint,) = (root / "run" / "xdg" / "determined").iterdir()
-    return shards, checkpoint
-
-
 @pytest.fixture(scope="module")
-def proxy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return _train(tmp_path_factory.mktemp("attribute-proxy"), proxy=True)
+def proxy_run(proxy_checkpoint: tuple[Path, Path]) -> tuple[Path, Path]:
+    return proxy_checkpoint
 
 
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return _train(tmp_path_factory.mktemp("attribute-plain"), proxy=False)
+    return train_on_proxy_frame(tmp_path_factory.mktemp("attribute-plain"), proxy=False)
 
 
 @pytest.fixture(scope="module")

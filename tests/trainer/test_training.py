@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.trainer.trainer_testkit import REPO, run_trainer
+from tests.trainer.trainer_testkit import REPO, TrainedRun, run_trainer
 from trainer.hparams import NORMALIZATIONS
 
 # Every test here runs the trainer in a process of its own (3 to 15 s each, torch and Determined to
-# import): slow. one_process, two_process and two_process_plain (tests/trainer/conftest.py) are
-# trained once per session; the tests that read them share an xdist group, so one worker trains them.
+# import): slow. one_process, two_process and two_process_plain (tests/trainer/conftest.py) and
+# lambda_runs (tests/conftest.py, shared with tests/comparisons/test_trials.py) are trained once per
+# session; the tests that read them share an xdist group, so one worker trains them.
 pytestmark = pytest.mark.slow
 
 
@@ -133,10 +134,12 @@ def test_plain_sampler_on_skewed_shards_shows_a_large_worker_share_spread(
         assert m["worker_share/gender/female/rank0"] - m["worker_share/gender/female/rank1"] > 0.4
 
 
-def test_fairness_lambda_lowers_eod_on_the_demo_dataset(demo_shards: Path, tmp_path: Path) -> None:
-    base = {"global_batch_size": 128, "learning_rate": 0.01, "seed": 0}
-    plain = run_trainer(tmp_path / "l0", demo_shards, {**base, "fairness_lambda": 0.0}, batches=150)
-    fair = run_trainer(tmp_path / "l5", demo_shards, {**base, "fairness_lambda": 5.0}, batches=150)
+@pytest.mark.xdist_group("trained-checkpoint")
+def test_fairness_lambda_lowers_eod_on_the_demo_dataset(lambda_runs: tuple[Path, dict[str, TrainedRun]]) -> None:
+    # fairness_lambda 0 and 5, else the same: 128 rows a batch, learning rate 0.01, seed 0, 150 batches.
+    _, runs = lambda_runs
+    assert {name: run.hparams["fairness_lambda"] for name, run in runs.items()} == {"plain": 0.0, "fair": 5.0}
+    plain, fair = runs["plain"].lines, runs["fair"].lines
     eod_plain = _validations(plain)[-1]["metrics"]["eod"]
     eod_fair = _validations(fair)[-1]["metrics"]["eod"]
     # Seeds 0-2 give 0.59-0.61 against 0.27-0.37; the margin leaves room for platform noise.
@@ -205,23 +208,26 @@ def test_uploaded_context_holds_only_trainer_and_starts_without_the_repository(
             target.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    probe = (
-        "import sys, trainer.train; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'auditportal')); "
-        "assert not bad, bad; assert trainer.train.__file__.startswith(sys.argv[1]), trainer.train.__file__"
-    )
-    subprocess.run([sys.executable, "-c", probe, str(staged)], cwd=staged, env=env, check=True, timeout=120)
+    # One process (torch and Determined imported once): the trainer run as ``python -m trainer.train``
+    # runs it (runpy, as __main__), then asked what the whole run imported, and from where.
+    probe = """
+import importlib.util, runpy, sys
+staged = sys.argv[1]
+sys.argv[1:] = sys.argv[2:]
+try:
+    runpy.run_module("trainer.train", run_name="__main__", alter_sys=True)
+except SystemExit as stop:
+    assert stop.code in (0, None), f"trainer exited {stop.code}"
+bad = sorted(m for m in sys.modules if m.split(".")[0] in ("django", "auditportal"))
+assert not bad, bad
+origin = importlib.util.find_spec("trainer.train").origin
+assert origin.startswith(staged), origin
+assert all(m.__file__.startswith(staged) for n, m in sys.modules.items() if n.split(".")[0] == "trainer"), sys.modules
+"""
     out = tmp_path / "m.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "trainer.train",
-        "--data",
-        str(demo_shards),
-        "--batches",
-        "3",
-        "--metrics-out",
-        str(out),
-    ]
-    subprocess.run(cmd, cwd=staged, env=env, check=True, timeout=120, capture_output=True)
+    args = ["--data", str(demo_shards), "--batches", "3", "--metrics-out", str(out)]
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(staged), *args], cwd=staged, env=env, timeout=120, capture_output=True
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
     assert [json.loads(line)["kind"] for line in out.read_text().splitlines()][-1] == "validation"

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,50 @@ def run_trainer(
     if proc.returncode != 0:
         raise AssertionError(f"trainer failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+# The hyperparameters of the attributions tests' trainings (tests/trainer/test_attribute.py,
+# tests/attributions/test_real.py): a small model, no dropout, one validation at the end.
+PROXY_HP: dict[str, Any] = {"global_batch_size": 64, "dropout": 0.0, "val_batch_size": 200, "seed": 3}
+
+
+def train_on_proxy_frame(root: Path, *, proxy: bool) -> tuple[Path, Path]:
+    """Shards of ``make_proxy_frame(4000, seed=0, proxy=proxy)`` under ``root`` and a 60-batch local
+    training on them with PROXY_HP: (the shard directory, the checkpoint folder)."""
+    frame, numeric, categorical = make_proxy_frame(4000, seed=0, proxy=proxy)
+    shards = write_shard_dir(
+        frame, root / "shards", stratified_assignment(frame, 2), numeric=numeric, categorical=categorical
+    )
+    run_trainer(root / "run", shards, PROXY_HP, batches=60, validation_period=60)
+    (checkpoint,) = (root / "run" / "xdg" / "determined").iterdir()
+    return shards, checkpoint
+
+
+# Two trainings on the demo shards that differ only in the fairness penalty's weight: the fairness
+# test's (tests/trainer/test_training.py: the penalty lowers eod) and the paired trials' champion and
+# challenger (tests/comparisons/test_trials.py), trained once per session (tests/conftest.py).
+LAMBDA_BASE_HP: dict[str, Any] = {"global_batch_size": 128, "learning_rate": 0.01, "seed": 0}
+LAMBDA_HP: dict[str, dict[str, Any]] = {
+    "plain": {**LAMBDA_BASE_HP, "fairness_lambda": 0.0},
+    "fair": {**LAMBDA_BASE_HP, "fairness_lambda": 5.0},
+}
+LAMBDA_BATCHES = 150
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A finished local training: its hyperparameters, metrics lines and (one) checkpoint folder."""
+
+    hparams: dict[str, Any]
+    lines: list[dict[str, Any]]
+    checkpoint: Path
+
+
+def train_lambda_runs(root: Path, shards: Path) -> dict[str, TrainedRun]:
+    """LAMBDA_HP's two trainings on ``shards``, each in its run folder under ``root``."""
+    runs = {}
+    for name, hparams in LAMBDA_HP.items():
+        lines = run_trainer(root / name, shards, hparams, batches=LAMBDA_BATCHES)
+        (checkpoint,) = (root / name / "xdg" / "determined").iterdir()
+        runs[name] = TrainedRun(hparams=hparams, lines=lines, checkpoint=checkpoint)
+    return runs
