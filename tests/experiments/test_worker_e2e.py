@@ -209,7 +209,9 @@ def test_a_cancel_from_another_pid_namespace_stops_the_trainer_processes(
         check=False,
     )
     assert cancel.returncode == 0, cancel.stderr[-3000:]
-    assert cancel.stdout.strip().splitlines()[-1] == ExperimentStatus.CANCELLING
+    # The status the cancel read back after its commit: the worker (the stop task is queued with the
+    # cancel) may already have stopped both trials and marked the experiment cancelled by then.
+    assert cancel.stdout.strip().splitlines()[-1] in (ExperimentStatus.CANCELLING, ExperimentStatus.CANCELLED)
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
