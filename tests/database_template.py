@@ -152,6 +152,24 @@ def _copy_template(db: BaseDatabaseWrapper, *, rebuild: bool) -> None:
         raise NotImplementedError(f"no template copy for {db.vendor}: add one to tests/database_template.py")
 
 
+def sqlite_template_copy(target: Path) -> bool:
+    """Copies the kept SQLite template to ``target`` (a database that ``manage.py migrate`` would have
+    made with these settings) and says so; False when this run is not on SQLite or has no template yet."""
+    if connection.vendor != "sqlite":
+        return False
+    with _file_lock(SQLITE_TEMPLATES / ".lock") if SQLITE_TEMPLATES.exists() else _no_lock():
+        template = SQLITE_TEMPLATES / f"{template_key()}.sqlite3"
+        if not template.exists():
+            return False
+        shutil.copyfile(template, target)
+    return True
+
+
+@contextmanager
+def _no_lock() -> Iterator[None]:
+    yield
+
+
 def _migrate_into(db: BaseDatabaseWrapper, name: str) -> None:
     """Creates and migrates the database ``name`` as Django makes a test database, then leaves the
     connection's settings as they were (``create_test_db`` points them at what it made)."""
