@@ -5,9 +5,8 @@ error; a full-page screenshot of each under test-artifacts/browser/pages/<route>
 The pages are the URLconf's routes (tests/security/routes.py), so a page added tomorrow is visited
 without anyone listing it; each is asked for as the first user class the authorization matrix
 (tests/security/matrix.py) answers 200 for a GET, in the world it is built against (world.py). What is
-not an HTML page (a .json, .csv, .pdf or .pem, the API's schema) is skipped by its Content-Type or as
-the download it starts, and routes the matrix answers no GET with 200 for (a POST-only action, a
-redirect) are never visited."""
+not an HTML page (a .json, .csv, .pdf or .pem, the API's schema) is skipped by its Content-Type, and
+routes the matrix answers no GET with 200 for (a POST-only action, a redirect) are never visited."""
 
 from __future__ import annotations
 
@@ -63,6 +62,7 @@ REQUIRED = {
 }
 # A name with no space to break at (a file name, a dataset's name, a title pasted from elsewhere).
 LONG = "credit-applications_" + "0123456789abcdef" * 14
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 WATCH = """
 window.__violations = [];
@@ -109,14 +109,8 @@ FIGURES_FITTED = """async () => {
   await Promise.all([...document.querySelectorAll('.js-plotly-plot')].map(e => window.Plotly.Plots.resize(e)));
   return true;
 }"""
-# What each width checks: the document's width, the CSP violations since the last look (taken out), and
-# on the experiment page the heatmap's image-rendering, inline and computed.
-CHECKS = """heatmap => ({
-  scrollWidth: document.documentElement.scrollWidth,
-  violations: window.__violations.splice(0),
-  heatmap: heatmap ? [...document.querySelectorAll('.js-plotly-plot .hm image')].map(
-    i => [i.style.imageRendering, getComputedStyle(i).imageRendering]) : null,
-})"""
+HEATMAP_RENDERING = """() => [...document.querySelectorAll('.js-plotly-plot .hm image')].map(
+  i => [i.style.imageRendering, getComputedStyle(i).imageRendering])"""
 
 
 def _worker_shares(world: World) -> None:
@@ -206,31 +200,14 @@ def visitor(page: Any, live_server: Any) -> Iterator[Visitor]:
         opened.close()
 
 
-def _html_response(page: Any, url: str) -> bool:
-    """Opens the URL and says whether it answered the browser's GET with an HTML page: a whole document,
-    not a fragment a page fetches to swap in (the experiment page's live sections), nor JSON, nor a
-    redirect. What the browser downloads (a .csv, .pdf or .pem, a canonical document, the API's schema)
-    is not opened at all: Playwright's goto refuses it."""
-    from playwright.sync_api import Error as PlaywrightError
-
-    try:
-        response = page.goto(url)
-    except PlaywrightError as error:
-        if str(error).startswith("Page.goto: Download is starting"):
-            return False
-        raise
-    html = (
-        response is not None
-        and response.status == 200
-        and response.request.redirected_from is None
-        and str(response.headers.get("content-type", "")).startswith("text/html")
-        and str(response.text()).lstrip()[:15].lower() == "<!doctype html>"
-    )
-    if not html:
-        # Away from it before the next page: what Chromium does for a document of its own (ask for
-        # /favicon.ico, a 404 it logs as a console error) must not be heard as the next page's.
-        page.goto("about:blank")
-    return html
+def _is_html(page: Any, url: str) -> bool:
+    """Whether the URL answers a browser's GET with an HTML page (asked with the page's cookies): a
+    whole document, not a fragment a page fetches to swap in (the experiment page's live sections)."""
+    response = page.request.get(url, headers={"Accept": BROWSER_ACCEPT}, max_redirects=0)
+    content_type = str(response.headers.get("content-type", ""))
+    if response.status != 200 or not content_type.startswith("text/html"):
+        return False
+    return str(response.text()).lstrip()[:15].lower() == "<!doctype html>"
 
 
 def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console_error(
@@ -248,6 +225,10 @@ def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console
             continue
         page = visitor.page_of(reader)
         url = live_server.url + fill(route, world.kwargs)
+        if not _is_html(page, url):
+            skipped.append(route.key)
+            continue
+        visited.add(route.key)
         # One load per page, at the phone's width first; then the window widens to the laptop's (the
         # server renders the same page for both; the figures relay out as they do when a user widens it).
         visitor.errors.clear()
@@ -255,10 +236,7 @@ def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console
         # goto waits for the load event; what a page fetches after it is its figures' data, which
         # FIGURES_SETTLED waits for (drawn, or the reason given). Waiting for the network to be idle
         # besides cost half a second a page and found nothing more.
-        if not _html_response(page, url):
-            skipped.append(route.key)
-            continue
-        visited.add(route.key)
+        page.goto(url)
         page.wait_for_function(FIGURES_SETTLED)
         for width in WIDTHS:
             label = f"{route.key} at {width} px as {reader}"
@@ -266,16 +244,16 @@ def test_every_page_fits_a_phone_and_a_laptop_without_a_csp_violation_or_console
                 page.set_viewport_size({"width": width, "height": 900})
                 page.wait_for_function(FIGURES_FITTED)
             page.screenshot(path=str(PAGES / f"{route.key.replace(':', '-')}-{width}.png"), full_page=True)
-            # One round trip for what each width checks (the CSP violations taken out as they are read).
-            found = page.evaluate(CHECKS, route.key == "experiments:detail")
-            if found["scrollWidth"] > width:
-                problems.append(f"{label}: {found['scrollWidth']} px wide; widest: {page.evaluate(WIDEST, width)}")
-            problems.extend(f"{label}: CSP: {violation}" for violation in found["violations"])
+            scroll_width = int(page.evaluate("document.documentElement.scrollWidth"))
+            if scroll_width > width:
+                problems.append(f"{label}: {scroll_width} px wide; widest: {page.evaluate(WIDEST, width)}")
+            problems.extend(f"{label}: CSP: {found}" for found in page.evaluate("window.__violations"))
             problems.extend(f"{label}: console: {error}" for error in visitor.errors)
             visitor.errors.clear()
+            page.evaluate("window.__violations = []")
             if route.key == "experiments:detail":
                 # The worker-share heatmap's cells stay sharp: its image-rendering applied, not refused.
-                rendering = found["heatmap"]
+                rendering = page.evaluate(HEATMAP_RENDERING)
                 if not rendering or any(
                     inline != "pixelated" or computed != "pixelated" for inline, computed in rendering
                 ):
