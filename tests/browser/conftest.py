@@ -26,6 +26,10 @@ CHROMIUM_FLAGS = [
 ]
 
 
+# How often the pages that poll ask the server in the tests that use fast_polls (static/js reads
+# window.PortalPollMs).
+POLL_MS = 250
+
 # Chromiums at a time under xdist (`make test`): the browser tests' modules are dealt in turn to this
 # many groups, each run by one worker (--dist loadgroup). More would share the two cores with the rest
 # of the suite and a page's 15-second wait could run out; one alone made the browser tests the
@@ -142,6 +146,15 @@ def page(live_server: object) -> Iterator[object]:
         # here, or it outlives the test and PostgreSQL refuses to drop the test database.
         connections.close_all()
         CHROMIUM.hide()
+
+
+@pytest.fixture
+def fast_polls(page: Any) -> None:
+    """The pages that follow work in progress (an experiment, an upload, a comparison, a decision's
+    report) ask the server every POLL_MS instead of every 1.5 to 30 s, in a test that waits for what it
+    changed to show: a poll a second or two away was most of that wait. (Not for a test that waits for
+    the network to be idle: a page asking four times a second never is.)"""
+    page.context.add_init_script(f"window.PortalPollMs = {POLL_MS};")
 
 
 def log_in(page: Any, base_url: str, username: str) -> None:

@@ -25,7 +25,12 @@ from tests.browser.test_dashboard_audits import page_width, watch_console
 from tests.factories import PASSWORD, DemoDatasetVersionFactory, make_user
 from tests.worker import start_worker_fixture  # noqa: F401 (the start_worker fixture)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 # Fewer than this many clicks and entries per committee member, from the home page to a signed report.
 CLICK_BUDGET = 25

@@ -23,7 +23,12 @@ from tests.browser.conftest import ARTIFACTS, log_in
 from tests.comparisons.conftest import paired_csv_text
 from tests.factories import DatasetVersionFactory, ExperimentFactory, PredictionAuditFactory, TrialFactory, make_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 WIDTHS = (1280, 390)
 

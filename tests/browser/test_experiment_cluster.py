@@ -14,7 +14,12 @@ from auditportal.experiments.models import Experiment, TrialState
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import ExperimentFactory, TrialFactory, make_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 FAILED = (
     "last poll failed: master unreachable: HTTP 503 from http://determined-master:8080 while trying to read "
@@ -52,8 +57,11 @@ def test_the_page_names_the_cluster_and_shows_why_the_last_poll_failed(
     assert backend.inner_text() == "Determined cluster — Determined experiment 57"
     error = page.locator("#experiment-error")
     assert error.inner_text() == "L" + FAILED[1:]
-    # The page polls its progress JSON; the reason stays until a poll succeeds.
-    page.wait_for_timeout(2500)
+    # The page polls its progress JSON; the reason stays until a poll succeeds. The second poll asks
+    # only once the first one's answer is shown.
+    for _ in range(2):
+        with page.expect_response(lambda response: response.url.endswith(f"/experiments/{running.pk}/progress.json")):
+            pass
     assert error.is_visible()
     assert error.inner_text() == "L" + FAILED[1:]
     page.click("#experiment-config summary")

@@ -16,7 +16,12 @@ from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import ExperimentFactory, TrialFactory, make_user
 from trainer import bias
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 FIGURES = ("figure-timeline", "figure-recall", "figure-scatter", "figure-lowest")
 # plotly.js keeps a figure's arrays, decoded, in the element's _fullData (its .data holds the typed

@@ -26,7 +26,12 @@ from tests.factories import DemoDatasetVersionFactory, ExperimentFactory, TrialF
 SHOWS = """([trial, field, text]) =>
     document.querySelector(`tr[data-trial="${trial}"] [data-field="${field}"]`).textContent === text"""
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 
 def test_the_experiment_page_follows_a_running_trial_without_a_reload(

@@ -17,7 +17,12 @@ from tests.datasets.conftest import SMALL_CSV
 from tests.factories import make_user
 from tests.worker import start_worker_fixture  # noqa: F401 (the start_worker fixture)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fast_polls"),
+]
 
 # A worker's first task waits for its start (a few seconds); the pages wait for it.
 WORKER_WAIT_MS = 60_000
