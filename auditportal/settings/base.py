@@ -343,7 +343,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The report renderer and the stamp font subsetter log every step at INFO.
-    "loggers": {"fontTools": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"}},
+    # kaleido and choreographer (the figures' Chromium) say at INFO each temporary folder they remove.
+    "loggers": {name: {"level": "WARNING"} for name in ("fontTools", "weasyprint", "kaleido", "choreographer")},
 }
 
 STORAGES = {
