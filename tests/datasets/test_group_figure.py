@@ -3,7 +3,6 @@ intervals, per attribute and for the intersection."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,7 @@ from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json
 from auditportal.fairness.text import numbers
 from tests.factories import DatasetVersionFactory, client_for
-
-
-@dataclass(frozen=True)
-class Group:
-    values: tuple[str, ...]
-    is_unknown: bool
-    rows: int
-    positives: int
-
+from tests.figures.group_rows import Group
 
 GROUPS = [
     Group(("male",), False, 600, 330),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from auditportal.fairness.figures.text import plain
 from auditportal.fairness.files.intersections import attribute_key, group_key
 from auditportal.fairness.statistics import judge
 from auditportal.fairness.statistics.planning import GroupInput, plan_ab_test
+from tests.figures.group_rows import Group
 
 LINK = '<a href="http://evil.example/">click</a>'
 STYLE = '<span style="background:url(http://127.0.0.1:9/x)">y</span>'
@@ -199,14 +199,6 @@ def test_the_forest_plot_shows_attribute_and_group_names_as_text() -> None:
     assert panels
     for panel in panels:  # on paper: each panel names every group
         assert_names_are_text(panel.figure)
-
-
-@dataclass(frozen=True)
-class Group:
-    values: tuple[str, ...]
-    is_unknown: bool
-    rows: int
-    positives: int
 
 
 def test_the_dataset_group_figure_shows_group_names_as_text() -> None:

@@ -4,7 +4,6 @@ its own copy, and other arguments are another figure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -13,15 +12,7 @@ import pytest
 from auditportal.fairness.figures import serialize
 from auditportal.fairness.figures.dataset import group_summary_figure
 from auditportal.fairness.figures.serialize import figure_json, kept_figure_json
-
-
-@dataclass(frozen=True)
-class Group:
-    values: tuple[str, ...]
-    is_unknown: bool
-    rows: int
-    positives: int
-
+from tests.figures.group_rows import Group
 
 GROUPS = [Group(("male",), False, 600, 330), Group(("female",), False, 350, 140), Group((), True, 50, 20)]
 built: list[tuple[Any, ...]] = []
