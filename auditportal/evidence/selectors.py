@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import copy
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +11,7 @@ from auditportal.evidence import rules
 from auditportal.evidence.models import VerdictDocument
 from auditportal.fairness.documents.findings import document_attributes
 from auditportal.fairness.figures.audit import references, verdict_document_forest_plot
-from auditportal.fairness.figures.serialize import figure_json
+from auditportal.fairness.figures.serialize import kept_figure_json
 
 # The subjects (audits.PredictionAudit, experiments.Trial) are the apps' above this one: the functions
 # that take one read only its primary key.
@@ -129,30 +126,14 @@ def verdict_document_of_comparison(*, comparison: Model) -> VerdictDocument | No
     )
 
 
-# A frozen document never changes (its bytes are its SHA-256), so neither does its forest plot: the
-# pages that draw one (the document's, every review request's, with a form posted back to it at each
-# mistake) build it once per process. A few dozen plots of a few hundred kilobytes at most.
-_FOREST_CACHE: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
-_FOREST_CACHE_SIZE = 32
-_FOREST_LOCK = threading.Lock()
-
-
 def verdict_document_references(*, document: VerdictDocument) -> list[str]:
     """Each judged attribute's reference group, as "gender = male": the forest plot's caption."""
     return references(document_attributes(document.document))
 
 
 def verdict_document_forest(*, document: VerdictDocument) -> dict[str, Any] | None:
-    """The forest plot of ``document`` as the JSON the page draws (None when nothing was compared),
-    made once per process for each document's SHA-256; each caller gets its own copy."""
-    with _FOREST_LOCK:
-        if document.sha256 in _FOREST_CACHE:
-            _FOREST_CACHE.move_to_end(document.sha256)
-            return copy.deepcopy(_FOREST_CACHE[document.sha256])
-    figure = verdict_document_forest_plot(document.document)
-    drawn = None if figure is None else figure_json(figure)
-    with _FOREST_LOCK:
-        _FOREST_CACHE[document.sha256] = drawn
-        while len(_FOREST_CACHE) > _FOREST_CACHE_SIZE:
-            _FOREST_CACHE.popitem(last=False)
-    return copy.deepcopy(drawn)
+    """The forest plot of ``document`` as the JSON the page draws (None when nothing was compared). A
+    frozen document never changes (its bytes are its SHA-256), so neither does its plot: the pages that
+    draw one (the document's, every review request's) build it once per process (``kept_figure_json``,
+    keyed by the SHA-256); each caller gets its own copy."""
+    return kept_figure_json(verdict_document_forest_plot, document.document, kept_as=document.sha256)

@@ -67,3 +67,14 @@ def test_only_the_latest_figures_are_kept(monkeypatch: pytest.MonkeyPatch) -> No
 def test_arguments_that_are_not_plain_data_are_refused() -> None:
     with pytest.raises(TypeError, match="not plain data"):
         kept_figure_json(bars, {"heights": [1], "at": object()}, colour="#000000")
+
+
+def test_arguments_named_by_the_caller_are_kept_under_that_name() -> None:
+    built.clear()
+    first = kept_figure_json(bars, {"heights": [5, 6]}, colour="#111111", kept_as="sha-of-the-document")
+    # The name stands for the arguments (a frozen document's SHA-256): they are not serialised again.
+    again = kept_figure_json(bars, {"heights": [5, 6], "at": object()}, colour="#111111", kept_as="sha-of-the-document")
+    assert again == first
+    assert len(built) == 1
+    assert kept_figure_json(bars, {"heights": [5, 6]}, colour="#111111", kept_as="another-document") == first
+    assert len(built) == 2, "another name is another figure"

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-# How many figures ``kept_figure_json`` keeps, the latest used: a forest plot of a large document is
-# some tens of kB of JSON text.
+# How many figures ``kept_figure_json`` keeps, the latest used: a figure is some tens of kB of JSON text,
+# a forest plot of a large verdict document a few hundred at most.
 KEPT_FIGURES = 128
 
 _kept: OrderedDict[str, str | None] = OrderedDict()
@@ -40,7 +40,7 @@ def figure_json(figure: go.Figure | dict[str, Any]) -> dict[str, Any]:
 
 
 def kept_figure_json(
-    build: Callable[..., go.Figure | dict[str, Any] | None], /, *args: Any, **kwargs: Any
+    build: Callable[..., go.Figure | dict[str, Any] | None], /, *args: Any, kept_as: str | None = None, **kwargs: Any
 ) -> dict[str, Any] | None:
     """``figure_json(build(*args, **kwargs))``, or None when ``build`` draws nothing: made once per
     process for the same builder and arguments, and kept for the latest ``KEPT_FIGURES``; each caller
@@ -49,9 +49,10 @@ def kept_figure_json(
     For the pages that draw a figure of evidence that never changes (a frozen document, a dataset
     version's counts) on every visit: building it through plotly's objects takes tenths of a second,
     parsing the kept text a millisecond. ``build`` must be a function of its arguments alone, and they
-    plain data (mappings, sequences, numbers, text, dataclasses): their canonical JSON is the key.
+    plain data (mappings, sequences, numbers, text, dataclasses): their canonical JSON is the key, unless
+    the caller names them with ``kept_as`` (a frozen document's SHA-256), which saves serialising them.
     """
-    key = _key(build, args, kwargs)
+    key = _key(build, args, kwargs) if kept_as is None else f"{build.__module__}.{build.__qualname__}:{kept_as}"
     with _kept_lock:
         if key in _kept:
             _kept.move_to_end(key)
