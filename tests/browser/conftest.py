@@ -129,6 +129,10 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             CHROMIUM.stop()
 
 
+# How long a login may take to land on the home page (see log_in).
+LANDING_MS = 60_000
+
+
 @pytest.fixture
 def page(live_server: object) -> Iterator[object]:
     browser = CHROMIUM.launched()
@@ -162,5 +166,15 @@ def log_in(page: Any, base_url: str, username: str) -> None:
     page.goto(f"{base_url}/login/")
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    # A login answers a redirect home; anything else (a refused form, a lockout) fails here with what
+    # the page said. The wait is longer than an action's: under a full suite on two cores, a login can
+    # meet a worker rendering a report and two Chromiums (CI once took more than 15 s to land home).
+    with page.expect_response(
+        lambda response: response.request.method == "POST" and response.url.endswith("/login/"), timeout=LANDING_MS
+    ) as answered:
+        page.click("button[type=submit]")
+    response = answered.value
+    assert response.status == 302, (
+        f"logging in as {username!r} answered {response.status}, not a redirect home:\n{response.text()[:2000]}"
+    )
+    page.wait_for_url(f"{base_url}/", timeout=LANDING_MS)
