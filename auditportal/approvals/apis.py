@@ -3,6 +3,7 @@ operation, and the gate pipelines ask."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.http import Http404
@@ -27,7 +28,7 @@ from auditportal.approvals.models import (
     Waiver,
     WaiverState,
 )
-from auditportal.approvals.rules import ACTIONS
+from auditportal.approvals.rules import ACTIONS, ineligible_voters
 from auditportal.evidence import selectors as evidence_selectors
 from auditportal.evidence.models import DocumentKind, VerdictDocument
 from auditportal.evidence.refs import VerdictDocumentRefSerializer, document_ref
@@ -37,9 +38,12 @@ from auditportal.fairness.statistics.stats import Verdict
 from auditportal.lib.rest import SessionAuthentication
 
 
-def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = False) -> dict[str, Any]:
+def request_as_json(
+    request: ReviewRequest, *, viewer: User, detail: bool = False, ineligible: Mapping[int, str] | None = None
+) -> dict[str, Any]:
     """``viewer``: who asks; the checkpoint's path is a run's internals (experiments.selectors), left
-    out of the request and of its events' data for anyone else."""
+    out of the request and of its events' data for anyone else. ``ineligible``: ineligible_voters'
+    answer, if read already (for the detail's tally)."""
     internals = run_internals_visible(user=viewer)
     body: dict[str, Any] = {
         "id": request.pk,
@@ -70,9 +74,13 @@ def request_as_json(request: ReviewRequest, *, viewer: User, detail: bool = Fals
     body["paused"] = selectors.review_request_pause(request=request)
     suspension = selectors.review_request_suspension(request=request)
     body["suspension"] = selectors.suspension_as_json(suspension) if suspension is not None else None
-    body["findings"] = [status.as_json() for status in selectors.review_request_findings(request=request)]
-    body["tally"] = selectors.review_request_tally(request=request).as_json()
-    body["votes"] = [vote_as_json(vote) for vote in selectors.review_request_votes(request=request)]
+    votes = list(selectors.review_request_votes(request=request))
+    body["findings"] = [
+        status.as_json()
+        for status in selectors.review_request_findings(request=request, documents=documents, votes=votes)
+    ]
+    body["tally"] = selectors.review_request_tally(request=request, ineligible=ineligible, votes=votes).as_json()
+    body["votes"] = [vote_as_json(vote) for vote in votes]
     body["waivers"] = [waiver_as_json(waiver) for waiver in selectors.review_request_waivers(request=request)]
     body["recommendations"] = [
         {
@@ -424,8 +432,10 @@ class ReviewRequestDetailApi(APIView):
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, request_id: int) -> Response:
         review_request = _request(request, request_id)
-        body = request_as_json(review_request, viewer=request_user(request), detail=True)
-        body["actions"] = selectors.review_request_actions(user=request_user(request), request=review_request)
+        user = request_user(request)
+        ineligible = ineligible_voters(review_request)
+        body = request_as_json(review_request, viewer=user, detail=True, ineligible=ineligible)
+        body["actions"] = selectors.review_request_actions(user=user, request=review_request, ineligible=ineligible)
         return Response(body)
 
 

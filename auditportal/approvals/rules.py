@@ -10,7 +10,7 @@ tally a page shows, and by the decision's report context (approvals/context.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
@@ -230,9 +230,18 @@ def pause_message(pauses: list[RoundPause]) -> str | None:
     )
 
 
-def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
+def refusal(
+    user: User,
+    request: ReviewRequest,
+    name: str,
+    *,
+    ineligible: Mapping[int, str] | None = None,
+    pauses: list[RoundPause] | None = None,
+) -> Exception | None:
     """Why ``user`` may not take action ``name`` on ``request`` now, as the exception a service raises;
-    None when they may."""
+    None when they may. ``ineligible`` and ``pauses``: ineligible_voters(request) and
+    open_pauses(request), when the caller has read them already for the request's present state (a
+    page asks about every action)."""
     action = ACTIONS[name]
     is_requester = user.pk == request.requested_by_id
     label = f"review request #{request.pk}"
@@ -247,12 +256,15 @@ def refusal(user: User, request: ReviewRequest, name: str) -> Exception | None:
     if action.who is Who.NOT_REQUESTER and is_requester:
         return ActionForbidden(f"You made {label}: someone else must {action.phrase} it.")
     if action.who is Who.ELIGIBLE:
-        why = ineligible_voters(request).get(user.pk)
+        why = (ineligible if ineligible is not None else ineligible_voters(request)).get(user.pk)
         if why is not None:
             return SeparationOfDuties(
                 f"{user.username} cannot {action.phrase} {label}: they {why} (separation of duties)."
             )
-    pauses = open_pauses(request) if name == "resume" or name in _PAUSED_REFUSES else []
+    if name != "resume" and name not in _PAUSED_REFUSES:
+        pauses = []
+    elif pauses is None:
+        pauses = open_pauses(request)
     if name == "resume":
         for pause in pauses:
             if user.pk == pause.user_id:
@@ -321,12 +333,16 @@ def current_votes(votes: Iterable[V]) -> dict[int, V]:
     return latest
 
 
-def tally_votes(votes: Iterable[V], request: ReviewRequest) -> tuple[list[str], list[str]]:
+def tally_votes(
+    votes: Iterable[V], request: ReviewRequest, *, ineligible: Mapping[int, str] | None = None
+) -> tuple[list[str], list[str]]:
     """Usernames of the current approving and rejecting votes, counted as cast: by members who held the
     committee role when they voted (``voter_role``, recorded with the vote). A role revoked later does
     not drop the vote (the change pauses the round instead, services.review_round_pause); a voter whom
-    the separation of duties excludes does not count, whenever that became known."""
-    ineligible = ineligible_voters(request)
+    the separation of duties excludes does not count, whenever that became known. ``ineligible``:
+    ineligible_voters(request), when the caller has read it already."""
+    if ineligible is None:
+        ineligible = ineligible_voters(request)
     approvals: list[str] = []
     rejections: list[str] = []
     for voter_id, vote in current_votes(votes).items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -110,9 +111,15 @@ class FindingStatus:
         }
 
 
-def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
+def review_request_findings(
+    *,
+    request: ReviewRequest,
+    documents: list[VerdictDocument] | None = None,
+    votes: list[ReviewVote] | None = None,
+) -> list[FindingStatus]:
     """The judged FAIL and INCONCLUSIVE comparisons of the request's documents, with their waivers and
-    acknowledgements in the current round."""
+    acknowledgements in the current round. ``documents`` and ``votes``: review_request_documents' and
+    review_request_votes' answers, if read already."""
     # Each comparison of each live waiver's scope (one live waiver per comparison and round).
     waivers = {
         comparison.finding_key: comparison.waiver
@@ -126,12 +133,12 @@ def review_request_findings(*, request: ReviewRequest) -> list[FindingStatus]:
     }
     now = timezone.now()
     acknowledgements: dict[str, list[str]] = {}
-    for vote in _current(request).values():
+    for vote in _current(request, votes).values():
         if vote.choice == VoteChoice.APPROVE:
-            for key in vote.acknowledgements.values_list("finding_key", flat=True):
+            for key in (acknowledgement.finding_key for acknowledgement in vote.acknowledgements.all()):
                 acknowledgements.setdefault(key, []).append(vote.voter.username)
     statuses = []
-    for document in review_request_documents(request=request):
+    for document in documents if documents is not None else review_request_documents(request=request):
         for finding in document_findings(document.document, sha256=document.sha256):
             waiver = waivers.get(finding.key) if finding.verdict == FAIL else None
             statuses.append(
@@ -184,14 +191,21 @@ class FindingGroup:
 
 
 def review_request_finding_groups(
-    *, request: ReviewRequest, statuses: list[FindingStatus] | None = None
+    *,
+    request: ReviewRequest,
+    statuses: list[FindingStatus] | None = None,
+    documents: list[VerdictDocument] | None = None,
 ) -> list[FindingGroup]:
     """The request's judged comparisons grouped by attribute and metric, worst first: groups with a
     FAIL by how many FAIL (most first), then groups with an INCONCLUSIVE by how many, then those that
-    only PASS; ties in document order. ``statuses``: review_request_findings' answer, if read already."""
-    statuses = statuses if statuses is not None else review_request_findings(request=request)
+    only PASS; ties in document order. ``statuses`` and ``documents``: review_request_findings' and
+    review_request_documents' answers, if read already."""
+    if documents is None:
+        documents = review_request_documents(request=request)
+    if statuses is None:
+        statuses = review_request_findings(request=request, documents=documents)
     groups: dict[tuple[str, str], FindingGroup] = {}
-    for document in review_request_documents(request=request):
+    for document in documents:
         for attribute, section in document_attributes(document.document).items():
             for comparison in section.get("comparisons") or []:
                 if not comparison.get("judged", True) or comparison.get("verdict") is None:
@@ -348,14 +362,23 @@ class Tally:
         }
 
 
-def review_request_tally(*, request: ReviewRequest) -> Tally:
+def review_request_tally(
+    *,
+    request: ReviewRequest,
+    ineligible: Mapping[int, str] | None = None,
+    votes: list[ReviewVote] | None = None,
+) -> Tally:
     """The current round's current votes that count, against the quorum; and a warning when fewer
     committee members may vote than the quorum needs (eligible: active, holding the committee role,
-    not excluded by the separation of duties)."""
-    ineligible = rules.ineligible_voters(request)
+    not excluded by the separation of duties). ``ineligible`` and ``votes``: rules.ineligible_voters'
+    and review_request_votes' answers, if read already."""
+    if ineligible is None:
+        ineligible = rules.ineligible_voters(request)
     members = list(User.objects.filter(role_grants__role=Role.ETHICS_COMMITTEE).order_by("username").distinct())
+    if votes is None:
+        votes = list(request.votes.filter(round=request.round).select_related("voter"))
     approve, reject = rules.tally_votes(
-        list(request.votes.filter(round=request.round).select_related("voter")), request
+        [vote for vote in votes if vote.round == request.round], request, ineligible=ineligible
     )
     eligible = [member.username for member in members if member.is_active and member.pk not in ineligible]
     needed = rules.quorum(request)
@@ -393,10 +416,24 @@ def _count(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-def waiver_tally(*, waiver: Waiver) -> Tally:
+def waiver_tally(
+    *,
+    waiver: Waiver,
+    base: Tally | None = None,
+    ineligible: Mapping[int, str] | None = None,
+    votes: list[WaiverVote] | None = None,
+) -> Tally:
+    """The waiver's current votes that count, against its request's quorum, with the request's eligible
+    members and warning. ``base``, ``ineligible``, ``votes``: the request's tally, rules.ineligible_voters'
+    answer and the waiver's votes (waiver_votes), if read already."""
     request = waiver.request
-    base = review_request_tally(request=request)
-    approve, reject = rules.tally_votes(list(waiver.votes.select_related("voter")), request)
+    if ineligible is None:
+        ineligible = rules.ineligible_voters(request)
+    if base is None:
+        base = review_request_tally(request=request, ineligible=ineligible)
+    if votes is None:
+        votes = list(waiver_votes(waiver=waiver))
+    approve, reject = rules.tally_votes(votes, request, ineligible=ineligible)
     return Tally(
         quorum=base.quorum,
         approve=sorted(approve),
@@ -416,8 +453,10 @@ def review_request_votes(*, request: ReviewRequest) -> QuerySet[ReviewVote]:
     )
 
 
-def review_request_current_votes(*, request: ReviewRequest) -> list[ReviewVote]:
-    return sorted(_current(request).values(), key=lambda vote: vote.voter.username)
+def review_request_current_votes(*, request: ReviewRequest, votes: list[ReviewVote] | None = None) -> list[ReviewVote]:
+    """Each member's latest vote in the current round, by username. ``votes``: review_request_votes'
+    answer, if read already."""
+    return sorted(_current(request, votes).values(), key=lambda vote: vote.voter.username)
 
 
 def review_request_recommendations(*, request: ReviewRequest) -> QuerySet[Recommendation]:
@@ -426,16 +465,24 @@ def review_request_recommendations(*, request: ReviewRequest) -> QuerySet[Recomm
 
 def review_request_waivers(*, request: ReviewRequest) -> QuerySet[Waiver]:
     """Every waiver of the request, oldest first, with its scope (``comparisons``, their documents)
-    and votes."""
+    and votes (``votes.all()``: waiver_votes' answer)."""
     return (
         request.waivers.select_related("proposed_by", "document")
-        .prefetch_related("votes__voter", Prefetch("comparisons", WaivedComparison.objects.select_related("document")))
+        .prefetch_related(
+            Prefetch("votes", _waiver_votes(WaiverVote.objects.all())),
+            Prefetch("comparisons", WaivedComparison.objects.select_related("document")),
+        )
         .order_by("round", "proposed_at", "id")
     )
 
 
 def waiver_votes(*, waiver: Waiver) -> QuerySet[WaiverVote]:
-    return waiver.votes.select_related("voter").order_by("cast_at", "id")
+    """The waiver's votes in the order they were cast, superseded ones included (``superseded_by``)."""
+    return _waiver_votes(waiver.votes.all())
+
+
+def _waiver_votes(votes: QuerySet[WaiverVote]) -> QuerySet[WaiverVote]:
+    return votes.select_related("voter", "superseded_by").order_by("cast_at", "id")
 
 
 @dataclass
@@ -487,10 +534,19 @@ def suspension_as_json(suspension: ApprovalSuspension) -> dict[str, Any]:
     }
 
 
-def review_request_actions(*, user: User, request: ReviewRequest) -> dict[str, str | None]:
+def review_request_actions(
+    *, user: User, request: ReviewRequest, ineligible: Mapping[int, str] | None = None
+) -> dict[str, str | None]:
     """Per action (rules.ACTIONS), None when ``user`` may take it now, or why not: for pages to offer
-    only what the services would accept."""
-    return {name: _message(rules.refusal(user, request, name)) for name in rules.ACTIONS}
+    only what the services would accept. ``ineligible``: rules.ineligible_voters' answer, if read
+    already; it and the open pauses are read once here otherwise, not once per action."""
+    if ineligible is None:
+        ineligible = rules.ineligible_voters(request)
+    pauses = rules.open_pauses(request)
+    return {
+        name: _message(rules.refusal(user, request, name, ineligible=ineligible, pauses=pauses))
+        for name in rules.ACTIONS
+    }
 
 
 QUEUE_DECIDED_SHOWN = 20
@@ -711,9 +767,13 @@ def gate_answer(*, model_identifier: str) -> GateAnswer | None:
     )
 
 
-def _current(request: ReviewRequest) -> dict[int, ReviewVote]:
-    votes = request.votes.filter(round=request.round).select_related("voter").prefetch_related("acknowledgements")
-    return rules.current_votes(list(votes))
+def _current(request: ReviewRequest, votes: list[ReviewVote] | None = None) -> dict[int, ReviewVote]:
+    """The current round's latest vote of each member, from ``votes`` (of any rounds) when given."""
+    if votes is None:
+        return rules.current_votes(
+            request.votes.filter(round=request.round).select_related("voter").prefetch_related("acknowledgements")
+        )
+    return rules.current_votes(vote for vote in votes if vote.round == request.round)
 
 
 def _message(problem: Exception | None) -> str | None:

@@ -144,10 +144,15 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
     failed = form_failed_restore(request)
     bound: dict[str, forms.Form] = {}
     error = failed.error if failed is not None else None
-    actions = selectors.review_request_actions(user=user, request=review_request)
+    # Each read once and handed to the selectors that need it: who may not vote (the separation of
+    # duties reads the evidence's makers) for the actions and every tally, the documents and the votes.
+    ineligible = rules.ineligible_voters(review_request)
+    actions = selectors.review_request_actions(user=user, request=review_request, ineligible=ineligible)
     documents = selectors.review_request_documents(request=review_request)
+    votes = list(selectors.review_request_votes(request=review_request))
+    tally = selectors.review_request_tally(request=review_request, ineligible=ineligible, votes=votes)
     hashes = sorted(document.sha256 for document in documents)
-    findings = selectors.review_request_findings(request=review_request)
+    findings = selectors.review_request_findings(request=review_request, documents=documents, votes=votes)
     fails = [status for status in findings if status.finding.verdict == FAIL]
     inconclusive = [status for status in findings if status.finding.verdict == INCONCLUSIVE]
     waivable = [status for status in fails if status.waiver is None]
@@ -167,19 +172,25 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
                 form = failed.bind(WaiverVoteForm(failed.data, hashes=hashes, prefix=prefix))
             else:
                 form = WaiverVoteForm(hashes=hashes, prefix=prefix)
+        waiver_votes = list(waiver.votes.all())  # review_request_waivers read them
         waiver_rows.append(
             WaiverRow(
                 waiver=waiver,
-                votes=list(selectors.waiver_votes(waiver=waiver)),
-                tally=selectors.waiver_tally(waiver=waiver) if live else None,
+                votes=waiver_votes,
+                tally=selectors.waiver_tally(waiver=waiver, base=tally, ineligible=ineligible, votes=waiver_votes)
+                if live
+                else None,
                 votable=form is not None,
                 form=form,
             )
         )
 
-    votes = list(selectors.review_request_votes(request=review_request))
     my_vote = next(
-        (vote for vote in selectors.review_request_current_votes(request=review_request) if vote.voter_id == user.pk),
+        (
+            vote
+            for vote in selectors.review_request_current_votes(request=review_request, votes=votes)
+            if vote.voter_id == user.pk
+        ),
         None,
     )
 
@@ -202,7 +213,9 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
             if may_waive and group.waivable
             else None,
         )
-        for group in selectors.review_request_finding_groups(request=review_request, statuses=findings)
+        for group in selectors.review_request_finding_groups(
+            request=review_request, statuses=findings, documents=documents
+        )
     ]
     paused = selectors.review_request_pause(request=review_request)
     # Resuming is offered, or its refusal explained, only while the round is paused.
@@ -234,7 +247,7 @@ def _page(request: HttpRequest, review_request: ReviewRequest) -> HttpResponse:
             "inconclusive": len(inconclusive),
             "pass": sum(row.group.passes for row in groups),
         },
-        "tally": selectors.review_request_tally(request=review_request),
+        "tally": tally,
         "submission_mail": selectors.review_request_submission_mail(request=review_request)
         if review_request.round
         else None,
