@@ -10,7 +10,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import Role, User
 from auditportal.celery import app as celery_app
 from auditportal.reports import signing
-from tests.browser.conftest import chromium_path, require_system_tool
+from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.database import flush_past_the_truncate_trigger
 from tests.database_template import django_db_setup as django_db_setup  # migrated once, copied
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
@@ -110,7 +110,7 @@ def session_warm_chromium() -> Iterator[Any]:
     worker, too, keeps one for all its reports; its page is reloaded clean after each): started by the
     first such test, closed at the end. Lent to a test by ``warm_figure_export`` only."""
     if chromium_path() is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+        require_system_tool(NO_CHROMIUM)
     from auditportal.reports import figures
 
     figures.start_warm_export()

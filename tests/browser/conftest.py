@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from auditportal.reports.figures import HEADLESS_SHELL
 from tests.factories import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,24 +45,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(f"browser-{group}"))
 
 
+NO_CHROMIUM = "neither Debian's chromium-headless-shell nor its chromium is installed (apt-get install one)"
+
+
 def chromium_path() -> str | None:
-    """Debian's chromium: the browser kaleido draws the reports' figures with (it looks for it there)."""
-    for candidate in (os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
-
-
-# Debian's chromium-headless-shell (built from the same chromium sources, same version): Chromium's
-# headless shell, which Playwright itself runs for headless tests. Same Blink, same layout and
-# rendering, without the desktop browser around it: every_page_fits took 46 s of Chromium's CPU in
-# it against 78 s in the full browser (--headless=new), measured back to back.
-HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
-
-
-def browser_test_chromium() -> str | None:
-    """The Chromium the browser tests drive: CHROMIUM_PATH, else the headless shell, else chromium."""
-    for candidate in (os.environ.get("CHROMIUM_PATH"), HEADLESS_SHELL, chromium_path()):
+    """A Chromium on this machine: ``CHROMIUM_PATH``, else Debian's chromium-headless-shell, else its
+    chromium. The browser tests drive it; kaleido (the reports' figures) starts the shell or chromium
+    by itself (auditportal/reports/figures.py)."""
+    for candidate in (
+        os.environ.get("CHROMIUM_PATH"),
+        str(HEADLESS_SHELL),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     return None
@@ -96,12 +92,9 @@ class Chromium:
         if self.browser is not None and not self.browser.is_connected():
             self.stop()  # a crashed Chromium is not handed to the next test
         if self.browser is None:
-            executable = browser_test_chromium()
+            executable = chromium_path()
             if executable is None:
-                require_system_tool(
-                    "neither Debian's chromium-headless-shell nor chromium is installed "
-                    "(apt-get install chromium-headless-shell chromium)"
-                )
+                require_system_tool(NO_CHROMIUM)
             # The ORM calls made by the test itself (fixtures, assertions) while Playwright's loop runs
             # are synchronous and safe here.
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -110,7 +103,7 @@ class Chromium:
             self.playwright = sync_playwright().start()
             self.loop = asyncio.get_running_loop()
             # The full browser needs its headless mode named; the headless shell has only one.
-            args = CHROMIUM_FLAGS if executable == HEADLESS_SHELL else ["--headless=new", *CHROMIUM_FLAGS]
+            args = CHROMIUM_FLAGS if executable == str(HEADLESS_SHELL) else ["--headless=new", *CHROMIUM_FLAGS]
             self.browser = self.playwright.chromium.launch(executable_path=executable, args=args)
         return self.browser
 

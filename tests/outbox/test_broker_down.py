@@ -25,7 +25,7 @@ from auditportal.outbox.models import OutboxMessage
 from auditportal.outbox.services import task_enqueue
 from auditportal.reports.models import Report
 from tests.approvals.conftest import demo_version, fair_trial_request, frank, hashes, in_review, runs, vote
-from tests.browser.conftest import chromium_path, require_system_tool
+from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.outbox.tasks import RECORD_RUN
 from tests.redis_server import PrivateRedis, celery_broker, private_redis_fixture
 from tests.worker import start_worker_fixture
@@ -101,7 +101,7 @@ def test_a_decision_while_the_broker_is_down_gets_its_report_its_mail_and_its_ch
     tmp_path: Path,
 ) -> None:
     if chromium_path() is None:  # the worker draws the report's figures
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+        require_system_tool(NO_CHROMIUM)
     # The submission's mail goes to the private broker too, and is lost when it stops: no other
     # test's worker finds it on the test settings' broker.
     with celery_broker(private_redis.url):

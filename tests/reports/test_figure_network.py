@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import pytest
 
 from auditportal.reports import figures
-from tests.browser.conftest import chromium_path, require_system_tool
+from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.loopback import LoopbackServer
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ class Listener:
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     if chromium_path() is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+        require_system_tool(NO_CHROMIUM)
     with Listener() as running:
         yield running
     figures.stop_warm_export()

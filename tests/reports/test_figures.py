@@ -14,7 +14,7 @@ from auditportal.audits.models import PredictionAudit
 from auditportal.fairness.documents.report_context import Figure
 from auditportal.reports import figures, rendering
 from auditportal.reports import tasks as report_tasks
-from tests.browser.conftest import chromium_path, require_system_tool
+from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.reports.helpers import decided_context, pdf_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 @pytest.fixture
 def chromium() -> Iterator[None]:
     if chromium_path() is None:
-        require_system_tool("Debian's chromium is not installed (apt-get install chromium)")
+        require_system_tool(NO_CHROMIUM)
     yield
     figures.stop_warm_export()
 
@@ -129,3 +129,18 @@ def test_a_reports_figures_are_drawn_in_one_go_in_their_order(chromium: None) ->
     assert [_normalised(svg) for svg in figures.figures_svg([figures.Drawing(second, height=400)])] == [
         _normalised(warm[1])
     ]
+
+
+def test_kaleido_is_given_the_headless_shell_where_installed_unless_browser_path_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = tmp_path / "chromium-headless-shell"
+    monkeypatch.setattr(figures, "HEADLESS_SHELL", shell)
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    assert "path" not in figures.kaleido_options()  # not installed: kaleido finds chromium itself
+
+    shell.touch()
+    assert figures.kaleido_options()["path"] == str(shell)
+
+    monkeypatch.setenv("BROWSER_PATH", "/opt/another/chrome")
+    assert "path" not in figures.kaleido_options()  # kaleido reads BROWSER_PATH itself
