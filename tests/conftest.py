@@ -13,6 +13,9 @@ from auditportal.reports import signing
 from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.database import flush_past_the_truncate_trigger
 from tests.database_template import django_db_setup as django_db_setup  # migrated once, copied
+from tests.database_template import pytest_sessionfinish as pytest_sessionfinish  # the xdist controller
+from tests.database_template import pytest_sessionstart as pytest_sessionstart  # migrates the template
+from tests.database_template import pytest_terminal_summary as pytest_terminal_summary  # while workers start
 from tests.db_independent import pytest_collection_modifyitems as pytest_collection_modifyitems
 from tests.db_independent import pytest_fixture_setup as pytest_fixture_setup
 from tests.db_independent import pytest_runtest_call as pytest_runtest_call

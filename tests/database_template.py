@@ -18,6 +18,10 @@ anyway. SQLite's template lives under ``var/test-db/`` (``make clean`` removes i
 database next to the test databases (``test_<name>_tpl_<key>``).
 
 ``--reuse-db`` keeps its meaning: a test database that exists is used as it is and kept.
+
+Under xdist the controller makes the template in a thread while its workers start and collect
+(``_BuildAhead``), so that the first worker to need it does not build it from scratch while the
+other waits on the lock; the workers take the lock as before, and build it if it is still missing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import importlib.metadata
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,12 +40,13 @@ from typing import Any, cast
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import setup_databases, teardown_databases
 from django.utils import timezone
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+from pytest_django.plugin import blocking_manager_key
 
 ROOT = Path(__file__).resolve().parents[1]
 SQLITE_TEMPLATES = ROOT / "var" / "test-db"
@@ -95,7 +101,7 @@ def django_db_setup(
             _disable_migrations()  # --nomigrations: as pytest-django, no template
         elif connection.alias in aliases:
             if not (keepdb and _exists(connection, _test_db_name(connection))):
-                _copy_template(connection, rebuild=django_db_createdb)
+                _ensure_template(connection, rebuild=django_db_createdb, copy_to=_test_db_name(connection))
             keepdb = True  # the copy is the test database: Django's setup only checks it is migrated
         db_cfg = setup_databases(
             verbosity=verbosity,
@@ -113,9 +119,71 @@ def django_db_setup(
                 request.node.warn(pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}"))
 
 
-def _copy_template(db: BaseDatabaseWrapper, *, rebuild: bool) -> None:
+class _BuildAhead:
+    """The controller of an xdist run (``make test``) makes the template in a thread from its session's
+    start, while its workers start and collect (2-4 s of CPU each for a few modules, 10 s or more for
+    the whole suite): the first worker to need the template waits for the rest of that build, the
+    others copy it after, as when a worker builds it. Where the template exists, the thread only finds
+    it (``template_key``, a fraction of a second). The workers still take the lock and build it
+    themselves where it is missing (the thread failed, or the date changed meanwhile)."""
+
+    def __init__(self, blocker: DjangoDbBlocker) -> None:
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._build, args=(blocker,), name="test-db-template", daemon=True)
+
+    def _build(self, blocker: DjangoDbBlocker) -> None:
+        try:
+            with blocker.unblock():  # the controller runs no test: nothing else opens the database here
+                _ensure_template(connection, rebuild=False, copy_to=None)
+        except BaseException as exc:  # said at the run's end; a worker that needs the template builds it
+            self.failure = exc
+        finally:
+            connections.close_all()  # this thread's
+
+
+_AHEAD = pytest.StashKey[_BuildAhead]()
+
+
+def _builds_ahead(config: pytest.Config) -> bool:
+    option = config.option
+    return (
+        config.pluginmanager.get_plugin("dsession") is not None  # the controller of an xdist run
+        and blocking_manager_key in config.stash  # pytest-django configured Django
+        and not option.collectonly
+        and not getattr(option, "nomigrations", False)  # no template
+        and not getattr(option, "create_db", False)  # each worker rebuilds it, as before
+        and not getattr(option, "reuse_db", False)  # the workers' databases may all exist: no copy
+        and connection.vendor in ("sqlite", "postgresql")
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if _builds_ahead(config):
+        ahead = config.stash[_AHEAD] = _BuildAhead(config.stash[blocking_manager_key])
+        ahead.thread.start()  # before xdist starts the workers (its own hook runs last)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    ahead = session.config.stash.get(_AHEAD, None)
+    if ahead is not None:
+        ahead.thread.join()  # a run that needed no database does not leave a half-made template
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    ahead = terminalreporter.config.stash.get(_AHEAD, None)
+    if ahead is not None and ahead.failure is not None:
+        terminalreporter.write_line(
+            f"tests/database_template.py: the controller could not make the test database template "
+            f"({ahead.failure!r}); the workers that needed it made it",
+            yellow=True,
+        )
+
+
+def _ensure_template(db: BaseDatabaseWrapper, *, rebuild: bool, copy_to: str | None) -> None:
+    """Makes the template unless it exists (or ``rebuild``), then copies it to the database ``copy_to``
+    if one is named: all under the lock that one template's builders and copiers share."""
     key = template_key()
-    target = _test_db_name(db)
     if db.vendor == "sqlite":
         SQLITE_TEMPLATES.mkdir(parents=True, exist_ok=True)
         template = SQLITE_TEMPLATES / f"{key}.sqlite3"
@@ -127,9 +195,10 @@ def _copy_template(db: BaseDatabaseWrapper, *, rebuild: bool) -> None:
                 for old in SQLITE_TEMPLATES.glob("*.sqlite3*"):
                     if old != template:
                         old.unlink(missing_ok=True)
-            copying = f"{target}.copying"
-            shutil.copyfile(template, copying)
-            os.replace(copying, target)
+            if copy_to is not None:
+                copying = f"{copy_to}.copying"
+                shutil.copyfile(template, copying)
+                os.replace(copying, copy_to)
     elif db.vendor == "postgresql":
         base = str(db.settings_dict["NAME"])[:30]
         prefix = f"test_{base}_tpl_"
@@ -146,8 +215,9 @@ def _copy_template(db: BaseDatabaseWrapper, *, rebuild: bool) -> None:
                 cursor.execute(f"ALTER DATABASE {quote(building_name)} RENAME TO {quote(template_name)}")
                 for old in present - {template_name}:
                     cursor.execute(f"DROP DATABASE IF EXISTS {quote(old)}")
-            cursor.execute(f"DROP DATABASE IF EXISTS {quote(target)}")
-            cursor.execute(f"CREATE DATABASE {quote(target)} TEMPLATE {quote(template_name)}")
+            if copy_to is not None:
+                cursor.execute(f"DROP DATABASE IF EXISTS {quote(copy_to)}")
+                cursor.execute(f"CREATE DATABASE {quote(copy_to)} TEMPLATE {quote(template_name)}")
     else:
         raise NotImplementedError(f"no template copy for {db.vendor}: add one to tests/database_template.py")
 

@@ -23,6 +23,8 @@ from auditportal.evidence.selectors import verdict_document_of_audit
 from auditportal.experiments.models import Experiment
 from auditportal.monitoring import services as monitoring_services
 from auditportal.monitoring.models import MonitorPolicyProposal, WebhookDelivery, WebhookDeliveryStatus
+from tests.api.lazy_operations import pytest_pycollect_makeitem as pytest_pycollect_makeitem  # the fuzzer's
+from tests.api.lazy_operations import pytest_runtest_setup as pytest_runtest_setup  # tests, built when run
 from tests.approvals.conftest import approved, in_review, trial_document, vote, waive_all
 from tests.database import rows_shared_by_tests
 from tests.evidence.helpers import FAIR, UNFAIR

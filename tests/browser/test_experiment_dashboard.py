@@ -14,7 +14,6 @@ from auditportal.experiments.models import Experiment, ExperimentStatus, Trial, 
 from auditportal.fairness.files.metricsfile import MetricRecord
 from tests.browser.conftest import ARTIFACTS, log_in
 from tests.factories import ExperimentFactory, TrialFactory, make_user
-from trainer import bias
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,6 +33,8 @@ TRACE_X = f"([id, name]) => Array.from({TRACE}.x)"
 
 def _validation(step: int, female: int, male: int) -> MetricRecord:
     """gender groups with 1,000 positives each, ``female`` and ``male`` of them found."""
+    from trainer import bias  # here, not at the top: it imports torch (1 s of CPU) in every collecting process
+
     metrics: dict[str, float | None] = {"count/gender/unknown": 0.0, "accuracy": 0.7 + step / 1000}
     for group, tp in (("female", female), ("male", male)):
         for cell, value in zip(("tp", "fn", "fp", "tn"), (tp, 1000 - tp, 100, 900), strict=True):
