@@ -10,6 +10,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from auditportal.accounts.models import Role, User
 from auditportal.celery import app as celery_app
 from auditportal.reports import signing
+from tests import time_limit, xdist_groups
 from tests.browser.conftest import NO_CHROMIUM, chromium_path, require_system_tool
 from tests.database import flush_past_the_truncate_trigger
 from tests.database_template import django_db_setup as django_db_setup  # migrated once, copied
@@ -21,8 +22,13 @@ from tests.db_independent import pytest_fixture_setup as pytest_fixture_setup
 from tests.db_independent import pytest_runtest_call as pytest_runtest_call
 from tests.factories import make_user
 from tests.keys import KeyPool
-from tests.time_limit import pytest_configure as pytest_configure  # the speed check's hooks
 from tests.time_limit import pytest_runtest_makereport as pytest_runtest_makereport
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    time_limit.pytest_configure(config)  # the speed check's
+    config.pluginmanager.register(xdist_groups, "portal-xdist-groups")  # xdist_group under pytest 9
+
 
 flush_past_the_truncate_trigger()
 

@@ -43,6 +43,11 @@ class LazySchemathesisCase(SchemathesisCase):
         name = self._get_test_name(operation)
         for item in self._make_items(_stand_in(self.test_function), name, operation.label, operation.tags):
             item.stash[_BUILD] = build
+            # Its own node id, the operation as its parameter (test_every_operation…[GET /api/v1/…]):
+            # Schemathesis gives every item the test function's name as originalname, from which
+            # pytest 9 builds the node id, so the 70 operations shared one, and xdist's loadgroup
+            # scheduler (which deals tests by node id) ran one of them.
+            item._id = self.parent.id.child(self.name).with_params(operation.label)  # type: ignore[union-attr]
             yield item
 
 

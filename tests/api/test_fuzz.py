@@ -5,6 +5,8 @@ error, have a documented status code and content type, and match its documented 
 
 Bounded: API_FUZZ_EXAMPLES examples per operation (default 20), positive and negative, the same
 examples on every run (derandomized); API_FUZZ_SEED=N draws other ones, for a longer search by hand.
+Before them, the schema's examples and the coverage cases Schemathesis derives from the schema (each
+field's edge and wrong values: from a few to about 3,000 for POST /api/v1/experiments/).
 Hypothesis' deadline is off: a slow call is not a failure here (bench/api_load.py measures speed)."""
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ def credentials(portal: Portal) -> Iterator[dict[str, dict[str, Any]]]:
 
 @pytest.mark.slow
 @pytest.mark.django_db
+# On one xdist worker: the portal and its report (module_portal, module_report: about 15 s of CPU) are
+# built once for the 70 operations, not once by each worker that is dealt some.
+@pytest.mark.xdist_group("api-fuzz")
 @SCHEMA.parametrize()
 @seed(int(SEED or 0))
 @settings(
