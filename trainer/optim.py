@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
-# What each method is wrapped in (the wrapper's __qualname__, torch 2.13's torch/_compile.py and
-# torch/optim/optimizer.py).
+# What each method is wrapped in: the wrapper's code's qualified name (torch 2.13's torch/_compile.py
+# and torch/optim/optimizer.py). Code objects name it from Python 3.11 on: on 3.10 (Determined's
+# trainer image) none is found, and adam() gives torch.optim.Adam.
 _WRAPPERS = {
     "step": "_use_grad_for_differentiable.<locals>._use_grad",
     "add_param_group": "_disable_dynamo.<locals>.inner",
