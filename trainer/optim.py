@@ -3,8 +3,9 @@
 torch marks its optimizers' methods for ``torch.compile``: ``Optimizer.add_param_group``,
 ``zero_grad``, ``state_dict`` and ``load_state_dict`` are wrapped by ``torch._disable_dynamo`` and
 ``Adam.step`` by ``_use_grad_for_differentiable``, and each wrapper imports ``torch._dynamo`` (and
-sympy with it) on its first call: 1.2 to 1.9 s of CPU, a third of a short trial's process, in a
-trainer that never compiles. :func:`adam` returns an :class:`EagerAdam`, which calls the same
+sympy with it) on its first call: 1.2 to 1.9 s of CPU, a third of a short one-process trial, in a
+trainer that never compiles (a trial of several processes imports it anyway: DistributedDataParallel
+asks torch._dynamo for its reducer mode). :func:`adam` returns an :class:`EagerAdam`, which calls the same
 functions without those wrappers (``__wrapped__``) and turns gradients off around ``step`` as the
 wrapper does: the same arithmetic, parameters and state dict as ``torch.optim.Adam`` (held to it bit
 for bit by tests/trainer/test_model.py). Where the installed torch wraps them otherwise, :func:`adam`
