@@ -153,7 +153,7 @@ def float64_column(column: pa.ChunkedArray[Any]) -> np.ndarray:
     out = np.full(len(column), np.nan, dtype=np.float64)
     if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
         dtype = np.dtype(column.type.to_pandas_dtype())
-    else:  # booleans are bits; Arrow converts them (and what else converts) by pyarrow.compute
+    else:  # booleans (bits) and the like: converted by Arrow's cast (pyarrow.compute)
         column, dtype = column.cast(pa.float64(), safe=False), np.dtype(np.float64)
     start = 0
     for chunk in column.chunks:
