@@ -3,7 +3,7 @@
     .venv/bin/python bench/trainer_overhead.py [--rows 20000] [--batch-size 256] [--validation-period 200]
                                                [--cycles 20] [--fit-runs 4] [--fit-batches 1000]
 
-Primary measure: one trial (trainer.train.BiasTrial inside Determined's local-mode context) runs
+Primary measure: one trial (trainer.trial.BiasTrial inside Determined's local-mode context) runs
 *cycles* of ``--validation-period`` training batches followed by one full validation pass and
 its cross-worker reduction to metrics, alternating monitor on / off cycle by cycle. "Off" skips the
 worker-share window and the per-group validation cells (loss/accuracy/AUC remain). CPU time of this
@@ -58,7 +58,7 @@ def main() -> int:
     from tests.trainer.trainer_testkit import make_demo_frame, stratified_assignment, write_shard_dir
     from trainer import bias
     from trainer.hparams import resolve_hparams
-    from trainer.train import BiasTrial
+    from trainer.trial import BiasTrial
 
     torch.set_num_threads(args.threads)
     frame = make_demo_frame(args.rows, seed=0)

@@ -193,8 +193,6 @@ def attribute_validation(
     data: Path, checkpoint: Path, hparams: dict[str, Any], *, sample_size: int, seed: int
 ) -> dict[str, Any]:
     """The arrays of the attributions file (trainer/README.md), keyed as np.savez writes them."""
-    from captum import __version__ as captum_version
-
     torch.set_num_threads(min(2, torch.get_num_threads()))
     hp = resolve_hparams(hparams)
     spec, rows, val = validation_rows(data, hp)
@@ -210,6 +208,9 @@ def attribute_validation(
     with torch.no_grad():
         baseline_score = float(_Probability(model).double().eval()(baseline)[0])
     error = np.abs(attributions.sum(axis=1) - (scores - baseline_score))
+    # Once Captum ran: a refusal above (shards, checkpoint, sample) does not import it (0.5 s, matplotlib).
+    from captum import __version__ as captum_version
+
     features = [f.name for f in spec.numeric] + [f.name for f in spec.categorical]
     kinds = ["numeric"] * len(spec.numeric) + ["categorical"] * len(spec.categorical)
     proxy = np.arange(len(val))

@@ -13,113 +13,31 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+# The monitored attributes, their groups and keys (numpy only: trainer.data reads shards without torch).
+from trainer.groups import CELLS as CELLS
+from trainer.groups import INTERSECTION_SEP as INTERSECTION_SEP
+from trainer.groups import Attribute as Attribute
+from trainer.groups import GroupLayout as GroupLayout
+from trainer.groups import intersection_codes as intersection_codes
+from trainer.groups import metric_key as metric_key
+from trainer.groups import metric_key_part as metric_key_part
+from trainer.groups import stats_group_key as stats_group_key
+from trainer.groups import stats_key as stats_key
+
 METRICS_SCHEMA = 1
 
 TN, FP, FN, TP = 0, 1, 2, 3
 CELL_NAMES = ("tn", "fp", "fn", "tp")
-CELLS = 4
-INTERSECTION_SEP = "&"
 AUC_BINS = 4096
 # The level at which a recall gap counts as beyond noise: the portal's default alpha
 # (auditportal/fairness/statistics/stats.py DEFAULT_ALPHA), Bonferroni-split over an attribute's
 # recall family as its verdicts are.
 NOISE_ALPHA = 0.05
-
-
-def metric_key_part(name: str) -> str:
-    """Escape '%', '/' and '&' so no attribute or group name can break the ``a/b/c`` metric key
-    layout or be taken apart at the '&' that joins an intersection's names."""
-    return name.replace("%", "%25").replace("/", "%2F").replace("&", "%26")
-
-
-def metric_key(parts: Sequence[str]) -> str:
-    """An attribute or group in a metric name: its names (more than one for an intersection), each
-    escaped, joined by '&'. ("a", "b&c") and ("a&b", "c") stay apart: ``a&b%26c`` and ``a%26b&c``."""
-    return INTERSECTION_SEP.join(metric_key_part(part) for part in parts)
-
-
-def stats_key(parts: Sequence[str]) -> str:
-    """The key of an attribute in bias_stats.json: its names with '%' and '&' escaped, joined by '&'
-    (the portal's auditportal/fairness/files/intersections.py attribute_key)."""
-    return INTERSECTION_SEP.join(part.replace("%", "%25").replace("&", "%26") for part in parts)
-
-
-def stats_group_key(values: Sequence[str]) -> str:
-    """The key of a group in bias_stats.json: a declared attribute's value as it is, an
-    intersection's tuple as :func:`stats_key` (the portal's group_key)."""
-    return values[0] if len(values) == 1 else stats_key(values)
-
-
-@dataclass(frozen=True)
-class Attribute:
-    """One monitored attribute, or the intersection of several (``names``); codes
-    0..len(groups)-1 are groups, len(groups) is unknown. Each group is the tuple of its values, one
-    per name: an intersection's groups are never joined into one string, where ("a", "b&c") and
-    ("a&b", "c") would both read "a&b&c"."""
-
-    names: tuple[str, ...]
-    groups: tuple[tuple[str, ...], ...]
-
-    @classmethod
-    def declared(cls, name: str, groups: Sequence[str]) -> Attribute:
-        return cls((name,), tuple((group,) for group in groups))
-
-    @property
-    def unknown_code(self) -> int:
-        return len(self.groups)
-
-    @property
-    def n_slots(self) -> int:
-        return len(self.groups) + 1
-
-
-@dataclass(frozen=True)
-class GroupLayout:
-    """The monitored attributes in column order: the declared ones, then the intersection."""
-
-    attributes: tuple[Attribute, ...]
-
-    @classmethod
-    def from_declared(
-        cls, declared: Sequence[tuple[str, Sequence[str]]], *, intersect_first_two: bool = True
-    ) -> GroupLayout:
-        attrs = [Attribute.declared(name, groups) for name, groups in declared]
-        if intersect_first_two and len(attrs) >= 2:
-            a, b = attrs[0], attrs[1]
-            attrs.append(Attribute((*a.names, *b.names), tuple((*ga, *gb) for ga in a.groups for gb in b.groups)))
-        return cls(tuple(attrs))
-
-    @property
-    def offsets(self) -> tuple[int, ...]:
-        out, acc = [], 0
-        for attr in self.attributes:
-            out.append(acc)
-            acc += attr.n_slots
-        return tuple(out)
-
-    @property
-    def n_slots(self) -> int:
-        return sum(a.n_slots for a in self.attributes)
-
-    @property
-    def n_cells(self) -> int:
-        return self.n_slots * CELLS
-
-    def names(self) -> list[str]:
-        return [stats_key(a.names) for a in self.attributes]
-
-
-def intersection_codes(codes_a: np.ndarray, codes_b: np.ndarray, a: Attribute, b: Attribute) -> np.ndarray:
-    """Codes of the intersection of ``a`` and ``b``: unknown when either side is unknown."""
-    known = (codes_a < a.unknown_code) & (codes_b < b.unknown_code)
-    inter = codes_a.astype(np.int64) * len(b.groups) + codes_b
-    return np.where(known, inter, len(a.groups) * len(b.groups)).astype(np.int64)
 
 
 def _index_dtype(max_index: int) -> torch.dtype:

@@ -1,14 +1,16 @@
-"""Reading the shard directory (docs/shard-format.md, schema 1) and sampling it.
+"""Reading the shard directory (docs/shard-format.md, schema 1), the validation split and the
+stratified order the batch samplers (:mod:`trainer.loaders`) cut.
 
-Pure pyarrow/numpy/torch: no Determined, no Django. Everything is loaded into memory once; the
-validation split and both samplers are deterministic functions of the data and the seed, so a
-1-process and an N-process run see exactly the same validation rows.
+Pure pyarrow/numpy: no torch, no Determined, no Django, so the trainer refuses bad shards before it
+imports torch. Everything is loaded into memory once; the validation split and both samplers are
+deterministic functions of the data and the seed, so a 1-process and an N-process run see exactly
+the same validation rows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
-from trainer.bias import GroupLayout, intersection_codes
-from trainer.hparams import check_value
+from trainer.groups import GroupLayout, intersection_codes
 
 SHARD_SCHEMA = 1
-Batch = dict[str, torch.Tensor]
 
 
 class ShardError(ValueError):
@@ -147,6 +146,29 @@ def read_manifest(root: Path) -> tuple[dict[str, Any], ShardSpec]:
     return manifest, _spec_from(manifest, root / "manifest.json")
 
 
+def float64_column(column: pa.ChunkedArray[Any]) -> np.ndarray:
+    """A number column as float64, nulls as NaN: what ``column.to_numpy(zero_copy_only=False)`` gives
+    as float64, read from the Arrow buffers, because pyarrow imports pandas for ``to_numpy`` (0.3 to
+    0.5 s of every trainer process, which never uses it)."""
+    out = np.full(len(column), np.nan, dtype=np.float64)
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+        dtype = np.dtype(column.type.to_pandas_dtype())
+    else:  # booleans (bits) and the like: converted by Arrow's cast (pyarrow.compute)
+        column, dtype = column.cast(pa.float64(), safe=False), np.dtype(np.float64)
+    start = 0
+    for chunk in column.chunks:
+        n, offset = len(chunk), chunk.offset
+        validity, values = chunk.buffers()
+        if n and values is not None and chunk.null_count < n:  # else every value is null: NaN
+            part = out[start : start + n]
+            part[:] = np.frombuffer(memoryview(values), dtype=dtype, count=n, offset=offset * dtype.itemsize)
+            if chunk.null_count and validity is not None:
+                bits = np.unpackbits(np.frombuffer(memoryview(validity), dtype=np.uint8), bitorder="little")
+                part[bits[offset : offset + n] == 0] = np.nan
+        start += n
+    return out
+
+
 def _encode_part(table: pa.Table, spec: ShardSpec, where: Path) -> tuple[np.ndarray, ...]:
     n = table.num_rows
     missing = [
@@ -158,7 +180,7 @@ def _encode_part(table: pa.Table, spec: ShardSpec, where: Path) -> tuple[np.ndar
         raise ShardError(f"{where}: data.parquet lacks columns {missing}")
     num = np.zeros((n, len(spec.numeric)), dtype=np.float32)
     for j, f in enumerate(spec.numeric):
-        col = table.column(f.name).to_numpy(zero_copy_only=False).astype(np.float64)
+        col = float64_column(table.column(f.name))
         # Nulls become the dataset mean, i.e. 0 after standardisation.
         num[:, j] = np.nan_to_num((col - f.mean) / f.std, nan=0.0)
     cat = np.zeros((n, len(spec.categorical)), dtype=np.int64)
@@ -166,7 +188,7 @@ def _encode_part(table: pa.Table, spec: ShardSpec, where: Path) -> tuple[np.ndar
         values = table.column(f.name).to_pylist()
         lookup = {c: i + 1 for i, c in enumerate(f.categories)}
         cat[:, j] = [lookup.get(str(v), 0) if v is not None else 0 for v in values]
-    target = table.column(spec.target_column).to_numpy(zero_copy_only=False).astype(np.float32)
+    target = float64_column(table.column(spec.target_column)).astype(np.float32)
     if not np.isin(target, (0.0, 1.0)).all():
         raise ShardError(f"{where}: {spec.target_column} must hold only 0 and 1")
     codes = []
@@ -205,14 +227,18 @@ def load_shards(root: str | Path) -> tuple[ShardSpec, EncodedRows]:
         data_path = part_dir / "data.parquet"
         if not data_path.exists():
             raise ShardError(f"{data_path} is missing")
-        rows = pq.read_metadata(data_path).num_rows
-        if declared != rows:
-            raise ShardError(
-                f"shard part {name}: metadata.json declares num_examples={declared} but "
-                f"data.parquet holds {rows} rows; refusing to train on an inconsistent shard "
-                "(re-run shard_dataset)"
-            )
-        num, cat, target, codes = _encode_part(pq.read_table(data_path), spec, part_dir)
+        # One file read as ParquetFile: pq.read_table would import pyarrow.dataset, and pandas with it
+        # (0.3 to 0.7 s of every trainer process), to read the same table.
+        with pq.ParquetFile(data_path) as parquet:
+            rows = parquet.metadata.num_rows
+            if declared != rows:
+                raise ShardError(
+                    f"shard part {name}: metadata.json declares num_examples={declared} but "
+                    f"data.parquet holds {rows} rows; refusing to train on an inconsistent shard "
+                    "(re-run shard_dataset)"
+                )
+            table = parquet.read()
+        num, cat, target, codes = _encode_part(table, spec, part_dir)
         chunks.append((num, cat, target, codes, np.full(rows, index, np.int32), np.arange(rows)))
         total += rows
     if manifest.get("num_examples") != total:
@@ -269,90 +295,3 @@ def stratified_order(strata: np.ndarray, rng: np.random.Generator) -> np.ndarray
     rank = np.arange(n) - starts[stratum_idx]
     key = (rank + rng.random(n)) / sizes[stratum_idx]
     return perm[order][np.argsort(key, kind="stable")]
-
-
-class TabularDataset(torch.utils.data.Dataset[Batch]):
-    """Map-style dataset whose ``__getitems__`` returns a whole batch (no per-row collation)."""
-
-    def __init__(self, rows: EncodedRows) -> None:
-        self.numeric = torch.from_numpy(np.ascontiguousarray(rows.numeric))
-        self.categorical = torch.from_numpy(np.ascontiguousarray(rows.categorical))
-        self.target = torch.from_numpy(np.ascontiguousarray(rows.target))
-        self.codes = torch.from_numpy(np.ascontiguousarray(rows.codes))
-
-    def __len__(self) -> int:
-        return len(self.target)
-
-    def __getitem__(self, index: int) -> Batch:
-        return self.__getitems__([index])
-
-    def __getitems__(self, indices: Sequence[int]) -> Batch:
-        idx = torch.as_tensor(indices, dtype=torch.int64)
-        return {
-            "numeric": self.numeric[idx],
-            "categorical": self.categorical[idx],
-            "target": self.target[idx],
-            "codes": self.codes[idx],
-        }
-
-
-def passthrough_collate(batch: Batch) -> Batch:
-    return batch
-
-
-class GroupAwareBatchSampler(torch.utils.data.Sampler[list[int]]):
-    """Global sequence of per-worker batches; Determined deals batch i to rank i % world_size.
-
-    ``stratified``: one stratified order per epoch (see :func:`stratified_order`), cut into batches,
-    so every worker gets the global group mix. ``plain``: the training rows, in shard order, are cut
-    into ``world_size`` contiguous blocks - each worker trains on "its own parts", as a naive
-    reader of the shards would - shuffled within the block; with skewed parts the workers'
-    populations differ. Each ``__iter__`` is one epoch; the order depends only on (seed, epoch).
-    """
-
-    def __init__(
-        self,
-        strata: np.ndarray,
-        batch_size: int,
-        world_size: int,
-        *,
-        mode: str,
-        seed: int,
-    ) -> None:
-        check_value("sampler", mode)  # hparams.SAMPLERS; raises naming the allowed values
-        if batch_size < 1:
-            raise ValueError("batch size must be positive")
-        self.strata = strata
-        self.batch_size = batch_size
-        self.world_size = world_size
-        self.mode = mode
-        self.seed = seed
-        self.epoch = 0
-        n = int(strata.shape[0])
-        self._len: int
-        if mode == "stratified":
-            self._len = n // batch_size
-        else:
-            self._len = world_size * ((n // world_size) // batch_size)
-        if self._len < world_size:
-            raise ValueError(f"{n} training rows are too few for {world_size} workers with batch size {batch_size}")
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self) -> Iterator[list[int]]:
-        rng = np.random.default_rng([self.seed, self.epoch])
-        self.epoch += 1
-        bs = self.batch_size
-        if self.mode == "stratified":
-            order = stratified_order(self.strata, rng)
-            for i in range(self._len):
-                yield order[i * bs : (i + 1) * bs].tolist()
-            return
-        n = self.strata.shape[0]
-        block = n // self.world_size
-        per_block = self._len // self.world_size
-        blocks = [rng.permutation(np.arange(r * block, (r + 1) * block)) for r in range(self.world_size)]
-        for i in range(per_block):
-            for r in range(self.world_size):
-                yield blocks[r][i * bs : (i + 1) * bs].tolist()

@@ -194,6 +194,17 @@ def check_space(space: Mapping[str, Any], *, features: tuple[int, int] | None = 
         check_model_size(sizes, normalization=normalization, input_width=width)
 
 
+def embedding_width(cardinality: int, embedding_dim: int) -> int:
+    """Units of model.py's embedding of a categorical feature with ``cardinality`` codes (null and
+    unseen included): ``embedding_dim``, or fewer for a feature of few categories."""
+    return min(embedding_dim, max(1, cardinality // 2 + 1))
+
+
+def input_width(n_numeric: int, cardinalities: Sequence[int], embedding_dim: int) -> int:
+    """Inputs of model.py's first layer: the numeric features and every categorical's embedding."""
+    return n_numeric + sum(embedding_width(card, embedding_dim) for card in cardinalities)
+
+
 def dense_parameter_count(hidden_sizes: Sequence[int], *, input_width: int, normalization: str) -> int:
     """Parameters of model.py's hidden layers, their normalization and the output layer."""
     total, width = 0, input_width

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import nn
 
-from trainer.hparams import check_model_size, check_value
+from trainer.hparams import check_model_size, check_value, embedding_width, input_width
 
 
 class SyncBatchNorm1d(nn.BatchNorm1d):
@@ -70,9 +70,9 @@ class TabularMLP(nn.Module):
         embedding_dim: int = 8,
     ) -> None:
         super().__init__()
-        embeddings = [nn.Embedding(card, min(embedding_dim, max(1, card // 2 + 1))) for card in cardinalities]
+        embeddings = [nn.Embedding(card, embedding_width(card, embedding_dim)) for card in cardinalities]
         self.embeddings = nn.ModuleList(embeddings)
-        width = n_numeric + sum(e.embedding_dim for e in embeddings)
+        width = input_width(n_numeric, cardinalities, embedding_dim)
         if width == 0:
             raise ValueError("the shards declare no features")
         # The portal checked an upper bound of this at launch; here the input width is exact.

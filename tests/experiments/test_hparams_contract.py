@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from auditportal.experiments import configs
-from trainer.data import GroupAwareBatchSampler
 from trainer.hparams import HPARAMS, Hparam, resolve_hparams
+from trainer.loaders import GroupAwareBatchSampler
 from trainer.model import TabularMLP
 
 ODD_VALUES: list[Any] = [None, "", "x", True, False, [], {}, -1, 0, 0.5, 1, 1.5, 7, 4096, 10**6 + 1, 2**31, math.inf]

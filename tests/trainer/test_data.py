@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,13 +17,14 @@ from tests.trainer.trainer_testkit import (
     write_shard_dir,
 )
 from trainer.data import (
-    GroupAwareBatchSampler,
     ShardError,
     check_dataset_sha256,
+    float64_column,
     load_shards,
     strata_of,
     validation_mask,
 )
+from trainer.loaders import GroupAwareBatchSampler
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +95,34 @@ def test_rows_are_encoded_as_the_format_documents(tmp_path: Path, demo_frame) ->
     np.testing.assert_array_equal(rows.codes[:, 0] == 2, gender.isna().to_numpy())  # unknown code
     both_known = gender.notna().to_numpy()
     assert (rows.codes[~both_known, 2] == 6).all()  # intersection unknown = 2 * 3
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        # sliced (an offset into the buffers), several chunks, a chunk of nulls only, an empty one
+        pa.chunked_array(
+            [
+                pa.array([1.5, None, 3.0, 4.0, None, 6.0, 7.0, 8.0, 9.0, None, 11.0]).slice(3),
+                pa.array([None, None], pa.float64()),
+                pa.array([], pa.float64()),
+                pa.array([-0.0, 2.5e300]),
+            ]
+        ),
+        pa.chunked_array([pa.array([1, None, 0, 1], pa.int8()).slice(1), pa.array([None], pa.int8())]),
+        pa.chunked_array([pa.array(list(range(20)) + [None] * 5, pa.int64()).slice(17, 6)]),
+        pa.chunked_array([pa.array([True, False, None])]),
+        pa.chunked_array([pa.nulls(3)]),
+        pa.chunked_array([pa.array([0.25, 7.0], pa.float32())]),
+    ],
+    ids=["float64", "int8", "int64", "bool", "null", "float32"],
+)
+def test_number_columns_are_read_as_to_numpy_reads_them(column: pa.ChunkedArray[Any]) -> None:
+    # The reader takes them from the Arrow buffers: pyarrow imports pandas for to_numpy.
+    expected = column.to_numpy(zero_copy_only=False).astype(np.float64)
+    got = float64_column(column)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, expected)  # NaN where null, in the same places
 
 
 def test_validation_split_is_a_stable_function_of_part_and_row() -> None:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+import torch.nn.functional as F
 
 from tests.trainer.trainer_testkit import free_port
-from trainer.hparams import MAX_DENSE_PARAMETERS, NORMALIZATIONS, HparamError, dense_parameter_count
+from trainer import optim
+from trainer.hparams import MAX_DENSE_PARAMETERS, NORMALIZATIONS, HparamError, dense_parameter_count, input_width
 from trainer.model import SyncBatchNorm1d, TabularMLP
 
 
@@ -88,6 +91,7 @@ def test_unknown_normalization_is_refused_with_the_allowed_values() -> None:
 def test_the_dense_parameter_count_is_the_models_own(normalization: str, hidden_sizes: list[int]) -> None:
     model = TabularMLP(3, [4, 2, 40], hidden_sizes, normalization=normalization, embedding_dim=6)
     width = 3 + 3 + 2 + 6  # 3 numeric, then embeddings of min(6, cardinality // 2 + 1) units
+    assert input_width(3, [4, 2, 40], 6) == width  # what the trainer checks before it imports torch
     assert dense_parameter_count(hidden_sizes, input_width=width, normalization=normalization) == sum(
         p.numel() for p in model.body.parameters()
     )
@@ -104,3 +108,40 @@ def test_a_model_over_the_parameter_limit_is_refused_on_its_exact_input_width() 
         "are allowed."
     )
     TabularMLP(10, [], [2048, 2048])
+
+
+def test_the_trainers_adam_trains_as_torchs_adam_bit_for_bit() -> None:
+    # trainer/optim.py runs Adam's own methods without the wrappers that import torch._dynamo.
+    def trained(make: Any) -> tuple[TabularMLP, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = TabularMLP(3, [4, 2], [8, 4], dropout=0.1, normalization="batch")
+        optimizer = make(model.parameters())
+        numeric, categorical = torch.randn(32, 3), torch.randint(0, 2, (32, 2))
+        target = (torch.rand(32) < 0.4).float()
+        for _ in range(25):
+            optimizer.zero_grad()
+            loss = F.binary_cross_entropy_with_logits(model(numeric, categorical), target)
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            assert torch.is_grad_enabled()
+        return model, optimizer
+
+    model, eager = trained(lambda params: optim.adam(params, lr=0.01))
+    assert type(eager) is optim.EagerAdam  # the installed torch wraps the methods as optim.py expects
+    reference, adam = trained(lambda params: torch.optim.Adam(params, lr=0.01))
+    assert type(adam) is torch.optim.Adam
+    for (name, value), (other, expected) in zip(
+        model.state_dict().items(), reference.state_dict().items(), strict=True
+    ):
+        assert name == other
+        assert torch.equal(value, expected), name
+    state, expected_state = eager.state_dict(), adam.state_dict()
+    assert state["param_groups"] == expected_state["param_groups"]
+    assert state["state"].keys() == expected_state["state"].keys()
+    for index, slots in state["state"].items():
+        for key, value in slots.items():
+            assert torch.equal(value, expected_state["state"][index][key]), (index, key)
+    # A checkpoint's optimizer state loads into either.
+    resumed = optim.adam(model.parameters(), lr=0.01)
+    resumed.load_state_dict(expected_state)
+    assert resumed.state_dict()["param_groups"] == expected_state["param_groups"]

@@ -186,6 +186,37 @@ def test_num_examples_mismatch_stops_the_trainer_with_the_message(demo_shards: P
     )
 
 
+def test_the_trainer_refuses_before_it_imports_torch(demo_shards: Path, tmp_path: Path) -> None:
+    # A refusal (the tests above) takes a fraction of a second: torch and Determined's PyTorch API
+    # (about 2 s of CPU) are imported once the hyperparameters, the shards and the model's size passed.
+    broken = tmp_path / "broken"
+    subprocess.run(["cp", "-r", str(demo_shards), str(broken)], check=True)
+    meta_path = broken / "part-00001" / "metadata.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "num_examples": 1}))
+    probe = """
+import json, sys
+from trainer.data import ShardError
+from trainer.train import main
+shards, broken = sys.argv[1:]
+for hparams in ({"normalization": "layer"}, {"hidden_sizes": "4000,1248"}):
+    assert main(["--data", shards, "--hparams", json.dumps(hparams), "--batches", "3"]) == 2
+try:
+    main(["--data", broken, "--batches", "3"])
+except ShardError:
+    pass
+else:
+    raise AssertionError("the inconsistent shards were not refused")
+heavy = sorted(m for m in ("torch", "determined.pytorch") if m in sys.modules)
+assert not heavy, heavy
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(demo_shards), str(broken)], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.stderr.count(b"trainer: refused hyperparameters: ") == 2
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pathspec, inside Determined's context packer
 def test_uploaded_context_holds_only_trainer_and_starts_without_the_repository(
     demo_shards: Path, tmp_path: Path
@@ -220,6 +251,9 @@ except SystemExit as stop:
     assert stop.code in (0, None), f"trainer exited {stop.code}"
 bad = sorted(m for m in sys.modules if m.split(".")[0] in ("django", "auditportal"))
 assert not bad, bad
+# Nor what a run does not use: torch's compiler (trainer/optim.py), pandas (trainer/data.py).
+unused = sorted(m for m in ("torch._dynamo", "sympy", "pandas", "pyarrow.dataset") if m in sys.modules)
+assert not unused, unused
 origin = importlib.util.find_spec("trainer.train").origin
 assert origin.startswith(staged), origin
 assert all(m.__file__.startswith(staged) for n, m in sys.modules.items() if n.split(".")[0] == "trainer"), sys.modules

@@ -11,7 +11,7 @@ Keys of attributes are always encoded, a declared attribute's too, so a column c
 "R%26D") can never be taken for the intersection of "R" and "D". A declared attribute's groups are
 keyed by their value as it is: they share a table only with one another, where values are unique.
 
-The trainer (trainer/bias.py) writes the same keys with its own copy of this code, since it imports
+The trainer (trainer/groups.py) writes the same keys with its own copy of this code, since it imports
 nothing from the portal; docs/audit-json.md, docs/shard-format.md and trainer/README.md document it.
 """
 

@@ -31,7 +31,7 @@ MAX_STORED_NAME = 255
 MAX_STORED_KEY = 2 * MAX_STORED_NAME + 1
 # The longest metric name the trainer writes about a group (trainer/README.md), with room for
 # ranks up to 99 (the portal launches one slot per trial). Attribute and group parts are escaped
-# as the trainer escapes them (metric_part); a test holds this to trainer/bias.py's own names.
+# as the trainer escapes them (metric_part); a test holds this to trainer/groups.py's own names.
 LONGEST_GROUP_METRIC = "worker_share/{attribute}/{group}/rank99"
 LONGEST_ATTRIBUTE_METRIC = "worker_share/{attribute}/unknown/rank99"
 
@@ -60,7 +60,7 @@ class AttributeInfo:
 
 
 def metric_part(parts: Sequence[str]) -> str:
-    """An attribute or group as the trainer writes it inside a metric name (trainer/bias.py
+    """An attribute or group as the trainer writes it inside a metric name (trainer/groups.py
     metric_key): each name with "%", "/" and "&" percent-encoded, joined by "&"."""
     return "&".join(part.replace("%", "%25").replace("/", "%2F").replace("&", "%26") for part in parts)
 
