@@ -205,7 +205,10 @@ def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] =
                     stop_all(child)
                     code = child.returncode
                     break
-                time.sleep(CHECK_SECONDS)
+                # Until the next look at the stop file; a trainer that exits in between is seen at once
+                # (within Popen.wait's 50 ms), not up to CHECK_SECONDS later.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=CHECK_SECONDS)
             # A trainer that exited by itself may leave helpers behind (data loader workers).
             if _living(child):
                 stop_all(child, grace=2.0)
