@@ -60,7 +60,7 @@ def poll_until_done(experiment: Experiment, *, timeout: float = 60) -> Experimen
             continue
         until = min(deadline, time.monotonic() + POLL_SECONDS)
         while _files(folder) == files and time.monotonic() < until:
-            time.sleep(0.01)
+            time.sleep(0.02)
     raise AssertionError(f"experiment {experiment.pk} still {experiment.status} after {timeout}s")
 
 
