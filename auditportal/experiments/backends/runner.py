@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -175,12 +176,22 @@ def stop_all(child: subprocess.Popen[bytes], *, grace: float = TERM_GRACE_SECOND
 
 def _pause(child: subprocess.Popen[bytes], seconds: float) -> None:
     """Wait ``seconds``, or only until the trainer exits if it is still running: its exit is seen at
-    once (within Popen.wait's 50 ms), not at the end of the wait."""
-    if child.poll() is None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=seconds)
-    else:
+    once, not at the end of the wait."""
+    if child.poll() is not None:
         time.sleep(seconds)
+        return
+    try:
+        # Readable once the process has exited (Linux 5.3): no polling. The child is not reaped until
+        # this runner waits for it, so its pid is still its own here.
+        exited = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=seconds)  # polls every few milliseconds, up to 50 ms apart
+        return
+    try:
+        select.select([exited], [], [], seconds)
+    finally:
+        os.close(exited)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
