@@ -57,17 +57,17 @@ def test_a_slow_unmarked_test_fails_and_a_marked_or_fast_one_passes(tmp_path: Pa
             import pytest
 
             def test_sleeps() -> None:
-                time.sleep(0.6)
+                time.sleep(0.35)
 
             @pytest.mark.slow
             def test_sleeps_marked() -> None:
-                time.sleep(0.6)
+                time.sleep(0.35)
 
             def test_fast() -> None:
                 pass
 
             def test_fails_anyway() -> None:
-                time.sleep(0.6)
+                time.sleep(0.35)
                 assert False, "its own failure"
             """
         ),

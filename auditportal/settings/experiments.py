@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from auditportal.lib.env import EnvError, env_int, env_optional, env_str
+from auditportal.lib.env import EnvError, env_float, env_int, env_optional, env_str
 
 _BASE_DIR = Path(__file__).resolve().parent.parent.parent
 _VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(_BASE_DIR / "var"))).resolve()
@@ -56,6 +56,9 @@ EXPERIMENT_RUN_DIR = Path(env_str("EXPERIMENT_RUN_DIR", str(_VAR_DIR / "experime
 # core (each trainer runs on one thread). A search's own max_concurrent_trials defaults to this divided
 # by its slots_per_trial (configs.default_max_concurrent_trials).
 EXPERIMENT_LOCAL_CONCURRENCY = env_int("EXPERIMENT_LOCAL_CONCURRENCY", os.cpu_count() or 1, minimum=1)
+# How often a trial's runner (backends/runner.py) looks for its stop request (a cancel, an early stop):
+# the longest a trainer goes on once a worker asked it to stop.
+EXPERIMENT_RUNNER_CHECK_SECONDS = env_float("EXPERIMENT_RUNNER_CHECK_SECONDS", 0.5, minimum=0.01, maximum=60)
 EXPERIMENT_TRAINER_PYTHON = env_str("EXPERIMENT_TRAINER_PYTHON", sys.executable)
 EXPERIMENT_TRAINER_MODULE = env_str("EXPERIMENT_TRAINER_MODULE", "trainer.train")
 EXPERIMENT_MODEL_DIR = Path(env_str("EXPERIMENT_MODEL_DIR", str(_BASE_DIR / "trainer"))).resolve()

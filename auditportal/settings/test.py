@@ -26,6 +26,9 @@ os.environ.setdefault("REPORT_VERIFY_PER_HOUR", "100000")
 # The local backend runs one trainer at a time unless a test asks for more, whatever the machine's
 # cores (its default): trials then start in a known order.
 os.environ.setdefault("EXPERIMENT_LOCAL_CONCURRENCY", "1")
+# A trial's runner looks for a stop request every 50 ms, not every half second: the tests that cancel a
+# trial or stop it early (ASHA) wait for it.
+os.environ.setdefault("EXPERIMENT_RUNNER_CHECK_SECONDS", "0.05")
 
 from auditportal.settings.base import *  # noqa: F403
 

@@ -272,7 +272,7 @@ def _trial_early_stopped(request: pytest.FixtureRequest) -> Callable[[], object]
     # rung, is stopped there when the poll that ingests its validation enters it into the rung.
     # max_concurrent_trials=0: the searcher's own split over brackets, as test_asha's search of eight.
     monkeypatch = request.getfixturevalue("monkeypatch")
-    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.1")
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "trial-2=0.1")  # the others need not train slowly
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", "trial-1=0.5,trial-2=0.9,trial-3=0.1,trial-4=0.1")
     request.getfixturevalue("fake_trainer")
     version: DatasetVersion = request.getfixturevalue("demo_version")

@@ -4,7 +4,9 @@ It writes deterministic metrics (schema 1) without training anything, so the loc
 process handling and ingestion can be tested in seconds. Behaviour is set through the environment,
 which the local backend passes on to trial processes:
 
-- ``FAKE_TRAINER_SLEEP``: seconds to sleep after each reported step (default 0).
+- ``FAKE_TRAINER_SLEEP``: seconds to sleep after each reported step (default 0); or, per trial
+  folder, ``trial-2=0.15,trial-4=0.15`` (the others do not sleep): only a trial that a search should
+  stop part-way need train slowly enough for the stop to reach it.
 - ``FAKE_TRAINER_POINTS``: extra per-group counts per validation line (default 0).
 - ``FAKE_TRAINER_CRASH``: a trial folder name (``trial-2``) that crashes after its first validation.
 - ``FAKE_TRAINER_CELLS``: when set, every confusion cell per gender group (fn, fp, tn too), so the
@@ -48,6 +50,14 @@ def metrics_for(trial: int, step: int, extra: int, cells: bool = False) -> dict[
     return metrics
 
 
+def sleep_for(folder: str, setting: str) -> float:
+    """FAKE_TRAINER_SLEEP for the trial in ``folder``: one number for every trial, or per folder."""
+    if "=" not in setting:
+        return float(setting or 0)
+    per_trial = dict(item.split("=", 1) for item in setting.split(",") if "=" in item)
+    return float(per_trial.get(folder, 0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
@@ -68,9 +78,9 @@ def main() -> int:
     if rank != 0:
         return 0
     period = args.validation_period or args.batches
-    sleep = float(os.environ.get("FAKE_TRAINER_SLEEP", "0"))
     extra = int(os.environ.get("FAKE_TRAINER_POINTS", "0"))
     folder = Path(os.environ.get("RUN_DIR", "")).name
+    sleep = sleep_for(folder, os.environ.get("FAKE_TRAINER_SLEEP", ""))
     crash = os.environ.get("FAKE_TRAINER_CRASH", "") == folder
     objectives = dict(
         item.split("=", 1) for item in os.environ.get("FAKE_TRAINER_OBJECTIVES", "").split(",") if "=" in item

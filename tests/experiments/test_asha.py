@@ -106,7 +106,9 @@ def test_an_asha_search_of_eight_trials_stops_those_outside_the_best_quarter_and
     monkeypatch: pytest.MonkeyPatch,
     client: Client,
 ) -> None:
-    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.15")  # 16 validations: about 2.4 s for a whole trial
+    # The trials the search should stop train slowly (16 validations: about 2.4 s for a whole trial),
+    # so its stop reaches them long before their end; the others need not wait.
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", ",".join(f"trial-{n}=0.15" for n in (2, 4, 8)))
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", ",".join(f"trial-{n}={v}" for n, v in OBJECTIVES.items()))
     monkeypatch.setenv("FAKE_TRAINER_CRASH", "trial-6")  # exits after its first validation
     experiment = services.experiment_create(
@@ -216,7 +218,9 @@ def test_with_max_concurrent_trials_an_asha_search_trains_fewer_batches_and_coun
     # Two slots; max_concurrent_trials 2 is one per bracket (asha.brackets): trials 1, 3, 4, 5 in the
     # two-rung bracket (rungs at 4 and 16 batches) run one after another, trial 2 (one rung) beside them.
     settings.EXPERIMENT_LOCAL_CONCURRENCY = 2
-    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "0.1")  # 16 validations: about 1.6 s for a whole trial
+    # The trials the search should cut short train slowly (16 validations: about 1.6 s for a whole
+    # trial), so its stop reaches them long before their end; the others need not wait.
+    monkeypatch.setenv("FAKE_TRAINER_SLEEP", "trial-3=0.1,trial-5=0.1")
     objectives = {1: 0.5, 2: 0.4, 3: 0.7, 4: 0.3, 5: 0.6}
     monkeypatch.setenv("FAKE_TRAINER_OBJECTIVES", ",".join(f"trial-{n}={v}" for n, v in objectives.items()))
     experiment = services.experiment_create(

@@ -133,7 +133,7 @@ def test_a_worker_killed_while_ingesting_leaves_nothing_duplicated_or_missing_af
         experiment.refresh_from_db()
         if not experiment.is_active:
             break
-        time.sleep(0.5)
+        time.sleep(0.05)
     assert experiment.status == ExperimentStatus.COMPLETED
     trial = Trial.objects.get(experiment=experiment)
     assert trial.state == TrialState.COMPLETED
@@ -218,7 +218,7 @@ def test_a_cancel_from_another_pid_namespace_stops_the_trainer_processes(
         experiment.refresh_from_db()
         if experiment.status == ExperimentStatus.CANCELLED:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert experiment.status == ExperimentStatus.CANCELLED
     assert processes_of(run_dir(trial)) == []
     trial.refresh_from_db()

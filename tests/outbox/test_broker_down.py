@@ -64,7 +64,7 @@ def _until(done: Callable[[], bool], worker: subprocess.Popen[bytes], what: str,
     while not done():
         assert worker.poll() is None, f"the worker exited ({worker.returncode}) before {what}"
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.25)
+        time.sleep(0.05)
 
 
 def test_a_task_queued_while_the_broker_is_down_runs_once_it_is_back(

@@ -111,7 +111,9 @@ class DeterminedMasterStub:
         self._breaks: list[list[Any]] = []
         self._next_id = 100
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # serve_forever checks for shutdown() every poll_interval (0.5 s by default): every test's stop
+        # would wait that long.
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
     @property
     def url(self) -> str:

@@ -213,7 +213,11 @@ class LocalBackend:
         }
         try:
             process = subprocess.Popen(
-                [sys.executable, str(RUNNER), str(directory), *ports, "--", *command],
+                [
+                    *(sys.executable, str(RUNNER), str(directory), *ports),
+                    f"--check-seconds={settings.EXPERIMENT_RUNNER_CHECK_SECONDS}",
+                    *("--", *command),
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -303,8 +307,9 @@ def _concurrency_limits(experiment: Experiment) -> dict[int | None, int]:
 
 
 def request_stop(trial: Trial, *, reason: str) -> None:
-    """Ask the trial's runner to stop it (it checks twice a second); a runner not started yet finds
-    the request before it starts the trainer. Idempotent: the first request's time is kept."""
+    """Ask the trial's runner to stop it (it checks every EXPERIMENT_RUNNER_CHECK_SECONDS, half a
+    second by default); a runner not started yet finds the request before it starts the trainer.
+    Idempotent: the first request's time is kept."""
     directory = run_dir(trial)
     path = directory / "stop"
     if path.exists():

@@ -1,10 +1,11 @@
 """The local backend's trial runner: starts the trainer, stops it when asked, records how it ended.
 
-Started by path, ``python .../runner.py RUN_DIR [--free-port-env NAME]... -- COMMAND...``, so it
-imports the standard library only (never Django or the portal: its package is not imported). It is
-the half of cancelling and early stopping that runs beside the trainer: the web process only records
-a cancel in the database; a worker writes ``RUN_DIR/stop``; this runner, which checks for that file
-twice a second, terminates every process of the trial and records when the last one was gone. No
+Started by path, ``python .../runner.py RUN_DIR [--free-port-env NAME]... [--check-seconds S] --
+COMMAND...``, so it imports the standard library only (never Django or the portal: its package is not
+imported). It is the half of cancelling and early stopping that runs beside the trainer: the web
+process only records a cancel in the database; a worker writes ``RUN_DIR/stop``; this runner, which
+checks for that file every ``--check-seconds`` (EXPERIMENT_RUNNER_CHECK_SECONDS, twice a second by
+default), terminates every process of the trial and records when the last one was gone. No
 process ever signals a pid it found in a file, so it works whichever machine or container (and PID
 namespace) the request came from.
 
@@ -30,6 +31,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -41,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+# How often the runner looks for a stop request, unless --check-seconds says otherwise.
 CHECK_SECONDS = 0.5
 # How long the trainer has to stop after SIGTERM (torch.distributed.run passes it on to its
 # workers) before whatever is left of it is killed.
@@ -159,7 +162,7 @@ def stop_all(child: subprocess.Popen[bytes], *, grace: float = TERM_GRACE_SECOND
         os.killpg(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while _living(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        _pause(child, 0.1)
     for _ in range(50):
         left = _living(child)
         if not left:
@@ -167,15 +170,37 @@ def stop_all(child: subprocess.Popen[bytes], *, grace: float = TERM_GRACE_SECOND
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
+        _pause(child, 0.1)
     child.wait()
+
+
+def _pause(child: subprocess.Popen[bytes], seconds: float) -> None:
+    """Wait ``seconds``, or only until the trainer exits if it is still running: its exit is seen at
+    once, not at the end of the wait."""
+    if child.poll() is not None:
+        time.sleep(seconds)
+        return
+    try:
+        # Readable once the process has exited (Linux 5.3): no polling. The child is not reaped until
+        # this runner waits for it, so its pid is still its own here.
+        exited = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=seconds)  # polls every few milliseconds, up to 50 ms apart
+        return
+    try:
+        select.select([exited], [], [], seconds)
+    finally:
+        os.close(exited)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     _signalled.append(signum)
 
 
-def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] = ()) -> int:
+def run(
+    run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] = (), check_seconds: float = CHECK_SECONDS
+) -> int:
     _write_atomic(run_dir / "pid", f"{os.getpid()}\n")
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -205,7 +230,7 @@ def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] =
                     stop_all(child)
                     code = child.returncode
                     break
-                time.sleep(CHECK_SECONDS)
+                _pause(child, check_seconds)  # until the next look at the stop file
             # A trainer that exited by itself may leave helpers behind (data loader workers).
             if _living(child):
                 stop_all(child, grace=2.0)
@@ -223,18 +248,21 @@ def run(run_dir: Path, command: Sequence[str], *, free_port_env: Sequence[str] =
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if "--" not in given:
-        print("usage: runner.py RUN_DIR [--free-port-env NAME]... -- COMMAND...", file=sys.stderr)
+        print("usage: runner.py RUN_DIR [--free-port-env NAME]... [--check-seconds S] -- COMMAND...", file=sys.stderr)
         return 2
     split = given.index("--")
     parser = argparse.ArgumentParser(prog="runner.py")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--free-port-env", action="append", default=[], help="set this variable to a free port")
+    parser.add_argument(
+        "--check-seconds", type=float, default=CHECK_SECONDS, help="how often to look for a stop request"
+    )
     args = parser.parse_args(given[:split])
     command = given[split + 1 :]
     if not command:
         parser.error("no command to run")
     try:
-        return run(args.run_dir, command, free_port_env=args.free_port_env)
+        return run(args.run_dir, command, free_port_env=args.free_port_env, check_seconds=args.check_seconds)
     except Exception:
         # Recorded where the backend looks (the log tail, an exit status), never lost with the runner.
         with (args.run_dir / "trial.log").open("a") as log:
