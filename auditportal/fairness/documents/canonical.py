@@ -19,12 +19,30 @@ class NotCanonical(ValueError):
 
 
 def canonical_json(value: Any) -> bytes:
-    _check(value, "$")
+    if not _valid(value):
+        _check(value, "$")  # raises, naming where
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _valid(value: Any) -> bool:
+    """What :func:`_check` accepts, without the path to each value that it writes for its message (a
+    verdict document holds thousands of values)."""
+    if value is None or isinstance(value, bool | int | str):
+        return True
+    if isinstance(value, float):
+        return value == value and value not in _INFINITIES
+    if isinstance(value, list):
+        return all(_valid(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _valid(item) for key, item in value.items())
+    return False
 
 
 def _check(value: Any, where: str) -> None:

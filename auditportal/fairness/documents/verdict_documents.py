@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from auditportal import __version__
-from auditportal.fairness.documents.canonical import canonical_json, canonical_sha256
+from auditportal.fairness.documents.canonical import canonical_json
 from auditportal.fairness.files.metricsfile import AttributeCounts
 from auditportal.fairness.statistics import judge
 
@@ -44,7 +44,9 @@ class Frozen:
 
 
 def freeze(document: JSON) -> Frozen:
-    return Frozen(document=document, canonical=canonical_json(document).decode(), sha256=canonical_sha256(document))
+    canonical = canonical_json(document)
+    # canonical_sha256(document), without encoding the document a second time.
+    return Frozen(document=document, canonical=canonical.decode(), sha256=hashlib.sha256(canonical).hexdigest())
 
 
 def prediction_audit_document(

@@ -156,10 +156,10 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
     )
     span = _span(panels, tolerance)
     legend_shown: set[tuple[str, bool]] = set()
+    _add_shapes(figure, [shape for row in range(1, len(metrics) + 1) for shape in _band(row, tolerance)])
     for index, metric in enumerate(metrics, start=1):
         points = panels[metric]
         _add_points(figure, points, legend_shown, named=not dense, row=index)
-        _band(figure, index, tolerance)
         figure.update_yaxes(
             tickmode="array",
             tickvals=list(range(len(points))),
@@ -183,39 +183,46 @@ def forest_plot(attributes: Mapping[str, Any], *, tolerance: float) -> go.Figure
     figure.update_xaxes(
         title={"text": AXIS_TITLE, "standoff": 6, "font": {"size": 12}}, automargin=False, row=len(metrics), col=1
     )
+    annotations: list[dict[str, Any]] = []
     for index in range(1, len(metrics) + 1):
         # The panel's title (annotations 0 to n - 1), its text and left edge set by the layout below.
         suffix = "" if index == 1 else str(index)
-        figure.add_annotation(
-            text="",
-            x=0,
-            y=1,
-            xref="paper",
-            yref=f"y{suffix} domain",
-            xanchor="left",
-            yanchor="bottom",
-            yshift=TOLERANCE_BAND_PX,
-            showarrow=False,
-            # Bold by the font's weight: a <b> would be drawn with a style attribute, which the pages'
-            # Content-Security-Policy refuses.
-            font={"size": 13, "color": palette.INK, "weight": "bold"},
+        annotations.append(
+            {
+                "text": "",
+                "x": 0,
+                "y": 1,
+                "xref": "paper",
+                "yref": f"y{suffix} domain",
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "yshift": TOLERANCE_BAND_PX,
+                "showarrow": False,
+                # Bold by the font's weight: a <b> would be drawn with a style attribute, which the
+                # pages' Content-Security-Policy refuses.
+                "font": {"size": 13, "color": palette.INK, "weight": "bold"},
+            }
         )
     for index in range(1, len(metrics) + 1):
         # The tolerance label (annotations n to 2n - 1): over the band's middle, in its own band
         # between the panel's title and the plot.
         suffix = "" if index == 1 else str(index)
-        figure.add_annotation(
-            text=f"tolerance ±{tolerance:g}",
-            x=0,
-            y=1,
-            xref=f"x{suffix}",
-            yref=f"y{suffix} domain",
-            xanchor="center",
-            yanchor="bottom",
-            yshift=2,
-            showarrow=False,
-            font={"size": 11, "color": palette.TOLERANCE_LINE},
+        annotations.append(
+            {
+                "text": f"tolerance ±{tolerance:g}",
+                "x": 0,
+                "y": 1,
+                "xref": f"x{suffix}",
+                "yref": f"y{suffix} domain",
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "yshift": 2,
+                "showarrow": False,
+                "font": {"size": 11, "color": palette.TOLERANCE_LINE},
+            }
         )
+    # At once, as the shapes (add_annotation validates every annotation again at each call).
+    figure.layout.annotations += tuple(annotations)
     # The legend: one entry a line at the figure's top left, in the band the top margin keeps for it
     # (a row of entries would wrap at the plot's width, which differs from box to box).
     entries = sum(1 for trace in figure.data if trace.showlegend)
@@ -375,7 +382,7 @@ def _print_figure(points: list[ForestPoint], *, title: str, tolerance: float, sp
     figure = go.Figure()
     legend_shown: set[tuple[str, bool]] = set()
     _add_points(figure, points, legend_shown, named=True, text_px=printing.MIN_FONT_PX, printed=True)
-    _band(figure, 1, tolerance)
+    _add_shapes(figure, _band(1, tolerance))
     # The range [rows - 0.5, -0.75] spans rows + 0.25 rows: the extra quarter above the first row
     # holds its verdict name.
     plot_px = round((len(points) + 0.25) * printing.ROW_PX)
@@ -585,18 +592,32 @@ def _key(point: ForestPoint) -> list[str]:
     return [point.attribute, point.group, point.metric]
 
 
-def _band(figure: go.Figure, row: int, tolerance: float) -> None:
-    """The ±tolerance band, its edges and the zero line, across the whole panel."""
+def _band(row: int, tolerance: float) -> list[dict[str, Any]]:
+    """The ±tolerance band, its edges and the zero line, across the whole panel ``row``: its shapes."""
     suffix = "" if row == 1 else str(row)
     common = {"xref": f"x{suffix}", "yref": f"y{suffix} domain", "y0": 0, "y1": 1, "layer": "below"}
-    figure.add_shape(
-        type="rect", x0=-tolerance, x1=tolerance, fillcolor=palette.TOLERANCE_FILL, line={"width": 0}, **common
-    )
-    for edge in (-tolerance, tolerance):
-        figure.add_shape(
-            type="line", x0=edge, x1=edge, line={"color": palette.TOLERANCE_LINE, "width": 1, "dash": "dash"}, **common
-        )
-    figure.add_shape(type="line", x0=0, x1=0, line={"color": palette.MUTED, "width": 1}, **common)
+    return [
+        {"type": "rect", "x0": -tolerance, "x1": tolerance, "fillcolor": palette.TOLERANCE_FILL, "line": {"width": 0}}
+        | common,
+        *(
+            {
+                "type": "line",
+                "x0": edge,
+                "x1": edge,
+                "line": {"color": palette.TOLERANCE_LINE, "width": 1, "dash": "dash"},
+            }
+            | common
+            for edge in (-tolerance, tolerance)
+        ),
+        {"type": "line", "x0": 0, "x1": 0, "line": {"color": palette.MUTED, "width": 1}} | common,
+    ]
+
+
+def _add_shapes(figure: go.Figure, shapes: list[dict[str, Any]]) -> None:
+    """``figure.add_shape`` of each of ``shapes`` in turn (their references given), in one step: plotly
+    validates all of the layout's shapes again at each add_shape, so one by one costs the square of
+    their number (four a panel, a forest plot of five panels twenty)."""
+    figure.layout.shapes += tuple(shapes)
 
 
 def _span(panels: Mapping[str, list[ForestPoint]], tolerance: float) -> float:

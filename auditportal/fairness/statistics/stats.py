@@ -238,17 +238,68 @@ def clopper_pearson_interval(successes: Counts, trials: Counts, alpha: float | F
     )
     low, high = np.full(x.shape, _NAN), np.full(x.shape, _NAN)
     defined = n > 0
-    if defined.any():
-        # One integer key per (x, n, alpha) from each column's rank: np.unique of rows sorts far slower.
-        columns = [np.unique(values[defined], return_inverse=True) for values in (x, n, level)]
-        key = np.zeros(int(np.count_nonzero(defined)), np.int64)
-        for distinct_values, rank in columns:
-            key = key * len(distinct_values) + rank.ravel()
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        chosen = [values[defined][first] for values in (x, n, level)]
-        bounds = np.array([_exact_bounds(int(a), int(b), float(c)) for a, b, c in zip(*chosen, strict=True)])
-        low[defined], high[defined] = bounds[inverse.ravel(), 0], bounds[inverse.ravel(), 1]
+    count = int(np.count_nonzero(defined))
+    if count == 0:
+        return cast(Floats, low), cast(Floats, high)
+    xs, ns, levels = x[defined], n[defined], level[defined]
+    if count <= _EXACT_ONE_BY_ONE:
+        # A document's few groups: sorting out the distinct ones would cost more than the cache's lookups.
+        bounds = np.array(
+            [_exact_bounds(a, b, c) for a, b, c in zip(xs.tolist(), ns.tolist(), levels.tolist(), strict=True)]
+        )
+        low[defined], high[defined] = bounds[:, 0], bounds[:, 1]
+        return cast(Floats, low), cast(Floats, high)
+    triples, inverse = _distinct_triples(xs, ns, levels)
+    bounds = np.array([_exact_bounds(a, b, c) for a, b, c in triples])
+    low[defined], high[defined] = bounds[inverse, 0], bounds[inverse, 1]
     return cast(Floats, low), cast(Floats, high)
+
+
+# Up to this many proportions, clopper_pearson_interval looks each one up in _exact_bounds' cache.
+_EXACT_ONE_BY_ONE: Final = 64
+# A key range up to this many times the entries (and _KEY_TABLE_MIN in any case) is counted in a table
+# rather than sorted.
+_KEY_TABLE_FACTOR: Final = 4
+_KEY_TABLE_MIN: Final = 1 << 16
+
+
+def _distinct_triples(x: Counts, n: Counts, level: Floats) -> tuple[list[tuple[int, int, float]], npt.NDArray[np.intp]]:
+    """The distinct ``(x, n, level)`` of three equally long vectors, and for each entry the index of
+    its triple. A simulation's thousands of small cells hold a few hundred distinct ones: each is
+    computed once. One integer key per entry, read back into its triple: a table of the keys where
+    their range is small, else one sort (np.unique of rows, or of each column, sorts far slower)."""
+    if (level == level[0]).all():
+        levels, level_rank = level[:1], np.zeros(len(level), np.int64)
+    else:
+        levels, level_rank = np.unique(level, return_inverse=True)
+    x_low, n_low = int(x.min()), int(n.min())
+    x_span, n_span, level_span = int(x.max()) - x_low + 1, int(n.max()) - n_low + 1, len(levels)
+    x_values: Counts | None = None
+    n_values: Counts | None = None
+    if x_span * n_span * level_span >= 1 << 62:
+        # Too wide for one int64 key (never, for counts of rows): each column's rank instead.
+        x_values, x_rank = np.unique(x, return_inverse=True)
+        n_values, n_rank = np.unique(n, return_inverse=True)
+        x_low, n_low, x_span, n_span = 0, 0, len(x_values), len(n_values)
+        key = (x_rank.astype(np.int64) * n_span + n_rank) * level_span + level_rank
+    else:
+        key = ((x - x_low) * n_span + (n - n_low)) * level_span + level_rank
+    size = x_span * n_span * level_span
+    if size <= max(_KEY_TABLE_FACTOR * len(key), _KEY_TABLE_MIN):
+        present = np.zeros(size, bool)
+        present[key] = True
+        distinct = np.flatnonzero(present)
+        position = np.zeros(size, np.intp)
+        position[distinct] = np.arange(len(distinct))
+        inverse = position[key]
+    else:
+        distinct, inverse = np.unique(key, return_inverse=True)
+    x_index, rest = np.divmod(distinct, n_span * level_span)
+    n_index, level_index = np.divmod(rest, level_span)
+    x_of = x_index + x_low if x_values is None else x_values[x_index]
+    n_of = n_index + n_low if n_values is None else n_values[n_index]
+    triples = list(zip(x_of.tolist(), n_of.tolist(), levels[level_index].tolist(), strict=True))
+    return triples, inverse.ravel()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -437,13 +488,14 @@ def compare(
         defined = (trials > 0) & (trials[..., reference : reference + 1] > 0) & not_reference
         k = _family_size(defined)
         level_alpha = alpha / np.maximum(k, 1)
-        gap = _gap(successes, trials, reference, level_alpha, defined)
+        bounds = _bounds(successes, trials, reference, level_alpha)
+        gap = _gap(bounds, defined)
         p_value, exact = (
             _p_values(successes, trials, reference, defined) if p_values else (_nans(defined), _falses(defined))
         )
         verdict = _verdict(gap.low, gap.high, tolerance, defined)
         ratio = _ratio(successes, trials, reference, defined)
-        ratio_low, ratio_high = _ratio_interval(successes, trials, reference, level_alpha, ratio)
+        ratio_low, ratio_high = _ratio_interval(successes, trials, reference, level_alpha, ratio, bounds)
         level = np.broadcast_to(1 - level_alpha, defined.shape).astype(np.float64)
         needed = _needed(
             [_Plan(gap, successes, trials)],
@@ -612,6 +664,19 @@ class _Gap:
     high: Floats
 
 
+@dataclass(frozen=True)
+class _Bounds:
+    """Each group's rate and its interval at one level (:func:`proportion_interval`), and the
+    reference's, shaped ``(..., 1)``: what the difference's and the ratio's intervals are built from."""
+
+    p: Floats
+    low: Floats
+    high: Floats
+    p_ref: Floats
+    ref_low: Floats
+    ref_high: Floats
+
+
 def _z(upper_tail: float | Floats) -> Floats:
     """The standard normal quantile with ``upper_tail`` probability above it."""
     return -normal_quantile(upper_tail)
@@ -699,15 +764,26 @@ def _at(values: npt.NDArray[_T], index: int) -> npt.NDArray[_T]:
     return values[..., index : index + 1]
 
 
-def _gap(successes: Counts, trials: Counts, reference: int, alpha: Floats, defined: Bools) -> _Gap:
+def _bounds(successes: Counts, trials: Counts, reference: int, alpha: Floats) -> _Bounds:
+    """The rates and their intervals at level 1 - alpha, computed once for the gap and the ratio."""
+    ref_successes, ref_trials = _at(successes, reference), _at(trials, reference)
+    low, high = proportion_interval(successes, trials, alpha)
+    ref_low, ref_high = proportion_interval(ref_successes, ref_trials, alpha)
+    return _Bounds(
+        p=proportion(successes, trials),
+        low=low,
+        high=high,
+        p_ref=proportion(ref_successes, ref_trials),
+        ref_low=ref_low,
+        ref_high=ref_high,
+    )
+
+
+def _gap(bounds: _Bounds, defined: Bools) -> _Gap:
     """The interval for p_group - p_reference at level 1 - alpha: MOVER (Newcombe's method 10) from
     the two proportions' intervals at the same level (:func:`proportion_interval`)."""
-    p = proportion(successes, trials)
-    low, high = proportion_interval(successes, trials, alpha)
-    ref_successes, ref_trials = _at(successes, reference), _at(trials, reference)
-    p_ref = proportion(ref_successes, ref_trials)
-    ref_low, ref_high = proportion_interval(ref_successes, ref_trials, alpha)
-    lower, upper = mover_difference(p, low, high, p_ref, ref_low, ref_high)
+    p, p_ref = bounds.p, bounds.p_ref
+    lower, upper = mover_difference(p, bounds.low, bounds.high, p_ref, bounds.ref_low, bounds.ref_high)
     difference = p - p_ref
     return _Gap(
         difference=cast(Floats, np.where(defined, difference, _NAN)),
@@ -743,12 +819,13 @@ def _ratio(successes: Counts, trials: Counts, reference: int, defined: Bools) ->
 
 
 def _ratio_interval(
-    successes: Counts, trials: Counts, reference: int, alpha: Floats, ratio: Floats
+    successes: Counts, trials: Counts, reference: int, alpha: Floats, ratio: Floats, bounds: _Bounds
 ) -> tuple[Floats, Floats]:
     """The interval for p_group / p_reference at level 1 - alpha: at each end the wider of Katz's
-    (log) bound and the MOVER-R bound built from the two Wilson intervals (Donner & Zou 2012)."""
+    (log) bound and the MOVER-R bound built from the two Wilson intervals (Donner & Zou 2012).
+    ``bounds``: the rates' intervals at the same level."""
     katz_low, katz_high = _katz_interval(successes, trials, reference, alpha)
-    mover_low, mover_high = _mover_ratio_interval(successes, trials, reference, alpha)
+    mover_low, mover_high = _mover_ratio_interval(bounds)
     defined = ~np.isnan(ratio)
     # fmin/fmax also hold the observed ratio, which Katz's interval after the zero-cell correction
     # may not (a group rate of 0 gets a lower bound of 0).
@@ -772,14 +849,11 @@ def _katz_interval(successes: Counts, trials: Counts, reference: int, alpha: Flo
         return cast(Floats, np.exp(log_ratio - spread)), cast(Floats, np.exp(log_ratio + spread))
 
 
-def _mover_ratio_interval(successes: Counts, trials: Counts, reference: int, alpha: Floats) -> tuple[Floats, Floats]:
+def _mover_ratio_interval(bounds: _Bounds) -> tuple[Floats, Floats]:
     """MOVER-R (Donner & Zou 2012, eq. for a ratio) from the intervals of both rates
     (:func:`proportion_interval`: Wilson's, Clopper-Pearson's in a small cell)."""
-    p = proportion(successes, trials)
-    low, high = proportion_interval(successes, trials, alpha)
-    p_ref = _at(p, reference)
-    ref_successes, ref_trials = _at(successes, reference), _at(trials, reference)
-    ref_low, ref_high = proportion_interval(ref_successes, ref_trials, np.asarray(alpha))
+    p, low, high = bounds.p, bounds.low, bounds.high
+    p_ref, ref_low, ref_high = bounds.p_ref, bounds.ref_low, bounds.ref_high
     product = p * p_ref
     with np.errstate(divide="ignore", invalid="ignore"):
         lower_root = np.sqrt(np.maximum(product**2 - low * ref_high * (2 * p - low) * (2 * p_ref - ref_high), 0))
@@ -969,6 +1043,16 @@ def _needed(
     decide that gap, the true gap is likely closer to delta than the margin: then at the observed gap
     itself, up to ``NEEDED_MAX_GROWTH`` times the data at hand.
     """
+    if not asked.any():
+        # Nothing to plan (no INCONCLUSIVE comparison, or sample sizes not wanted): what the general
+        # path below gives where nothing is asked, without solving for every entry first.
+        return _Needed(
+            n_needed=_nans(asked),
+            positives_needed=_nans(asked),
+            planning_difference=_nans(asked),
+            towards=np.full(asked.shape, INCONCLUSIVE, np.int8),
+            reason=np.zeros(asked.shape, np.int8),
+        )
 
     def solve(planned_each: list[Floats], where: Bools) -> tuple[Floats, Floats]:
         return _scale_for(
@@ -1026,7 +1110,7 @@ def _equalized_odds(
     gaps, plans, floors = [], [], []
     for name in ("tpr", "fpr"):
         successes, trials = parts[name]
-        gap = _gap(successes, trials, reference, level_alpha, defined)
+        gap = _gap(_bounds(successes, trials, reference, level_alpha), defined)
         gaps.append(gap)
         plans.append(_Plan(gap, successes, trials))
         floors.append(_noise_floor(successes, trials, reference, level_alpha, defined))
