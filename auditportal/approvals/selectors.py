@@ -30,6 +30,7 @@ from auditportal.approvals.models import (
     RequestState,
     ReviewRequest,
     ReviewVote,
+    RoundPause,
     VoteChoice,
     WaivedComparison,
     Waiver,
@@ -586,41 +587,78 @@ def review_queue(*, user: User) -> Queue:
     """Committee members and administrators: paused rounds they may resume; committee members: requests in
     review and proposed waivers they may vote on and have not; reviewers
     (and committee members): submitted requests to take into review, and requests in review without
-    their recommendation; requesters: their drafts (new or sent back) and their open requests."""
+    their recommendation; requesters: their drafts (new or sent back) and their open requests.
+
+    The requests under way (submitted or in review) are read once for every section that lists them,
+    and what the user did on them (votes, waiver votes, recommendations) and their open pauses in one
+    query each, not one per request."""
     queue = Queue()
     requests = review_request_list(user=user)
     if not account_rules.can_view(user):
         return queue
+    under_way = list(
+        requests.filter(state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW]).select_related(
+            "trial__experiment__dataset_version__dataset"
+        )
+    )
+    in_review = [request for request in under_way if request.state == RequestState.IN_REVIEW]
     if user.has_role(Role.ETHICS_COMMITTEE):
-        for request in requests.filter(state=RequestState.IN_REVIEW):
-            if rules.refusal(user, request, "vote") is None:
-                if not request.votes.filter(round=request.round, voter=user).exists():
-                    queue.to_vote.append(request)
-                for waiver in request.waivers.filter(round=request.round, state=WaiverState.PROPOSED):
-                    if not waiver.votes.filter(voter=user).exists():
-                        queue.waivers_to_vote.append(waiver)
+        votable = [request for request in in_review if rules.refusal(user, request, "vote") is None]
+        voted = set(
+            ReviewVote.objects.filter(voter=user, request__in=[request.pk for request in votable]).values_list(
+                "request_id", "round"
+            )
+        )
+        by_pk = {request.pk: request for request in votable}
+        # The proposed waivers of each request's current round, in the order they were proposed.
+        waivers: dict[int, list[Waiver]] = {}
+        for waiver in (
+            Waiver.objects.filter(request__in=list(by_pk), state=WaiverState.PROPOSED)
+            .select_related("proposed_by")
+            .prefetch_related(Prefetch("comparisons", queryset=WaivedComparison.objects.select_related("document")))
+            .order_by("proposed_at", "id")
+        ):
+            request = by_pk[waiver.request_id]
+            if waiver.round == request.round:
+                waiver.request = request
+                waivers.setdefault(request.pk, []).append(waiver)
+        waiver_voted = set(
+            WaiverVote.objects.filter(
+                voter=user, waiver__in=[waiver.pk for proposed in waivers.values() for waiver in proposed]
+            ).values_list("waiver_id", flat=True)
+        )
+        for request in votable:
+            if (request.pk, request.round) not in voted:
+                queue.to_vote.append(request)
+            queue.waivers_to_vote += [waiver for waiver in waivers.get(request.pk, []) if waiver.pk not in waiver_voted]
     if user.has_role(Role.ETHICS_COMMITTEE) or user.has_role(Role.ADMIN):
-        paused = requests.filter(
-            state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW],
-            pauses__round=F("round"),
-            pauses__resumptions__isnull=True,
-        ).distinct()
-        queue.to_resume = [request for request in paused if rules.refusal(user, request, "resume") is None]
+        paused = set(
+            RoundPause.objects.filter(
+                request__in=[request.pk for request in under_way],
+                round=F("request__round"),
+                resumptions__isnull=True,
+            ).values_list("request_id", flat=True)
+        )
+        queue.to_resume = [
+            request for request in under_way if request.pk in paused and rules.refusal(user, request, "resume") is None
+        ]
     if user.has_role(Role.REVIEWER) or user.has_role(Role.ETHICS_COMMITTEE):
         queue.to_start = [
             request
-            for request in requests.filter(state=RequestState.SUBMITTED)
-            if rules.refusal(user, request, "start_review") is None
+            for request in under_way
+            if request.state == RequestState.SUBMITTED and rules.refusal(user, request, "start_review") is None
         ]
     if user.has_role(Role.REVIEWER):
-        queue.to_recommend = [
-            request
-            for request in requests.filter(state=RequestState.IN_REVIEW).exclude(requested_by=user)
-            if not request.recommendations.filter(round=request.round, reviewer=user).exists()
-        ]
+        others = [request for request in in_review if request.requested_by_id != user.pk]
+        recommended = set(
+            Recommendation.objects.filter(reviewer=user, request__in=[request.pk for request in others]).values_list(
+                "request_id", "round"
+            )
+        )
+        queue.to_recommend = [request for request in others if (request.pk, request.round) not in recommended]
     mine = requests.filter(requested_by=user)
     queue.my_drafts = list(mine.filter(state=RequestState.DRAFT))
-    queue.my_open = list(mine.filter(state__in=[RequestState.SUBMITTED, RequestState.IN_REVIEW]))
+    queue.my_open = [request for request in under_way if request.requested_by_id == user.pk]
     queue.my_decided = list(
         mine.filter(state__in=[state.value for state in (*FINAL_STATES, RequestState.APPROVED)]).order_by(
             "-state_changed_at", "-id"

@@ -14,8 +14,8 @@ from auditportal.fairness.text.sizes import human_size
 # Pages' own automatic requests (a progress poll) send this header: they do not keep a session alive.
 POLL_HEADER = "HTTP_X_PORTAL_POLL"
 # A session's expiry is renewed at most this often (a session write per request would be wasteful).
-_RENEW_EVERY_SECONDS = 60
-_SEEN_KEY = "_portal_seen"
+RENEW_EVERY_SECONDS = 60
+SEEN_KEY = "_portal_seen"
 
 
 class ContentSecurityPolicyMiddleware:
@@ -77,7 +77,7 @@ class SessionIdleMiddleware:
         user = getattr(request, "user", None)
         if session is not None and user is not None and user.is_authenticated and POLL_HEADER not in request.META:
             now = int(time.time())
-            seen = session.get(_SEEN_KEY)
-            if not isinstance(seen, int) or now - seen >= _RENEW_EVERY_SECONDS:
-                session[_SEEN_KEY] = now
+            seen = session.get(SEEN_KEY)
+            if not isinstance(seen, int) or now - seen >= RENEW_EVERY_SECONDS:
+                session[SEEN_KEY] = now
         return self.get_response(request)
