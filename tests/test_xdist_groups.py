@@ -14,7 +14,7 @@ def test_no_two_collected_tests_share_a_node_id(request: pytest.FixtureRequest) 
 
 
 def test_under_loadgroup_each_grouped_test_carries_its_group_in_its_node_id(request: pytest.FixtureRequest) -> None:
-    if not request.config.getvalue("loadgroup"):
+    if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("not run with --dist loadgroup (make test runs with it)")
     grouped = {
         item.nodeid: mark.args[0]

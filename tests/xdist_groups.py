@@ -20,7 +20,8 @@ from _pytest.nodeid import NodeId
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getvalue("loadgroup"):
+    # In an xdist worker of a --dist loadgroup run (xdist sets the option there only).
+    if not getattr(config.option, "loadgroup", False):
         return
     for item in items:
         groups = {
