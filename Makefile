@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast lint imports typecheck check migrations-check bench clean
+.PHONY: install run test test-fast screenshots lint imports typecheck check migrations-check bench clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,11 @@ test: install
 # The edit loop: the suite without the tests marked slow (a real Celery worker, the browser, training).
 test-fast: install
 	$(WRITE_BYTECODE) $(PY) -m pytest -p no:cacheprovider $(PARALLEL) --durations=25 -m "not slow" $(PYTEST_ARGS)
+
+# The browser tests with their screenshots taken (test-artifacts/browser/): every page at 390 and 1280 px
+# and each step of the stories, to look at. `make test` takes them only of a browser test that fails.
+screenshots: install
+	PORTAL_TEST_SCREENSHOTS=1 $(WRITE_BYTECODE) $(PY) -m pytest -p no:cacheprovider $(PARALLEL) -m browser $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

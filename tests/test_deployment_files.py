@@ -14,6 +14,7 @@ ENV_MODULE = ROOT / "auditportal" / "lib" / "env.py"
 # shows it: the tests read PORTAL_REQUIRE_SYSTEM_TOOLS.
 READ_ELSEWHERE = {
     "PORTAL_REQUIRE_SYSTEM_TOOLS": ROOT / "tests" / "browser" / "conftest.py",
+    "PORTAL_TEST_SCREENSHOTS": ROOT / "tests" / "browser" / "conftest.py",
     "PORTAL_TEST_TIME_LIMIT": ROOT / "tests" / "time_limit.py",
 }
 

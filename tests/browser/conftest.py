@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,63 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+# Screenshots are for people to look at (no test reads them back), and taking them was a third of the
+# browser tests' Chromium time (every_page_fits: 41 s of the machine's CPU with them, 25 s without).
+# `make screenshots` (PORTAL_TEST_SCREENSHOTS=1) takes every one the tests ask for, under ARTIFACTS;
+# otherwise a test's screenshot calls take nothing, and a browser test that fails gets a full-page
+# screenshot of each page it had open, under ARTIFACTS/failed/, named in its report.
+SCREENSHOTS = os.environ.get("PORTAL_TEST_SCREENSHOTS", "") not in ("", "0")
+FAILED = ARTIFACTS / "failed"
+# Playwright's own Page.screenshot, for the screenshots of a failure (kept by the fixture below).
+_TAKE: list[Any] = []
+
+
+def _not_taken(self: object, *args: object, **kwargs: object) -> bytes:
+    return b""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _screenshots_on_request() -> Iterator[None]:
+    from playwright.sync_api import ElementHandle, Locator, Page
+
+    _TAKE.append(Page.screenshot)
+    if SCREENSHOTS:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        for kind in (Page, Locator, ElementHandle):
+            patch.setattr(kind, "screenshot", _not_taken)
+        yield
+
+
+def _failure_screenshots(nodeid: str) -> list[str]:
+    """A full-page screenshot of every page the browser has open; the paths written (or why not)."""
+    take = _TAKE[0]
+    taken: list[str] = []
+    stem = re.sub(r"[^\w.-]+", "_", nodeid)[-120:]
+    FAILED.mkdir(parents=True, exist_ok=True)
+    pages = [page for context in CHROMIUM.browser.contexts for page in context.pages]
+    for number, page in enumerate(pages, start=1):
+        path = FAILED / f"{stem}-{number}.png"
+        try:
+            take(page, path=str(path), full_page=True)
+        except Exception as error:  # a closed page or a crashed browser: say so, keep the report
+            taken.append(f"{page.url}: no screenshot ({error})")
+        else:
+            taken.append(f"{page.url}: {path}")
+    return taken
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed and CHROMIUM.browser is not None and CHROMIUM.browser.is_connected():
+        report.sections.append(("screenshots of the open pages", "\n".join(_failure_screenshots(item.nodeid))))
+    return report
 
 
 # How often the pages that poll ask the server in the tests that use fast_polls (static/js reads

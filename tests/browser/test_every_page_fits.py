@@ -1,6 +1,7 @@
 """Every page kind in Chromium at a phone's width (390 px) and a laptop's (1280 px), as a user who may
 see it: no page is wider than the window, nothing the Content-Security-Policy refuses and no console
-error; a full-page screenshot of each under test-artifacts/browser/pages/<route>-<width>.png.
+error; a full-page screenshot of each under test-artifacts/browser/pages/<route>-<width>.png (with
+`make screenshots`).
 
 The pages are the URLconf's routes (tests/security/routes.py), so a page added tomorrow is visited
 without anyone listing it; each is asked for as the first user class the authorization matrix
