@@ -79,7 +79,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.when == "call" and report.failed and CHROMIUM.browser is not None and CHROMIUM.browser.is_connected():
+    browser = CHROMIUM.browser
+    if report.when != "teardown" and report.failed and _TAKE and browser is not None and browser.is_connected():
         report.sections.append(("screenshots of the open pages", "\n".join(_failure_screenshots(item.nodeid))))
     return report
 
