@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from auditportal.experiments import configs
+from tests.loopback import LoopbackServer
 from tests.stubs.expconf import config_errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,18 +205,17 @@ def test_the_masters_healthcheck_passes_on_200_from_info_and_fails_otherwise(ser
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    server = LoopbackServer(Handler)
+    server.start()
     try:
-        port = server.server_address[1]
+        port = server.server.server_address[1]
         local = script.replace("/dev/tcp/127.0.0.1/8080", f"/dev/tcp/127.0.0.1/{port}")
         assert subprocess.run(["bash", "-c", local], timeout=10).returncode == 0
         Handler.status = 503
         assert subprocess.run(["bash", "-c", local], timeout=10).returncode != 0
         assert seen == ["/info", "/info"]
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
     # Nothing listening: unhealthy, not hanging.
     closed = script.replace("/dev/tcp/127.0.0.1/8080", f"/dev/tcp/127.0.0.1/{port}")
     assert subprocess.run(["bash", "-c", closed], timeout=10, capture_output=True).returncode != 0

@@ -41,11 +41,12 @@ import random
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import yaml
 
+from tests.loopback import LoopbackServer
 from tests.stubs.expconf import config_errors, master_message
 
 START = "2026-01-01T00:00:00Z"
@@ -110,27 +111,23 @@ class DeterminedMasterStub:
         # break_off rules: [prefix, successes before the next failure, its status, rounds left].
         self._breaks: list[list[Any]] = []
         self._next_id = 100
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        # serve_forever checks for shutdown() every poll_interval (0.5 s by default): every test's stop
-        # would wait that long.
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self.loopback = LoopbackServer(self._handler())
+        self.server = self.loopback.server
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.loopback.base_url
 
     @property
     def requests(self) -> list[tuple[str, str]]:
         return [(entry.method, entry.path) for entry in self.log]
 
     def start(self) -> DeterminedMasterStub:
-        self.thread.start()
+        self.loopback.start()
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.stop()
 
     # -- scripting ---------------------------------------------------------------------------
 
